@@ -1,0 +1,3 @@
+from rap_benchmark.cli import main
+
+raise SystemExit(main())

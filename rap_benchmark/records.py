@@ -1,0 +1,276 @@
+"""Frozen, typed records: one per pipeline stage.
+
+Every stage of the data flow hands the next one immutable records (or columnar tables whose
+columns are named after these records' fields). Fixed vocabularies are enums; constructing a
+record with a value outside its vocabulary raises ``ValueError``.
+
+    corpus -> Paper
+    fields/codebook -> Direction, Codebook
+    assignments -> Assignment
+    blocks/splits -> Block
+    episodes -> Episode
+    search -> SearchHit, SearchObservation, SearchCall
+    agent rollouts -> Rollout
+    predictions -> Prediction
+    scoring -> EpisodeScore
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+N_DIRECTIONS = 8
+DIRECTION_KEYS: tuple[str, ...] = tuple(f"D{i}" for i in range(N_DIRECTIONS))
+
+
+class Condition(str, Enum):
+    """The five agent conditions of the paper (SPEC 3.7)."""
+
+    A0 = "A0"  # Forecast, closed book
+    A1 = "A1"  # Forecast, Search over the fixed window
+    A2 = "A2"  # State, fixed window
+    A3 = "A3"  # Forecast, Search over expanding history
+    A4 = "A4"  # State, expanding history
+
+    @property
+    def task(self) -> Task:
+        return Task.STATE if self in (Condition.A2, Condition.A4) else Task.FORECAST
+
+    @property
+    def regime(self) -> Regime | None:
+        """The search universe offered, or None for the closed-book condition."""
+        if self is Condition.A0:
+            return None
+        return Regime.FIXED if self in (Condition.A1, Condition.A2) else Regime.EXPANDING
+
+
+class Task(str, Enum):
+    FORECAST = "forecast"  # predict y, the composition of [T, T+6mo)
+    STATE = "state"  # reconstruct x, the composition of [T-6mo, T)
+
+
+class Regime(str, Enum):
+    """Search universes (SPEC 3.6)."""
+
+    FIXED = "fixed"  # the field's papers in [T-6mo, T)
+    EXPANDING = "expanding"  # the field's papers before T
+
+
+class Policy(str, Enum):
+    """Counting policies that turn assignments into direction counts (SPEC 3.3)."""
+
+    CANONICAL = "canonical"
+    SPLIT_BOUNDARY = "split_boundary"
+    SINGLE_ONLY = "single_only"
+    SECONDARY = "secondary"
+
+
+class AssignmentType(str, Enum):
+    SINGLE = "single"
+    BOUNDARY = "boundary"
+    BRIDGE = "bridge"
+    OTHER = "other"
+    LOW_EVIDENCE = "low_evidence"
+
+
+class Split(str, Enum):
+    DEV = "dev"
+    TEST = "test"
+
+
+def _check_direction_key(key: str | None, *, allow_other: bool, allow_none: bool) -> None:
+    if key is None and allow_none:
+        return
+    if key in DIRECTION_KEYS or (allow_other and key == "other"):
+        return
+    raise ValueError(f"not a direction key: {key!r} (expected one of {', '.join(DIRECTION_KEYS)})")
+
+
+@dataclass(frozen=True, slots=True)
+class Paper:
+    """One arXiv paper: new-style id without version, v1 date, text and categories."""
+
+    arxiv_id: str
+    date: dt.date  # v1 submission date
+    title: str
+    abstract: str
+    categories: tuple[str, ...]
+    authors: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.arxiv_id:
+            raise ValueError("Paper.arxiv_id is empty")
+        if not isinstance(self.date, dt.date):
+            raise ValueError(f"Paper.date must be a date, got {self.date!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Direction:
+    """One of a field's eight research directions (a codebook entry)."""
+
+    key: str  # D0..D7
+    name: str
+    definition: str
+    inclusion: str
+    exclusion: str
+    exemplars: tuple[str, ...]  # pre-cutoff arXiv ids
+
+    def __post_init__(self) -> None:
+        _check_direction_key(self.key, allow_other=False, allow_none=False)
+        for name in ("name", "definition", "inclusion", "exclusion"):
+            if not getattr(self, name).strip():
+                raise ValueError(f"Direction {self.key}: {name} is empty")
+
+
+@dataclass(frozen=True, slots=True)
+class Codebook:
+    """A field and its frozen slate of exactly eight directions D0..D7."""
+
+    field_id: str
+    name: str
+    definition: str
+    directions: tuple[Direction, ...]
+
+    def __post_init__(self) -> None:
+        keys = tuple(d.key for d in self.directions)
+        if keys != DIRECTION_KEYS:
+            raise ValueError(f"field {self.field_id}: directions must be exactly D0..D7 in order, got {keys}")
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    """The instrument's label for one paper-field membership."""
+
+    arxiv_id: str
+    field_id: str
+    primary: str  # D0..D7 or "other"
+    secondary: str | None
+    type: AssignmentType
+
+    def __post_init__(self) -> None:
+        _check_direction_key(self.primary, allow_other=True, allow_none=False)
+        _check_direction_key(self.secondary, allow_other=False, allow_none=True)
+        object.__setattr__(self, "type", AssignmentType(self.type))
+        if self.type is AssignmentType.BOUNDARY and self.secondary is None:
+            raise ValueError(f"{self.arxiv_id}/{self.field_id}: a boundary assignment needs a secondary")
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """A frozen dependency block: a connected component of strongly overlapping fields."""
+
+    block_id: str
+    field_ids: tuple[str, ...]
+    split: Split
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """One (field, origin) forecasting episode under a counting policy.
+
+    ``history`` holds the three six-month windows before T, oldest first; ``x`` is the newest of
+    them. A composition is None when its window holds no counted paper (the episode is flagged).
+    """
+
+    field_id: str
+    origin: dt.date
+    policy: Policy
+    x: tuple[float, ...] | None
+    history: tuple[tuple[float, ...] | None, ...]
+    y: tuple[float, ...] | None
+    n_x: float
+    n_y: float
+
+    @property
+    def episode_id(self) -> str:
+        return episode_id(self.field_id, self.origin)
+
+
+def episode_id(field_id: str, origin: dt.date | str) -> str:
+    """The stable key of an episode: ``<field_id>@<YYYY-MM-DD>``."""
+    origin_s = origin.isoformat() if isinstance(origin, dt.date) else str(origin)
+    return f"{field_id}@{origin_s}"
+
+
+@dataclass(frozen=True, slots=True)
+class SearchHit:
+    arxiv_id: str
+    title: str
+    date: str  # YYYY-MM-DD
+    abstract: str  # cut to the spec's ``abstract_chars``
+    score: float
+
+
+@dataclass(frozen=True, slots=True)
+class SearchObservation:
+    """Exactly what an agent sees for one Search call."""
+
+    hits: tuple[SearchHit, ...]
+    total_hits: int
+
+
+@dataclass(frozen=True, slots=True)
+class SearchCall:
+    """A logged Search call: the arguments and the exact observation."""
+
+    field_id: str
+    origin: dt.date
+    regime: Regime
+    query: str
+    start: dt.date | None
+    end: dt.date | None
+    result_ids: tuple[str, ...]
+    total_hits: int
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """One row of a prediction file: eight weights for one (model, condition, episode)."""
+
+    model: str
+    condition: Condition
+    field_id: str
+    origin: dt.date
+    weights: tuple[float, ...] | None  # None when the unit is invalid
+    valid: bool
+    invalid_reason: str | None = None
+    meta: dict[str, object] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "condition", Condition(self.condition))
+        if self.valid:
+            w = self.weights
+            if w is None or len(w) != N_DIRECTIONS or not all(math.isfinite(v) and v >= 0 for v in w):
+                raise ValueError(f"valid prediction needs 8 finite nonnegative weights, got {w!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Rollout:
+    """One agent unit (model, field, origin, condition) with its full trajectory."""
+
+    model: str
+    field_id: str
+    origin: dt.date
+    condition: Condition
+    messages: tuple[dict[str, object], ...]
+    search_calls: tuple[SearchCall, ...]
+    answer_text: str | None
+    prediction: Prediction
+    response_model: str | None
+    attempts: int
+    prompt_tokens: int
+    completion_tokens: int
+    wall_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeScore:
+    field_id: str
+    origin: dt.date
+    spearman: float
+    centred_cosine: float
+    tv: float
+    jsd: float

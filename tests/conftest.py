@@ -1,0 +1,57 @@
+"""Shared fixtures: the embedded ``mini`` instance (built once per session) and the real arXiv
+sample (skipped when ``../shared/data/arxiv`` is absent)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_ARXIV = Path(os.environ.get("RAP_SHARED_ARXIV", REPO.parent / "shared" / "data" / "arxiv"))
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _offline_hf(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Never touch the network or the user's Hugging Face cache from tests."""
+    os.environ.setdefault("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["HF_DATASETS_OFFLINE"] = "1"
+
+
+@pytest.fixture(scope="session")
+def mini_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from rap_benchmark.build import build_instance
+    from rap_benchmark.spec import mini_spec
+
+    out = tmp_path_factory.mktemp("mini") / "mini"
+    build_instance(mini_spec(), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def mini(mini_dir: Path):
+    from rap_benchmark.artifacts import load_instance
+
+    return load_instance(mini_dir)
+
+
+@pytest.fixture(scope="session")
+def arxiv_sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not SHARED_ARXIV.is_dir():
+        pytest.skip(f"{SHARED_ARXIV} is absent")
+    from rap_benchmark.build import build_instance
+    from rap_benchmark.spec import arxiv_sample_spec
+
+    out = tmp_path_factory.mktemp("arxiv_sample") / "arxiv-sample"
+    build_instance(arxiv_sample_spec(), out, source=SHARED_ARXIV)
+    return out
+
+
+@pytest.fixture(scope="session")
+def arxiv_sample(arxiv_sample_dir: Path):
+    from rap_benchmark.artifacts import load_instance
+
+    return load_instance(arxiv_sample_dir)
