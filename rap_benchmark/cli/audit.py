@@ -1,0 +1,172 @@
+"""``rap audit``: parallel-instrument agreement, truth agreement (mini) and the human audit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EPILOG = """examples:
+  rap audit parallel build/mini --out audit/parallel.csv
+  rap audit truth build/mini
+  rap audit sample build/mini --out audit/sheet --fields 6 --per-cell 2
+  rap audit analyse build/mini audit/sheet/key.private.csv annotations.csv
+"""
+
+
+def _fmt(est) -> str:
+    return f"{est.estimate:.3f} [{est.lo:.3f}, {est.hi:.3f}]"
+
+
+def _parallel(args: argparse.Namespace) -> int:
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.audit.parallel import parallel_agreement, second_instrument
+
+    inst = load_instance(args.dir)
+    cutoff = inst.spec.codebook_cutoff
+    second = second_instrument(inst.papers, inst.assignments, cutoff, seed=args.seed)
+    table, summary = parallel_agreement(
+        inst.papers, inst.assignments, second, cutoff, n_resamples=args.resamples, seed=args.seed
+    )
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        table.to_csv(args.out, index=False)
+    print(f"parallel-instrument agreement over {len(table)} fields (cross-fit Hungarian, field-resampled 95% CI)")
+    for name in ("overall", "pre", "post", "change"):
+        label = {"pre": f"before {cutoff}", "post": f"from {cutoff}", "change": "paired change (post - pre)"}.get(
+            name, "overall out of sample"
+        )
+        print(f"  {label:32s} {_fmt(summary[name])}")
+    return 0
+
+
+def _truth(args: argparse.Namespace) -> int:
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.audit.parallel import truth_agreement
+
+    inst = load_instance(args.dir)
+    if "truth" not in inst.extras:
+        print("this instance has no latent truth (only the generated mini instance does)", file=sys.stderr)
+        return 2
+    table = truth_agreement(inst.assignments, inst.extras["truth"])
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"macro exact match with the latent direction: {table['exact'].mean():.3f}")
+    return 0
+
+
+def _sample(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.audit.human import design_sample, save_sample
+
+    inst = load_instance(args.dir)
+    rng = np.random.default_rng(args.seed)
+    fields = sorted(rng.choice(inst.field_ids, size=min(args.fields, len(inst.field_ids)), replace=False).tolist())
+    retrieve = None
+    if args.retrieved > 0:
+        from rap_benchmark.search import SearchEngine
+
+        engine = SearchEngine.from_instance(inst)
+        last = inst.spec.origins[-1]
+
+        def retrieve(field_id: str, query: str) -> list[str]:
+            obs = engine.search(field_id, last, "expanding", query)
+            return [h.arxiv_id for h in obs.hits]
+
+    sample = design_sample(
+        inst.papers,
+        inst.assignments,
+        inst.codebooks,
+        fields,
+        inst.spec.codebook_cutoff,
+        per_cell=args.per_cell,
+        population=args.population,
+        retrieved=args.retrieved,
+        retrieve=retrieve,
+        seed=args.seed,
+    )
+    paths = save_sample(sample, args.out)
+    print(f"{len(sample.sheet)} items from {len(fields)} fields")
+    for k, v in paths.items():
+        print(f"  {k}: {v}")
+    print("give the annotator sheet.csv or sheet.html only; keep key.private.csv away from them")
+    return 0
+
+
+def _analyse(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.audit.align import direction_index
+    from rap_benchmark.audit.human import analyse, corpus_cell_shares, tv_permutation_test
+
+    inst = load_instance(args.dir)
+    key = pd.read_csv(args.key, dtype=str, keep_default_na=False).replace({"": None})
+    answers = pd.read_csv(args.answers, dtype=str, keep_default_na=False)
+    unknown = sorted(set(answers["item_id"]) - set(key["item_id"]))
+    if unknown:
+        print(f"{len(unknown)} answered items are not in the key (e.g. {unknown[:3]})", file=sys.stderr)
+        return 2
+    pi = corpus_cell_shares(inst.assignments, inst.spec.codebook_cutoff)
+    res = analyse(key, answers, pi, n_resamples=args.resamples, seed=args.seed)
+    out = {name: vars(est) for name, est in res.items()}
+    for name, est in res.items():
+        print(f"  {name:34s} {_fmt(est)}  (n={est.n})")
+    merged = key.merge(answers, on="item_id", suffixes=("_frozen", "_annotator"))
+    a = direction_index(merged["primary_frozen"].to_numpy())
+    b = direction_index(merged["primary_annotator"].to_numpy())
+    both = (a >= 0) & (b >= 0)
+    if both.sum() > 0:
+        perm = tv_permutation_test(a[both], b[both], n_permutations=args.permutations, seed=args.seed)
+        print(
+            f"  TV(instrument, annotator marginals) = {perm.tv:.3f}, exchangeable-disagreement p = {perm.p_value:.3f}"
+            f" (null 95th percentile {perm.null_q95:.3f}, {perm.n_items} paired items)"
+        )
+        out["tv_permutation"] = vars(perm)
+    if args.json:
+        print(json.dumps(out, sort_keys=True, default=float))
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "audit",
+        help="audit the assignment instrument (parallel instrument, human audit)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    asub = p.add_subparsers(dest="audit_command", metavar="AUDIT")
+
+    q = asub.add_parser("parallel", help="second offline instrument, cross-fit Hungarian agreement")
+    q.add_argument("dir")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--resamples", type=int, default=2000)
+    q.add_argument("--out", help="write the per-field table (CSV)")
+    q.set_defaults(func=_parallel)
+
+    q = asub.add_parser("truth", help="mini only: frozen instrument vs the generator's latent directions")
+    q.add_argument("dir")
+    q.set_defaults(func=_truth)
+
+    q = asub.add_parser("sample", help="draw the stratified human-audit sample and write the blind sheet")
+    q.add_argument("dir")
+    q.add_argument("--out", required=True)
+    q.add_argument("--fields", type=int, default=24)
+    q.add_argument("--per-cell", type=int, default=1)
+    q.add_argument("--population", type=int, default=1)
+    q.add_argument("--retrieved", type=int, default=1)
+    q.add_argument("--seed", type=int, default=0)
+    q.set_defaults(func=_sample)
+
+    q = asub.add_parser("analyse", help="analyse returned annotations against the private key")
+    q.add_argument("dir")
+    q.add_argument("key", help="key.private.csv written by `rap audit sample`")
+    q.add_argument("answers", help="annotations CSV (item_id, member, primary, secondary, clarity, confidence)")
+    q.add_argument("--resamples", type=int, default=2000)
+    q.add_argument("--permutations", type=int, default=9999)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=_analyse)
+    p.set_defaults(func=lambda args: (p.print_help(), 2)[1])

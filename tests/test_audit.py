@@ -1,0 +1,162 @@
+"""Instrument audits: Hungarian cross-fit alignment, the human-audit analysis and its null."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from rap_benchmark.audit.align import cross_fit, direction_index, fit_half, hungarian_map
+from rap_benchmark.audit.human import analyse, corpus_cell_shares, design_sample, sheet_html, tv_permutation_test
+from rap_benchmark.audit.parallel import parallel_agreement, second_instrument, truth_agreement
+from rap_benchmark.records import DIRECTION_KEYS
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.permutations(list(range(8))), st.integers(0, 2**32 - 1))
+def test_hungarian_recovers_any_permutation(perm: list[int], seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    frozen = rng.integers(0, 8, size=400)
+    frozen[:8] = np.arange(8)  # every direction present
+    perm_a = np.asarray(perm)
+    second = perm_a[frozen]  # slot = perm[direction]
+    mapping = hungarian_map(frozen, second)
+    assert np.array_equal(mapping[perm_a], np.arange(8))
+
+
+def test_cross_fit_scores_only_out_of_sample_items() -> None:
+    rng = np.random.default_rng(1)
+    frozen = rng.integers(0, 8, size=1000)
+    second = (frozen + 3) % 8
+    noisy = rng.random(1000) < 0.2
+    second[noisy] = rng.integers(0, 8, size=noisy.sum())
+    fit = fit_half(np.array([f"id{i}" for i in range(1000)]))
+    res = cross_fit(frozen, second, fit)
+    assert np.isnan(res.agree[fit]).all()
+    assert np.isfinite(res.agree[~fit]).all()
+    expected = 0.8 + 0.2 / 8
+    assert abs(np.nanmean(res.agree) - expected) < 0.05
+
+
+def test_permuted_codebook_copy_is_recovered_exactly_on_mini(mini) -> None:
+    """A second instrument that is the frozen one with its directions renamed aligns perfectly."""
+    perm = np.array([3, 7, 0, 5, 1, 6, 2, 4])
+    asg = mini.assignments
+    frozen = direction_index(asg["primary"].to_numpy())
+    second = pd.DataFrame(
+        {"arxiv_id": asg["arxiv_id"], "field_id": asg["field_id"], "slot": np.where(frozen >= 0, perm[frozen], 0)}
+    )
+    for field_id, g in asg.groupby("field_id"):
+        idx = g.index.to_numpy()
+        f = frozen[idx]
+        s = second["slot"].to_numpy()[idx]
+        ok = f >= 0
+        mapping = hungarian_map(f[ok], s[ok])
+        assert np.array_equal(mapping[perm], np.arange(8)), field_id
+    table, summary = parallel_agreement(mini.papers, asg, second, mini.spec.codebook_cutoff, n_resamples=200, seed=0)
+    assert summary["overall"].estimate == pytest.approx(1.0)
+    assert (table["agree_all"] == 1.0).all()
+
+
+def test_offline_instrument_agrees_with_truth_on_mini(mini) -> None:
+    truth = mini.extras["truth"]
+    table = truth_agreement(mini.assignments, truth)
+    assert len(table) == len(mini.codebooks)
+    # eight directions: chance is 1/8; the instrument must recover most latent labels
+    assert table["exact"].mean() > 0.5
+    assert (table["within_pair"] >= table["exact"]).all()
+
+
+def test_second_instrument_agreement_on_mini(mini) -> None:
+    second = second_instrument(mini.papers, mini.assignments, mini.spec.codebook_cutoff, seed=3)
+    assert set(second["slot"]) <= set(range(8))
+    table, summary = parallel_agreement(
+        mini.papers, mini.assignments, second, mini.spec.codebook_cutoff, n_resamples=500, seed=0
+    )
+    assert summary["overall"].lo <= summary["overall"].estimate <= summary["overall"].hi
+    assert summary["overall"].estimate > 1 / 8 + 0.1  # far above chance: the directions are real
+
+
+def test_permutation_null_is_uniform_under_exchangeable_labellers() -> None:
+    """Labellers drawn from one distribution give uniform p-values; a shift is detected."""
+    rng = np.random.default_rng(12345)
+    q = np.array([0.3, 0.2, 0.15, 0.1, 0.1, 0.08, 0.05, 0.02])
+    pvals = []
+    for r in range(300):
+        a = rng.choice(8, size=114, p=q)
+        b = rng.choice(8, size=114, p=q)
+        pvals.append(tv_permutation_test(a, b, n_permutations=199, seed=r).p_value)
+    pvals = np.array(pvals)
+    # the test statistic is discrete, so p-values are at most slightly conservative
+    assert stats.kstest(pvals, "uniform").pvalue > 0.01
+    reject = float(np.mean(pvals <= 0.05))
+    lo, hi = stats.binom.ppf([0.0005, 0.9995], 300, 0.05) / 300
+    assert lo <= reject <= hi
+    # power: a labeller with a shifted marginal is detected almost always
+    q2 = np.roll(q, 2)
+    power = np.mean(
+        [
+            tv_permutation_test(
+                rng.choice(8, size=114, p=q), rng.choice(8, size=114, p=q2), n_permutations=199, seed=r
+            ).p_value
+            <= 0.05
+            for r in range(50)
+        ]
+    )
+    assert power > 0.9
+
+
+def test_permutation_test_observed_tv_matches_direct_formula() -> None:
+    a = np.array([0, 0, 1, 2, 3, 7])
+    b = np.array([0, 1, 1, 2, 4, 7])
+    res = tv_permutation_test(a, b, n_permutations=99, seed=0)
+    ma = np.bincount(a, minlength=8) / 6
+    mb = np.bincount(b, minlength=8) / 6
+    assert res.tv == pytest.approx(0.5 * np.abs(ma - mb).sum())
+    with pytest.raises(ValueError):
+        tv_permutation_test(np.array([0, 9]), np.array([1, 2]), seed=0)
+
+
+def test_human_audit_sheet_is_blind_and_analysis_matches_hand_counts(mini) -> None:
+    fields = mini.field_ids[:4]
+    cutoff = mini.spec.codebook_cutoff
+    sample = design_sample(
+        mini.papers, mini.assignments, mini.codebooks, fields, cutoff, per_cell=2, population=1, seed=7
+    )
+    sheet, key = sample.sheet, sample.key
+    assert len(sheet) == len(key) > 0
+    for col in ("primary", "secondary", "type", "stratum", "cell", "arxiv_id"):
+        assert col not in sheet.columns or sheet[col].eq("").all()
+    assert not sheet["abstract"].isna().any()
+    html = sheet_html(sheet)
+    assert "http://" not in html and "https://" not in html
+    for aid in key["arxiv_id"]:
+        assert aid not in html  # no ids, no labels: title and abstract only
+    # an annotator who copies the frozen primary on accepted items: exact match 1.0
+    answers = pd.DataFrame(
+        {
+            "item_id": key["item_id"],
+            "member": "yes",
+            "primary": key["primary"].where(key["primary"].isin(DIRECTION_KEYS), "other"),
+            "secondary": "",
+            "clarity": "clear",
+            "confidence": "high",
+        }
+    )
+    pi = corpus_cell_shares(mini.assignments, cutoff)
+    res = analyse(key, answers, pi, n_resamples=200, seed=1)
+    assert res["membership_reproduction"].estimate == 1.0
+    assert res["exact_primary_match"].estimate == pytest.approx(1.0)
+    # now reject every boundary item's primary: reweighted estimate = sum of single-cell shares
+    wrong = answers.copy()
+    boundary = key["type"].isin(["boundary", "bridge"]).to_numpy()
+    wrong.loc[boundary, "primary"] = "other"
+    res2 = analyse(key, wrong, pi, n_resamples=200, seed=1)
+    present = {c for c in key["cell"].dropna()}
+    weights = {c: pi[c] for c in present}
+    expected = sum(w for c, w in weights.items() if c.startswith("single")) / sum(weights.values())
+    assert res2["exact_match_reweighted"].estimate == pytest.approx(expected)
+    assert res2["exact_match_reweighted"].lo <= res2["exact_match_reweighted"].hi
