@@ -1,8 +1,8 @@
 """Parallel-instrument agreement (SPEC 3.3, seed: "independently drafted Opus instrument").
 
 The second instrument here is an independent offline method: per field, spherical k-means with
-eight clusters over binary bag-of-words vectors of the field's pre-cutoff papers (a different
-representation, initialisation and decision rule from the frozen prototype instrument), then
+eight clusters in a field-local TF-IDF space fitted on the field's own pre-cutoff papers (a
+different space, initialisation and decision rule from the frozen prototype instrument), then
 every membership goes to its nearest centroid. Its slots are aligned to the frozen directions
 with the Hungarian algorithm fitted on a hash-chosen half of the pre-cutoff papers, so both
 periods are scored out of sample.
@@ -14,68 +14,39 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from rap_benchmark.audit.align import cross_fit, direction_index, fit_half
+from rap_benchmark.fields import TfidfSpace, spherical_kmeans, tokenize_papers
 from rap_benchmark.records import N_DIRECTIONS
-from rap_benchmark.text import tokenize
 
 
-def _binary_bow(texts: list[str], vocab: dict[str, int] | None = None) -> tuple[sp.csr_matrix, dict[str, int]]:
-    docs = [sorted(set(tokenize(t))) for t in texts]
-    if vocab is None:
-        vocab = {w: i for i, w in enumerate(sorted({w for d in docs for w in d}))}
-    rows, cols = [], []
-    for r, d in enumerate(docs):
-        idx = [vocab[w] for w in d if w in vocab]
-        rows.extend([r] * len(idx))
-        cols.extend(idx)
-    m = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(docs), len(vocab)))
-    norms = np.sqrt(np.asarray(m.sum(axis=1)).ravel())
-    norms[norms == 0] = 1.0
-    return sp.csr_matrix(sp.diags(1.0 / norms) @ m), vocab
+def second_instrument(
+    papers: pd.DataFrame, assignments: pd.DataFrame, cutoff: str, *, seed: int, restarts: int = 5
+) -> pd.DataFrame:
+    """Label every membership with a second-instrument slot (0..7) per field.
 
-
-def spherical_kmeans(x: sp.csr_matrix, k: int, rng: np.random.Generator, n_iter: int = 30) -> np.ndarray:
-    """Centroids (k x d, unit rows) by k-means++ seeding and cosine Lloyd iterations."""
-    n = x.shape[0]
-    if n < k:
-        raise ValueError(f"need at least {k} documents to draw {k} directions, got {n}")
-    first = int(rng.integers(n))
-    centres = [x[first].toarray().ravel()]
-    best = np.asarray(x @ centres[0]).ravel()
-    for _ in range(1, k):
-        dist = np.clip(1.0 - best, 0.0, None) + 1e-12
-        nxt = int(rng.choice(n, p=dist / dist.sum()))
-        centres.append(x[nxt].toarray().ravel())
-        best = np.maximum(best, np.asarray(x @ centres[-1]).ravel())
-    c = np.vstack(centres)
-    labels = np.full(n, -1)
-    for _ in range(n_iter):
-        new = np.asarray(x @ c.T).argmax(axis=1)
-        if np.array_equal(new, labels):
-            break
-        labels = new
-        for j in range(k):
-            members = labels == j
-            v = np.asarray(x[members].sum(axis=0)).ravel() if members.any() else c[j]
-            norm = np.linalg.norm(v)
-            c[j] = v / norm if norm > 0 else c[j]
-    return c
-
-
-def second_instrument(papers: pd.DataFrame, assignments: pd.DataFrame, cutoff: str, *, seed: int) -> pd.DataFrame:
-    """Label every membership with a second-instrument slot (``S0``..``S7``) per field."""
-    text = dict(zip(papers["arxiv_id"], papers["title"] + ". " + papers["abstract"], strict=True))
+    Independent of the frozen instrument's construction: a field-local TF-IDF space fitted on
+    the field's own pre-cutoff papers, spherical k-means (best objective of ``restarts`` seeded
+    starts), nearest centroid for every membership. Slot numbers are arbitrary.
+    """
+    order = papers.reset_index(drop=True)
+    tokens = tokenize_papers(order)
+    row_of = pd.Series(np.arange(len(order)), index=order["arxiv_id"].to_numpy())
     out = []
     for n, (field_id, rows) in enumerate(assignments.groupby("field_id", sort=True)):
         rows = rows.sort_values(["date", "arxiv_id"])
-        pre = rows["date"].to_numpy() < cutoff
-        texts = [text[a] for a in rows["arxiv_id"]]
-        x_pre, vocab = _binary_bow([t for t, p in zip(texts, pre, strict=True) if p])
-        x_all, _ = _binary_bow(texts, vocab)
-        centres = spherical_kmeans(x_pre, N_DIRECTIONS, np.random.default_rng([seed, n]))
-        slot = np.asarray(x_all @ centres.T).argmax(axis=1)
+        pos = row_of.loc[rows["arxiv_id"].to_numpy()].to_numpy()
+        pre = rows["date"].to_numpy().astype(str) < cutoff
+        space = TfidfSpace.fit(tokens.select(pos[pre]), min_df=2, max_df_ratio=0.5)
+        x_pre, _ = space.transform(tokens.select(pos[pre]))
+        x_all, _ = space.transform(tokens.select(pos))
+        best = None
+        for r in range(restarts):
+            labels, centres = spherical_kmeans(x_pre, N_DIRECTIONS, np.random.default_rng([seed, n, r]))
+            objective = float(np.asarray(x_pre @ centres.T)[np.arange(x_pre.shape[0]), labels].sum())
+            if best is None or objective > best[0]:
+                best = (objective, centres)
+        slot = np.asarray(x_all @ best[1].T).argmax(axis=1)
         out.append(pd.DataFrame({"arxiv_id": rows["arxiv_id"].to_numpy(), "field_id": field_id, "slot": slot}))
     return pd.concat(out, ignore_index=True)
 

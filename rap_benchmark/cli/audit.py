@@ -38,6 +38,13 @@ def _parallel(args: argparse.Namespace) -> int:
             name, "overall out of sample"
         )
         print(f"  {label:32s} {_fmt(summary[name])}")
+    from rap_benchmark.scoring.reliability import reliability
+
+    rel = reliability(inst, progress=False)
+    per_origin = rel.episodes.groupby("origin", sort=True)["r_full"].mean()
+    print("target split-half repeatability (Spearman-Brown) by origin:")
+    for origin, value in per_origin.items():
+        print(f"  {origin}  {value:.3f}")
     return 0
 
 
