@@ -1,0 +1,212 @@
+"""The frozen crawl-dated web corpus and its point-in-time views.
+
+A corpus is a set of :class:`WebDocument` crawls (url, crawl date, sub-corpus arxiv/news/web,
+title, text); one url may have several crawls. It loads from JSON lines (one document object a
+line) and from WARC files (see :mod:`rap_benchmark.citecast.warc`).
+
+:meth:`WebCorpus.view` gives the corpus as it stood on a cutoff day: for every url, its latest
+crawl dated on or before the cutoff (urls first crawled after the cutoff do not exist in the
+view), plus a BM25 index (the project's engine, ``rap_benchmark.search.BM25Index``) built over
+that view only, so not even corpus statistics (IDF, average length) depend on later crawls.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from rap_benchmark.citecast.records import SubCorpus, WebDocument
+from rap_benchmark.dates import parse_date
+from rap_benchmark.text import query_terms
+
+BM25_K1 = 1.5
+BM25_B = 0.75
+SNIPPET_CHARS = 280
+
+
+def normalise_url(url: str) -> str:
+    """The lookup key of a url: scheme-less, host lower-cased, default port, fragment and a
+    trailing slash dropped (``http://ArXiv.org/abs/x/`` and ``https://arxiv.org/abs/x`` match)."""
+    parts = urlsplit(url.strip())
+    if not parts.netloc:  # "arxiv.org/abs/x" without a scheme
+        parts = urlsplit("https://" + url.strip())
+    host = parts.hostname or ""
+    if host.startswith("www."):
+        host = host[4:]
+    port = f":{parts.port}" if parts.port and parts.port not in (80, 443) else ""
+    path = parts.path.rstrip("/") or "/"
+    query = f"?{parts.query}" if parts.query else ""
+    return f"{host}{port}{path}{query}"
+
+
+def classify_url(url: str, default: SubCorpus = SubCorpus.WEB) -> SubCorpus:
+    """arXiv hosts go to the arxiv sub-corpus; everything else to ``default``."""
+    host = (urlsplit(url if "//" in url else "https://" + url).hostname or "").lower()
+    return SubCorpus.ARXIV if host == "arxiv.org" or host.endswith(".arxiv.org") else default
+
+
+@dataclass(frozen=True)
+class SearchHitDoc:
+    document: WebDocument
+    score: float
+
+
+class CorpusView:
+    """The corpus on one cutoff day: latest crawl per url on or before it, and its BM25 index."""
+
+    def __init__(self, documents: Sequence[WebDocument], cutoff: dt.date) -> None:
+        latest: dict[str, WebDocument] = {}
+        for doc in documents:
+            if doc.crawl_date > cutoff:
+                continue
+            key = normalise_url(doc.url)
+            cur = latest.get(key)
+            if cur is None or doc.crawl_date >= cur.crawl_date:
+                latest[key] = doc
+        self.cutoff = cutoff
+        self._by_key = latest
+        self.keys: tuple[str, ...] = tuple(sorted(latest))
+        self.documents: tuple[WebDocument, ...] = tuple(latest[k] for k in self.keys)
+        self._index = None
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def _get_index(self):
+        with self._lock:
+            if self._index is None:
+                from rap_benchmark.search import BM25Index
+
+                docs = self.documents
+                self._index = BM25Index.build(
+                    list(self.keys),
+                    [f"{d.title}\n{d.text}" for d in docs],
+                    [d.crawl_date.isoformat() for d in docs],
+                    k1=BM25_K1,
+                    b=BM25_B,
+                )
+            return self._index
+
+    def build_index(self) -> None:
+        """Build the BM25 index now (otherwise on the first search)."""
+        self._get_index()
+
+    def search(self, query: str, k: int = 8) -> tuple[list[SearchHitDoc], int]:
+        """Top ``k`` documents by BM25 (ties by url order) and the number matching any term."""
+        if not query_terms(query) or not self.documents:
+            return [], 0
+        result = self._get_index().search(query, k=k)
+        hits = []
+        for doc_id, score in zip(result.ids, result.scores, strict=True):
+            doc = self._by_key[doc_id]
+            if doc.crawl_date > self.cutoff:  # defence in depth: the view never holds one
+                raise AssertionError(f"post-cutoff document in a view: {doc.url}")
+            hits.append(SearchHitDoc(doc, float(score)))
+        return hits, int(result.total_hits)
+
+    def fetch(self, url: str) -> WebDocument | None:
+        """The latest crawl of ``url`` on or before the cutoff, or None."""
+        return self._by_key.get(normalise_url(url))
+
+
+class WebCorpus:
+    """Every crawl of every url; views per cutoff are built once and cached."""
+
+    def __init__(self, documents: Iterable[WebDocument]) -> None:
+        # one crawl per (url, day): a later duplicate in input order replaces an earlier one
+        dedup: dict[tuple[str, dt.date], WebDocument] = {}
+        for doc in documents:
+            dedup[(normalise_url(doc.url), doc.crawl_date)] = doc
+        self.documents: tuple[WebDocument, ...] = tuple(dedup[k] for k in sorted(dedup))
+        self._views: dict[dt.date, CorpusView] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.documents)
+
+    def view(self, cutoff: dt.date | str) -> CorpusView:
+        cutoff = parse_date(cutoff)
+        with self._lock:
+            if cutoff not in self._views:
+                self._views[cutoff] = CorpusView(self.documents, cutoff)
+            return self._views[cutoff]
+
+    def sub_corpus_counts(self) -> dict[str, int]:
+        out = {s.value: 0 for s in SubCorpus}
+        for d in self.documents:
+            out[d.sub_corpus.value] += 1
+        return out
+
+    # -- loading and saving ----------------------------------------------------------------
+    @classmethod
+    def from_jsonl(cls, *paths: str | Path) -> WebCorpus:
+        return cls(doc for p in paths for doc in iter_jsonl_documents(p))
+
+    @classmethod
+    def from_warc(cls, *paths: str | Path, classify: Callable[[str], SubCorpus] = classify_url) -> WebCorpus:
+        return cls(doc for p in paths for doc in iter_warc_documents(p, classify))
+
+    @classmethod
+    def load(cls, paths: Iterable[str | Path], classify: Callable[[str], SubCorpus] = classify_url) -> WebCorpus:
+        """JSON lines (``*.jsonl``/``*.json``) and WARC (``*.warc``, ``*.warc.gz``) files, by suffix."""
+        docs: list[WebDocument] = []
+        for p in paths:
+            name = str(p)
+            if re.search(r"\.warc(\.gz)?$", name):
+                docs.extend(iter_warc_documents(p, classify))
+            elif re.search(r"\.jsonl?$", name):
+                docs.extend(iter_jsonl_documents(p))
+            else:
+                raise ValueError(f"{p}: expected .jsonl, .warc or .warc.gz")
+        return cls(docs)
+
+    def to_jsonl(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as fh:
+            for d in self.documents:
+                fh.write(json.dumps(d.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def iter_jsonl_documents(path: str | Path) -> Iterable[WebDocument]:
+    with Path(path).open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                yield WebDocument.from_dict(json.loads(line))
+            except (KeyError, ValueError) as exc:
+                raise ValueError(f"{path}:{lineno}: bad document: {exc}") from exc
+
+
+def iter_warc_documents(path: str | Path, classify: Callable[[str], SubCorpus] = classify_url) -> Iterable[WebDocument]:
+    from rap_benchmark.citecast.warc import iter_pages
+
+    for page in iter_pages(path):
+        yield WebDocument(page.url, page.date, classify(page.url), page.title, page.text)
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
+    """A window of ``text`` around the first whole-word occurrence of a query term."""
+    flat = _SPACE.sub(" ", text).strip()
+    terms = query_terms(query)
+    best = None
+    if terms:
+        m = re.search(r"\b(?:" + "|".join(map(re.escape, terms)) + r")\b", flat, re.I)
+        best = m.start() if m else None
+    start = 0 if best is None else max(0, best - width // 4)
+    if start > 0:  # begin on a word boundary
+        space = flat.find(" ", start, best)
+        start = space + 1 if space >= 0 else start
+    piece = flat[start : start + width]
+    return ("..." if start > 0 else "") + piece + ("..." if start + width < len(flat) else "")

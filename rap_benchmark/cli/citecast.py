@@ -1,0 +1,194 @@
+"""``rap citecast``: build, serve, sweep, leak-probe and run the CiteCast environment."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EPILOG = """examples:
+  rap citecast build --instance embedded --out build/citecast
+  rap citecast build --instance embedded --out build/citecast --arxiv-source ../shared/data/arxiv
+  rap citecast build --instance harvest --out build/citecast-full --corpus crawl/*.warc.gz news.jsonl
+  rap citecast serve build/citecast --port 8765            # loopback only unless --host is given
+  rap citecast sweep build/citecast --out runs/citecast-sweep
+  rap citecast leak-probe build/citecast --n 25 --out runs/leak_probe.jsonl
+  rap citecast leak-probe build/citecast --url http://127.0.0.1:8765
+  rap citecast run build/citecast --split test --policy constant:3 --out runs/const3.jsonl
+  rap citecast run build/citecast --split test --policy openai --model gpt-4o-mini \\
+      --base-url http://127.0.0.1:8000/v1 --out runs/agent.jsonl
+
+The embedded instance needs no network: generated January 2026 papers with targets from a
+documented model (see citecast.json -> provenance.target_model) and a generated crawl-dated corpus
+(plus real arXiv papers from --arxiv-source when given). `harvest` queries the arXiv API and the
+Semantic Scholar batch API (network). The tools' cutoff (2026-01-31) is fixed by the server.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "citecast",
+        help="the CiteCast citation-forecasting environment (build, serve, sweep, leak-probe, run)",
+        description="CiteCast: forecast Semantic Scholar citations of January 2026 arXiv papers with backdated tools.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = p.add_subparsers(dest="citecast_command", metavar="ACTION")
+
+    b = sub.add_parser(
+        "build", help="build an instance folder", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    b.add_argument("--instance", choices=["embedded", "harvest"], default="embedded")
+    b.add_argument("--out", required=True, type=Path, help="output folder")
+    b.add_argument(
+        "--arxiv-source", type=Path, default=None, help="embedded: real arXiv sample folder for the arxiv sub-corpus"
+    )
+    b.add_argument("--seed", type=int, default=None, help="embedded: generator seed")
+    b.add_argument("--n-tasks", type=int, default=None, help="total tasks (train + test)")
+    b.add_argument("--corpus", nargs="*", default=[], help="harvest: corpus files (.jsonl, .warc, .warc.gz)")
+    b.add_argument("--s2-api-key", default=None, help="harvest: Semantic Scholar API key (optional)")
+    b.set_defaults(func=_build)
+
+    s = sub.add_parser("serve", help="serve an instance over HTTP (FastAPI + uvicorn)")
+    s.add_argument("instance_dir", type=Path)
+    s.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
+    s.add_argument("--port", type=int, default=8765)
+    s.set_defaults(func=_serve)
+
+    w = sub.add_parser("sweep", help="baselines with per-task rewards (blind constant, per-category, band oracle)")
+    w.add_argument("instance_dir", type=Path)
+    w.add_argument("--out", type=Path, required=True, help="folder for sweep_rewards.{jsonl,csv}, sweep_summary.csv")
+    w.set_defaults(func=_sweep)
+
+    lp = sub.add_parser("leak-probe", help="backdated searches/fetches for the most-cited tasks, scanned for figures")
+    lp.add_argument("instance_dir", type=Path)
+    lp.add_argument("--n", type=int, default=25, help="most-cited tasks to probe (default 25)")
+    lp.add_argument("--url", default=None, help="probe a running server instead of an in-process environment")
+    lp.add_argument("--out", type=Path, default=None, help="JSONL of per-task rows")
+    lp.set_defaults(func=_leak_probe)
+
+    r = sub.add_parser("run", help="run a policy on a split and write per-task rewards")
+    r.add_argument("instance_dir", type=Path)
+    r.add_argument("--split", choices=["train", "test"], default="test")
+    r.add_argument("--policy", default="constant:3", help="constant:N or openai (default constant:3)")
+    r.add_argument("--model", default=None, help="openai: model name")
+    r.add_argument("--base-url", default=None, help="openai: OpenAI-compatible endpoint")
+    r.add_argument("--api-key", default=None, help="openai: API key (default $OPENAI_API_KEY)")
+    r.add_argument("--url", default=None, help="use a running server instead of an in-process environment")
+    r.add_argument("--limit", type=int, default=None, help="first N tasks only")
+    r.add_argument("--out", type=Path, required=True, help="JSONL of per-task rows")
+    r.set_defaults(func=_run)
+    p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
+
+
+def _build(args: argparse.Namespace) -> int:
+    if args.instance == "embedded":
+        from rap_benchmark.citecast.embedded import EmbeddedConfig, build_embedded
+
+        cfg = EmbeddedConfig()
+        changes = {k: v for k, v in (("seed", args.seed), ("n_tasks", args.n_tasks)) if v is not None}
+        if changes:
+            import dataclasses
+
+            cfg = dataclasses.replace(cfg, **changes)
+        out = build_embedded(args.out, cfg, arxiv_source=args.arxiv_source, progress=True)
+    else:
+        from rap_benchmark.citecast.build import build_from_harvest
+        from rap_benchmark.citecast.harvest import httpx_fetch
+
+        kw = {"n_total": args.n_tasks} if args.n_tasks else {}
+        out = build_from_harvest(
+            args.out, args.corpus, fetch=httpx_fetch(), s2_api_key=args.s2_api_key, progress=True, **kw
+        )
+    manifest = json.loads((Path(out) / "citecast.json").read_text(encoding="utf-8"))
+    print(f"built {out}: {manifest['n_tasks']} tasks, {manifest['corpus']['n_documents']} crawls")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from rap_benchmark.citecast.env import CiteCastEnv
+    from rap_benchmark.citecast.server import serve
+
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"warning: serving on {args.host}, not loopback", file=sys.stderr)
+    env = CiteCastEnv.from_instance(args.instance_dir)
+    print(f"serving {len(env.tasks)} tasks on http://{args.host}:{args.port} (cutoff {env.cutoff})", file=sys.stderr)
+    serve(env, host=args.host, port=args.port)
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from rap_benchmark.citecast.baselines import sweep, write_sweep
+    from rap_benchmark.citecast.instance import load_instance
+
+    inst = load_instance(args.instance_dir)
+    result = sweep(list(inst.tasks.values()))
+    write_sweep(result, args.out)
+    print(result.table())
+    print(f"fitted: {json.dumps(result.fitted, sort_keys=True)}")
+    return 0
+
+
+def _client(args: argparse.Namespace):
+    from rap_benchmark.citecast.client import HttpClient, InProcessClient
+    from rap_benchmark.citecast.env import CiteCastEnv
+
+    if args.url:
+        return HttpClient(args.url)
+    env = CiteCastEnv.from_instance(args.instance_dir)
+    env.warm()
+    return InProcessClient(env)
+
+
+def _leak_probe(args: argparse.Namespace) -> int:
+    from rap_benchmark.citecast.instance import load_instance
+    from rap_benchmark.citecast.leak_probe import run_leak_probe, summarise
+
+    inst = load_instance(args.instance_dir)
+    rows = run_leak_probe(_client(args), list(inst.tasks.values()), args.n, progress=True)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+    print(f"{'arxiv_id':<12}{'target':>8}{'band':>8}{'band_lo':>8}{'max_any':>9}{'max_about':>10}  leak")
+    for r in rows:
+        print(
+            f"{r.arxiv_id:<12}{r.target:>8}{r.band:>8}{r.band_lo:>8}{str(r.max_figure_any):>9}"
+            f"{str(r.max_figure_about):>10}  {'LEAK' if r.leak else 'no'}"
+        )
+    print(json.dumps(summarise(rows), sort_keys=True))
+    return 1 if any(r.leak for r in rows) else 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    import os
+
+    from tqdm import tqdm
+
+    from rap_benchmark.citecast.agent import openai_chat, run_chat_agent, run_constant
+
+    client = _client(args)
+    ids = client.task_ids(args.split)[: args.limit]
+    if args.policy.startswith("constant:"):
+        value = int(args.policy.split(":", 1)[1])
+
+        def one(tid: str):
+            return run_constant(client, tid, value)
+    elif args.policy == "openai":
+        if not args.model:
+            print("--policy openai needs --model", file=sys.stderr)
+            return 2
+        chat = openai_chat(args.model, args.base_url, args.api_key or os.environ.get("OPENAI_API_KEY"))
+
+        def one(tid: str):
+            return run_chat_agent(client, tid, chat)
+    else:
+        print(f"unknown policy {args.policy!r} (constant:N or openai)", file=sys.stderr)
+        return 2
+    rows = [one(t) for t in tqdm(ids, desc="citecast run", file=sys.stderr)]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text("".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+    done = [r.reward for r in rows if r.reward is not None]
+    mean = sum(done) / len(done) if done else float("nan")
+    print(f"{len(rows)} tasks, {len(done)} finished, mean reward {mean:.3f}")
+    return 0
