@@ -157,12 +157,7 @@ def mini_spec() -> BenchmarkSpec:
 
 def arxiv_sample_spec() -> BenchmarkSpec:
     """The real instance built from the shared arXiv sample; see specs/arxiv-sample.json."""
-    from importlib import resources
-
-    text = resources.files("rap_benchmark").joinpath("specs/arxiv-sample.json").read_text(encoding="utf-8")
-    data = json.loads(text)
-    data.pop("_why", None)
-    return BenchmarkSpec.from_dict(data)
+    return BenchmarkSpec.from_json(Path(__file__).resolve().parent / "specs" / "arxiv-sample.json")
 
 
 def spec_for(instance: str) -> BenchmarkSpec:

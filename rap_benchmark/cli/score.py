@@ -1,0 +1,173 @@
+"""``rap baselines``, ``rap score`` and ``rap report``: prediction files in, tables and a report out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+BASELINES_EPILOG = """examples:
+  rap baselines build/mini                          -> build/mini_predictions/baselines.jsonl
+  rap baselines build/mini --tune-dev --out preds/baselines.parquet
+
+Writes baseline/recent, baseline/ewma, baseline/arima, baseline/holt, baseline/ridge_var and a
+seeded baseline/uniform_random, all under condition A0, for every episode (canonical policy).
+The chosen parameters (tuned on Dev only with --tune-dev) and the grids go to
+baselines_ledger.json next to the predictions; the instance folder is never modified.
+"""
+
+SCORE_EPILOG = """examples:
+  rap score build/mini build/mini_predictions/baselines.jsonl
+  rap score build/mini runs/gpt.jsonl runs/qwen.parquet --split all --json
+
+Each file is validated on its own (problems go to stderr; a bad file never changes another
+file's scores), then the leaderboard of the usable rows is printed: field-macro Forecast
+Spearman with 95% block-bootstrap intervals (no multiplicity correction). Exit status 1 when
+any file has errors (missing episodes are only warnings).
+"""
+
+REPORT_EPILOG = """examples:
+  rap report build/mini build/mini_predictions/baselines.jsonl --out report/
+  rap report build/mini runs/*.jsonl --out report/ --registry models.json --resamples 10000
+
+Writes report/report.html (self-contained: open it in any browser, offline), report/tables.md,
+one CSV and markdown file per table, leaderboard.png and a few field_<id>.png figures.
+"""
+
+
+def _split(value: str) -> str | None:
+    return None if value == "all" else value
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="episodes to score (default test)")
+    p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default: the spec's)")
+    p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the spec's)")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "baselines",
+        help="write the statistical baselines as a prediction file",
+        epilog=BASELINES_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("dir", type=Path, help="a built instance folder")
+    p.add_argument("--out", type=Path, default=None, help="prediction file (.jsonl or .parquet)")
+    p.add_argument("--tune-dev", action="store_true", help="tune ARIMA/Holt/ridge-VAR parameters on Dev episodes")
+    p.add_argument("--random-seed", type=int, default=None, help="seed of baseline/uniform_random (default: spec seed)")
+    p.set_defaults(func=cmd_baselines)
+
+    p = subparsers.add_parser(
+        "score", help="validate prediction files and print the leaderboard", epilog=SCORE_EPILOG, formatter_class=fmt
+    )
+    p.add_argument("dir", type=Path, help="a built instance folder")
+    p.add_argument("predictions", type=Path, nargs="+", help="prediction files (.jsonl or .parquet)")
+    p.add_argument("--policy", default="canonical", choices=("canonical", "split_boundary", "single_only", "secondary"))
+    p.add_argument("--json", action="store_true", help="print the leaderboard and problems as JSON")
+    _common(p)
+    p.set_defaults(func=cmd_score)
+
+    p = subparsers.add_parser(
+        "report", help="write tables, plots and a self-contained HTML report", epilog=REPORT_EPILOG, formatter_class=fmt
+    )
+    p.add_argument("dir", type=Path, help="a built instance folder")
+    p.add_argument("predictions", type=Path, nargs="+", help="prediction files (.jsonl or .parquet)")
+    p.add_argument("--out", type=Path, required=True, help="report folder")
+    p.add_argument("--registry", type=Path, default=None, help="model registry (knowledge cutoffs) for exposure strata")
+    p.add_argument("--no-baselines", action="store_true", help="do not add in-memory baselines when none are given")
+    p.add_argument("--fields", type=int, default=3, help="how many fields to plot over time (default 3)")
+    _common(p)
+    p.set_defaults(func=cmd_report)
+
+
+def cmd_baselines(args: argparse.Namespace) -> int:
+    from rap_benchmark.artifacts import load_instance, write_json
+    from rap_benchmark.predictions import baseline_predictions, write_predictions
+
+    inst = load_instance(args.dir)
+    out = args.out or args.dir.resolve().parent / f"{args.dir.resolve().name}_predictions" / "baselines.jsonl"
+    frame, ledger = baseline_predictions(inst, tune_dev=args.tune_dev, seed=args.random_seed)
+    write_predictions(frame, out)
+    ledger_path = out.parent / "baselines_ledger.json"
+    write_json(ledger_path, ledger)
+    params = ", ".join(f"{k}={v}" for k, v in ledger["parameters"].items())
+    print(f"wrote {len(frame)} rows ({frame['model'].nunique()} baselines) to {out}", file=sys.stderr)
+    print(f"parameters ({'tuned on Dev' if args.tune_dev else 'spec defaults'}): {params}", file=sys.stderr)
+    print(f"ledger: {ledger_path}", file=sys.stderr)
+    print(out)
+    return 0
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.predictions import validate_predictions
+    from rap_benchmark.report import combine_validated
+    from rap_benchmark.report.tables import NO_MULTIPLICITY, ReportTables, display_tables, to_markdown
+    from rap_benchmark.scoring.score import leaderboard, score_predictions
+
+    inst = load_instance(args.dir)
+    split = _split(args.split)
+    reports = [validate_predictions(p, inst, split=split) for p in tqdm(args.predictions, desc="validate", leave=False)]
+    preds, problems = combine_validated(reports)
+    for line in problems:
+        print(line, file=sys.stderr)
+    board = (
+        leaderboard(
+            score_predictions(inst, preds, policy=args.policy),
+            inst,
+            n_resamples=args.resamples,
+            seed=args.seed,
+            split=split,
+        )
+        if len(preds)
+        else None
+    )
+    failed = any(not r.ok for r in reports)
+    if args.json:
+        payload = {
+            "manifest_hash": inst.manifest_hash,
+            "policy": args.policy,
+            "split": args.split,
+            "leaderboard": [] if board is None else json.loads(board.to_json(orient="records")),
+            "problems": problems,
+        }
+        print(json.dumps(payload, indent=1))
+        return 1 if failed else 0
+    if board is None:
+        print("nothing to score", file=sys.stderr)
+        return 1
+    empty = board.iloc[0:0]
+    shown = display_tables(ReportTables(board, empty, empty, empty, empty, empty, empty, empty, None))["leaderboard"]
+    print(f"{inst.spec.name} ({args.split}, policy {args.policy}): field-macro Forecast Spearman, 95% block bootstrap")
+    print(to_markdown(shown), end="")
+    print(NO_MULTIPLICITY)
+    return 1 if failed else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.report import build_report
+
+    inst = load_instance(args.dir)
+    result = build_report(
+        inst,
+        args.predictions,
+        args.out,
+        registry=args.registry,
+        split=_split(args.split),
+        n_resamples=args.resamples,
+        seed=args.seed,
+        n_fields_plotted=args.fields,
+        add_baselines=not args.no_baselines,
+        progress=True,
+    )
+    for line in result.problems:
+        print(line, file=sys.stderr)
+    print(f"wrote {len(result.files)} files to {result.out_dir}", file=sys.stderr)
+    print(result.html)
+    return 0

@@ -1,0 +1,165 @@
+"""End to end on mini: `rap baselines`, `rap score`, `rap report`; the HTML draws in Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rap_benchmark.cli import main
+from rap_benchmark.report.tables import to_markdown
+
+REPO = Path(__file__).resolve().parents[1]
+RESAMPLES = "1000"
+
+
+@pytest.fixture(scope="module")
+def baselines_file(mini_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("preds") / "baselines.jsonl"
+    assert main(["baselines", str(mini_dir), "--out", str(out), "--tune-dev"]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def report_dir(mini_dir: Path, baselines_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("report")
+    argv = ["report", str(mini_dir), str(baselines_file), "--out", str(out), "--resamples", RESAMPLES]
+    assert main(argv) == 0
+    return out
+
+
+def test_baselines_file_and_ledger(mini_dir: Path, baselines_file: Path) -> None:
+    from rap_benchmark.artifacts import verify
+
+    ledger = json.loads((baselines_file.parent / "baselines_ledger.json").read_text(encoding="utf-8"))
+    assert ledger["tuned_on_dev"] is True
+    assert set(ledger["tuning"]["grids"]) == {"arima_phi", "holt_alpha", "holt_beta", "var_lambda"}
+    assert ledger["parameters"]["arima_phi"] in ledger["tuning"]["grids"]["arima_phi"]
+    assert verify(mini_dir) == []  # the instance folder is untouched
+    frame = pd.read_json(baselines_file, lines=True)
+    assert set(frame["condition"]) == {"A0"}
+    assert set(frame["model"]) == {
+        f"baseline/{n}" for n in ("recent", "ewma", "arima", "holt", "ridge_var", "uniform_random")
+    }
+
+
+def test_report_end_to_end_on_mini(report_dir: Path) -> None:
+    for name in (
+        "leaderboard",
+        "paired_contrasts",
+        "per_origin",
+        "strict_vs_exposed",
+        "policy",
+        "state",
+        "revision_alignment",
+        "validation",
+    ):
+        assert (report_dir / f"{name}.csv").is_file() and (report_dir / f"{name}.md").is_file()
+    assert (report_dir / "leaderboard.png").stat().st_size > 10_000
+    assert len(list(report_dir.glob("field_*.png"))) == 3
+    contrasts = pd.read_csv(report_dir / "paired_contrasts.csv")
+    row = contrasts[
+        (contrasts["model"] == "baseline/uniform_random")
+        & (contrasts["contrast"] == "A0 vs baseline/ewma")
+        & (contrasts["metric"] == "spearman")
+    ].iloc[0]
+    assert row["hi"] < 0  # EWMA beats the uniform-random forecaster; the interval excludes zero
+    board = pd.read_csv(report_dir / "leaderboard.csv").set_index("model")
+    summary = json.loads((report_dir / "report.json").read_text(encoding="utf-8"))
+    assert summary["reliability"]["ceiling"] > board.loc["baseline/ewma", "spearman"]
+    assert set(pd.read_csv(report_dir / "policy.csv")["policy"]) == {
+        "canonical",
+        "split_boundary",
+        "single_only",
+        "secondary",
+    }
+    assert set(pd.read_csv(report_dir / "revision_alignment.csv")["horizon_months"]) == {6, 12, 18}
+    note = summary["closing_note"]
+    for label in ("EWMA", "Recent", "ARIMA", "Holt", "ridge VAR", "0.803", "0.911", "No multiplicity correction"):
+        assert label in note
+
+
+def test_html_is_self_contained(report_dir: Path) -> None:
+    html = (report_dir / "report.html").read_text(encoding="utf-8")
+    assert "No multiplicity correction" in html and "0.803" in html and "0.911" in html
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
+    assert "url(" not in html and "@import" not in html
+    images = re.findall(r'<img [^>]*src="([^"]+)"', html)
+    assert len(images) == 4 and all(src.startswith("data:image/png;base64,") for src in images)
+
+
+def test_report_is_deterministic(mini_dir: Path, baselines_file: Path, report_dir: Path, tmp_path: Path) -> None:
+    argv = ["report", str(mini_dir), str(baselines_file), "--out", str(tmp_path), "--resamples", RESAMPLES]
+    assert main(argv) == 0
+    for name in ("leaderboard.csv", "paired_contrasts.csv", "tables.md", "report.html"):
+        assert (tmp_path / name).read_bytes() == (report_dir / name).read_bytes(), name
+
+
+def test_score_cli_and_a_bad_file_does_not_change_the_good_ones(
+    mini_dir: Path, baselines_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["score", str(mini_dir), str(baselines_file), "--resamples", RESAMPLES]) == 0
+    text = capsys.readouterr().out
+    assert "baseline/ewma" in text and "No multiplicity correction" in text
+    assert main(["score", str(mini_dir), str(baselines_file), "--json", "--resamples", RESAMPLES]) == 0
+    alone = json.loads(capsys.readouterr().out)["leaderboard"]
+    bad = tmp_path / "bad.jsonl"
+    lines = baselines_file.read_text(encoding="utf-8").splitlines()[:50]
+    rows = [json.loads(x) for x in lines]
+    for r in rows:
+        r["model"] = "broken"
+    rows[3]["D2"] = -1.0
+    bad.write_text("\n".join(json.dumps(r) for r in rows) + "\n{not json\n", encoding="utf-8")
+    code = main(["score", str(mini_dir), str(baselines_file), str(bad), "--json", "--resamples", RESAMPLES])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 1  # the bad file has errors
+    assert any("bad_json" in p for p in out["problems"]) and any("negative" in p for p in out["problems"])
+    together = [r for r in out["leaderboard"] if r["model"] != "broken"]
+    assert together == alone
+
+
+def test_clashing_files_exclude_the_unit_everywhere(mini_dir: Path, baselines_file: Path, tmp_path: Path) -> None:
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.predictions import validate_predictions
+    from rap_benchmark.report import combine_validated
+
+    inst = load_instance(mini_dir)
+    copy = tmp_path / "copy.jsonl"
+    shutil.copy(baselines_file, copy)
+    preds, problems = combine_validated([validate_predictions(p, inst) for p in (baselines_file, copy)])
+    assert preds.empty and len([p for p in problems if "several files" in p]) == 6
+
+
+def test_markdown_escapes_pipes() -> None:
+    md = to_markdown(pd.DataFrame({"a|b": ["x|y"], "c": ["1"]}))
+    assert md.splitlines()[0] == "| a\\|b | c |" and md.splitlines()[2] == "| x\\|y | 1 |"
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
+def test_report_renders_in_headless_chromium(report_dir: Path, tmp_path: Path) -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from render_report import ink_fraction, render
+    finally:
+        sys.path.pop(0)
+    png = render(report_dir / "report.html", tmp_path / "report.png", height=1800)
+    assert png.stat().st_size > 50_000
+    assert ink_fraction(png) > 0.05  # the page drew text, tables and figures, not a blank canvas
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_report_on_arxiv_sample(arxiv_sample_dir: Path, tmp_path: Path) -> None:
+    preds = tmp_path / "baselines.parquet"
+    assert main(["baselines", str(arxiv_sample_dir), "--out", str(preds), "--tune-dev"]) == 0
+    out = tmp_path / "report"
+    assert main(["report", str(arxiv_sample_dir), str(preds), "--out", str(out), "--resamples", RESAMPLES]) == 0
+    note = json.loads((out / "report.json").read_text(encoding="utf-8"))["closing_note"]
+    for label in ("EWMA", "Recent", "ARIMA", "Holt", "ridge VAR"):
+        assert re.search(rf"{re.escape(label)}[^;]* -?\d\.\d{{3}} \[-?\d\.\d{{3}}, -?\d\.\d{{3}}\]", note), label
+    assert "0.803" in note and "0.911" in note
