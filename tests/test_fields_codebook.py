@@ -1,0 +1,207 @@
+"""TF-IDF space, spherical k-means, fields from text and codebooks (offline path)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linear_sum_assignment
+
+from rap_benchmark.codebook import build_codebooks, codebooks_from_blueprint
+from rap_benchmark.fields import TfidfSpace, build_fields, spherical_kmeans, tokenize_papers
+from rap_benchmark.records import DIRECTION_KEYS
+from rap_benchmark.spec import mini_spec
+from rap_benchmark.synth import MiniCorpus, generate_mini
+from rap_benchmark.text import tokenize
+
+SPEC = mini_spec()
+
+
+@pytest.fixture(scope="module")
+def corpus() -> MiniCorpus:
+    return generate_mini(SPEC)
+
+
+def _frame(texts: list[str]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"arxiv_id": [f"id{i}" for i in range(len(texts))], "title": ["" for _ in texts], "abstract": texts}
+    )
+
+
+# -- TF-IDF ------------------------------------------------------------------------------------
+
+WORDS = st.sampled_from(["graph", "speech", "vision", "token", "reward", "policy", "node", "audio", "pixel"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(WORDS, min_size=0, max_size=12), min_size=2, max_size=15))
+def test_tfidf_matches_scikit_learn(docs: list[list[str]]) -> None:
+    """Oracle: scikit-learn's TfidfVectorizer with sublinear tf and smoothed idf."""
+    sklearn_text = pytest.importorskip("sklearn.feature_extraction.text")
+    texts = [" ".join(d) for d in docs]
+    corpus = tokenize_papers(_frame(texts))
+    space = TfidfSpace.fit(corpus, min_df=1, max_df_ratio=1.0)
+    if space.n_terms == 0:
+        return
+    x, n_known = space.transform(corpus)
+    ref = sklearn_text.TfidfVectorizer(
+        vocabulary=list(space.terms), sublinear_tf=True, token_pattern=r"[a-z0-9]+", lowercase=True
+    )
+    ref.fit(texts)
+    np.testing.assert_allclose(space.idf, ref.idf_, rtol=1e-12)
+    np.testing.assert_allclose(x.toarray(), ref.transform(texts).toarray(), rtol=1e-10, atol=1e-12)
+    assert n_known.tolist() == [len(d) for d in docs]
+
+
+def test_tfidf_vocabulary_bounds_and_unknown_tokens() -> None:
+    texts = ["alpha beta gamma", "alpha beta", "alpha delta", "alpha zeta zeta"]
+    corpus = tokenize_papers(_frame(texts))
+    space = TfidfSpace.fit(corpus, min_df=2, max_df_ratio=0.6)
+    assert space.terms == ("beta",)  # alpha is in every doc (> 60%), the rest in one doc
+    x, known = space.transform(corpus)
+    assert known.tolist() == [1, 1, 0, 0]
+    np.testing.assert_allclose(sp.linalg.norm(x, axis=1), [1, 1, 0, 0])
+    capped = TfidfSpace.fit(corpus, min_df=1, max_df_ratio=1.0, max_terms=2)
+    assert capped.terms == ("alpha", "beta")  # the two most frequent; ties broken by term
+
+
+def test_tokenized_corpus_matches_the_shared_tokenizer(corpus: MiniCorpus) -> None:
+    papers = corpus.papers.head(300)
+    tok = tokenize_papers(papers)
+    for i in (0, 17, 299):
+        row = papers.iloc[i]
+        assert tok.tokens(i) == tokenize(f"{row.title} {row.abstract}")
+    sub = tok.select(np.array([299, 0]))
+    assert sub.tokens(0) == tok.tokens(299) and sub.tokens(1) == tok.tokens(0)
+
+
+# -- spherical k-means -------------------------------------------------------------------------
+
+
+def test_spherical_kmeans_recovers_separated_clusters_and_is_seeded() -> None:
+    rng = np.random.default_rng(0)
+    centres = np.eye(6)[:3] + 0.05
+    truth = np.repeat(np.arange(3), 40)
+    x = centres[truth] + rng.normal(0, 0.05, (120, 6)).clip(-0.04, None)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    labels, cents = spherical_kmeans(sp.csr_matrix(x), 3, np.random.default_rng(1))
+    table = np.zeros((3, 3))
+    np.add.at(table, (labels, truth), 1)
+    r, c = linear_sum_assignment(-table)
+    assert table[r, c].sum() == 120
+    np.testing.assert_allclose(np.linalg.norm(cents, axis=1), 1.0)
+    again, _ = spherical_kmeans(sp.csr_matrix(x), 3, np.random.default_rng(1))
+    assert (again == labels).all()
+
+
+# -- fields ------------------------------------------------------------------------------------
+
+
+def test_build_fields_recovers_the_generators_fields(corpus: MiniCorpus) -> None:
+    papers = corpus.papers.iloc[::2].reset_index(drop=True)
+    spec = SPEC.replace(min_field_papers=150, extra={"field_fit_sample": 5000})
+    memberships, info = build_fields(papers, spec)
+    assert sorted(info) == [f"f{i:03d}" for i in range(len(info))]
+    assert 10 <= len(info) <= 12
+    assert set(memberships["arxiv_id"]) == set(papers["arxiv_id"])  # all papers, any date
+    assert not memberships.duplicated().any()
+    assert memberships.equals(memberships.sort_values(["field_id", "arxiv_id"]).reset_index(drop=True))
+    found = {f: set(g["arxiv_id"]) for f, g in memberships.groupby("field_id")}
+    true = {f: set(g["arxiv_id"]) for f, g in corpus.memberships.groupby("field_id")}
+    true = {f: t & set(papers["arxiv_id"]) for f, t in true.items()}
+    best = [max(len(t & s) / len(t | s) for s in found.values()) for t in true.values()]
+    assert np.median(best) > 0.6
+    elig = papers.loc[papers["date"] < spec.eligibility_end, "arxiv_id"]
+    counts = memberships.loc[memberships["arxiv_id"].isin(set(elig))].groupby("field_id").size()
+    assert (counts >= spec.min_field_papers).all()
+    # names come from text
+    assert all(fi.name and fi.definition.startswith("Papers whose main topic") for fi in info.values())
+
+
+def test_build_fields_is_deterministic_and_drops_small_fields(corpus: MiniCorpus) -> None:
+    papers = corpus.papers.iloc[::6].reset_index(drop=True)
+    spec = SPEC.replace(min_field_papers=50)
+    a = build_fields(papers, spec)
+    b = build_fields(papers.sample(frac=1.0, random_state=3), spec)  # row order does not matter
+    pd.testing.assert_frame_equal(a[0], b[0])
+    assert a[1] == b[1]
+    none, info = build_fields(papers, SPEC.replace(min_field_papers=10**6))
+    assert info == {} and none.empty
+
+
+# -- codebooks ---------------------------------------------------------------------------------
+
+
+def _garble_after_cutoff(papers: pd.DataFrame, cutoff: str) -> pd.DataFrame:
+    late = papers["date"] >= cutoff
+    out = papers.copy()
+    out.loc[late, "title"] = "zzleak qqleak"
+    out.loc[late, "abstract"] = "zzleak qqleak " * 20
+    keep = ~late | (np.arange(len(papers)) % 2 == 0)
+    return out.loc[keep].reset_index(drop=True)
+
+
+def test_blueprint_codebooks_align_with_truth(corpus: MiniCorpus) -> None:
+    codebooks, protos = codebooks_from_blueprint(corpus, SPEC)
+    assert [cb.field_id for cb in codebooks] == sorted(corpus.field_info)
+    dates = corpus.papers.set_index("arxiv_id")["date"]
+    truth = corpus.truth.set_index(["arxiv_id", "field_id"])["true_direction"]
+    for cb in codebooks:
+        assert tuple(d.key for d in cb.directions) == DIRECTION_KEYS
+        assert [d.name for d in cb.directions] == [d.name for d in corpus.blueprints[cb.field_id].directions]
+        assert protos.centroids[cb.field_id].shape == (8, protos.space.n_terms)
+        for d in cb.directions:
+            assert 1 <= len(d.exemplars) <= 5
+            assert all(dates[e] < SPEC.codebook_cutoff for e in d.exemplars)
+            assert all(truth[(e, cb.field_id)] == d.key for e in d.exemplars)
+    garbled = dataclasses.replace(corpus, papers=_garble_after_cutoff(corpus.papers, SPEC.codebook_cutoff))
+    again, protos2 = codebooks_from_blueprint(garbled, SPEC)
+    assert again == codebooks and protos2.space.terms == protos.space.terms
+
+
+def test_offline_codebooks_use_no_paper_at_or_after_the_cutoff(corpus: MiniCorpus) -> None:
+    """Changing or dropping every paper dated >= cutoff leaves codebooks and prototypes unchanged."""
+    fields = sorted(corpus.field_info)[:4]
+    mem = corpus.memberships.loc[corpus.memberships["field_id"].isin(fields)]
+    info = {f: corpus.field_info[f] for f in fields}
+    codebooks, protos = build_codebooks(corpus.papers, mem, info, SPEC)
+    garbled = _garble_after_cutoff(corpus.papers, SPEC.codebook_cutoff)
+    mem2 = mem.loc[mem["arxiv_id"].isin(set(garbled["arxiv_id"]))]
+    codebooks2, protos2 = build_codebooks(garbled, mem2, info, SPEC)
+    assert codebooks2 == codebooks
+    assert protos2.space.terms == protos.space.terms and "zzleak" not in protos.space.terms
+    for f in fields:
+        np.testing.assert_array_equal(protos2.centroids[f], protos.centroids[f])
+
+    dates = corpus.papers.set_index("arxiv_id")["date"]
+    members = {f: set(g["arxiv_id"]) for f, g in mem.groupby("field_id")}
+    for cb in codebooks:
+        assert tuple(d.key for d in cb.directions) == DIRECTION_KEYS
+        assert len({d.name for d in cb.directions}) == 8
+        for d in cb.directions:
+            assert 1 <= len(d.exemplars) <= 5
+            assert all(dates[e] < SPEC.codebook_cutoff and e in members[cb.field_id] for e in d.exemplars)
+            assert d.definition.startswith(f"Papers in {cb.name} whose main contribution concerns")
+            assert "nearest other direction" in d.exclusion
+
+
+def test_offline_codebook_directions_recover_the_latent_directions(corpus: MiniCorpus) -> None:
+    """k-means directions match the generator's directions after Hungarian alignment."""
+    fid = "f002"
+    mem = corpus.memberships.loc[corpus.memberships["field_id"] == fid]
+    _, protos = build_codebooks(corpus.papers, mem, {fid: corpus.field_info[fid]}, SPEC)
+    pre = corpus.papers.loc[corpus.papers["date"] < SPEC.codebook_cutoff]
+    t = corpus.truth.loc[corpus.truth["field_id"] == fid].merge(pre[["arxiv_id"]])
+    sub = pre.set_index("arxiv_id").loc[t["arxiv_id"]].reset_index()
+    x, _ = protos.space.transform(tokenize_papers(sub))
+    pred = np.asarray(x @ protos.centroids[fid].T).argmax(axis=1)
+    true = t["true_direction"].str[1].astype(int).to_numpy()
+    table = np.zeros((8, 8))
+    np.add.at(table, (pred, true), 1)
+    r, c = linear_sum_assignment(-table)
+    assert table[r, c].sum() / len(true) > 0.7
