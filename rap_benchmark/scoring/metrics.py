@@ -1,0 +1,238 @@
+"""Episode metrics of SPEC 3.9, vectorised over rows.
+
+Every function takes arrays of shape ``(n, 8)`` (one row per episode; a single 8-vector is
+accepted and treated as one row) in float64 and returns shape ``(n,)``. There are no per-row
+Python loops: ranks come from an ``(n, 8, 8)`` comparison, correlations from row sums.
+
+Conventions (the paper's reporting layer):
+
+- ranks are average ranks (ties share the mean of their positions), 1-based;
+- a row containing NaN (an invalid or missing composition) scores NaN in every metric;
+- ``spearman(p, y)``: a *constant* (e.g. uniform) prediction ``p`` scores 0.0 (it carries no
+  ordering), a constant target ``y`` makes the score undefined (NaN, reported, not coerced);
+  the target rule wins when both are constant;
+- ``rank_correlation(a, b)`` is the symmetric version: NaN whenever either side is constant
+  (used where neither side is a model output, e.g. truth stability and reliability);
+- ``centred_cosine(p, y)`` follows the same rule as ``spearman``: constant ``p`` -> 0.0,
+  constant ``y`` -> NaN. Constancy is tested exactly (``max == min``), never through a norm
+  that rounding can make tiny but nonzero.
+
+Named pairs (``METRIC_PAIRS``) map each reported quantity to the vectors it correlates.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+Array = NDArray[np.float64]
+
+METRIC_PAIRS: Final[dict[str, tuple[str, str]]] = {
+    # name: (first argument, second argument) of spearman(); first is the model-side vector
+    "forecast": ("p", "y"),  # primary score
+    "pred_recent": ("p", "x"),  # how close the forecast stays to the recent window
+    "state_fidelity": ("s", "x"),  # State output vs the window it reconstructs
+    "state_carry_forward": ("s", "y"),  # State output scored as a forecast
+    "residual_beyond_ewma": ("p - e", "y - e"),  # e = EWMA forecast
+    "revision_alignment": ("p[T+h] - p[T]", "y[T+h] - y[T]"),
+    "prediction_stability": ("p[T+h]", "p[T]"),
+    "truth_stability": ("y[T+h]", "y[T]"),  # rank_correlation (no model side)
+}
+"""The named Spearman pairs of SPEC 3.9."""
+
+
+def _rows(a: ArrayLike) -> Array:
+    arr = np.asarray(a, dtype=np.float64)
+    if arr.ndim == 1:
+        arr = arr[None, :]
+    if arr.ndim != 2:
+        raise ValueError(f"expected shape (n, d) or (d,), got {arr.shape}")
+    return arr
+
+
+def _pair(a: ArrayLike, b: ArrayLike) -> tuple[Array, Array]:
+    a2, b2 = _rows(a), _rows(b)
+    if a2.shape != b2.shape:
+        raise ValueError(f"shape mismatch: {a2.shape} vs {b2.shape}")
+    return a2, b2
+
+
+def rankdata_rows(a: ArrayLike) -> Array:
+    """Average ranks (1-based) along each row; rows containing NaN get NaN ranks.
+
+    Equal to ``scipy.stats.rankdata(row, method="average")`` for every finite row. One sort per
+    row; each tie run's positions [first, last] are found with running max/min, and every member
+    of the run gets (first + last) / 2 + 1.
+    """
+    arr = _rows(a)
+    n, k = arr.shape
+    order = np.argsort(arr, axis=1, kind="stable")
+    ordered = np.take_along_axis(arr, order, axis=1)
+    idx = np.broadcast_to(np.arange(k), (n, k))
+    starts = np.ones((n, k), dtype=bool)
+    np.not_equal(ordered[:, 1:], ordered[:, :-1], out=starts[:, 1:])
+    ends = np.ones((n, k), dtype=bool)
+    ends[:, :-1] = starts[:, 1:]
+    first = np.maximum.accumulate(np.where(starts, idx, 0), axis=1)
+    last = np.minimum.accumulate(np.where(ends, idx, k - 1)[:, ::-1], axis=1)[:, ::-1]
+    ranks = np.empty((n, k), dtype=np.float64)
+    np.put_along_axis(ranks, order, 0.5 * (first + last) + 1.0, axis=1)
+    ranks[~np.isfinite(arr).all(axis=1)] = np.nan
+    return ranks
+
+
+def _constant(arr: Array) -> NDArray[np.bool_]:
+    return arr.max(axis=1) == arr.min(axis=1)
+
+
+def _centred_corr(a: Array, b: Array) -> Array:
+    """Pearson correlation per row; NaN where either side has zero spread."""
+    ac = a - a.mean(axis=1, keepdims=True)
+    bc = b - b.mean(axis=1, keepdims=True)
+    num = (ac * bc).sum(axis=1)
+    den = np.sqrt((ac * ac).sum(axis=1) * (bc * bc).sum(axis=1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = num / den
+    return out
+
+
+def _apply_constant_rule(out: Array, a: Array, b: Array, *, a_constant_value: float) -> Array:
+    finite = np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1)
+    const_a, const_b = _constant(a), _constant(b)
+    out = np.where(const_a, a_constant_value, out)
+    out = np.where(const_b, np.nan, out)
+    out = np.where(finite, out, np.nan)
+    return np.clip(out, -1.0, 1.0)
+
+
+def rank_correlation(a: ArrayLike, b: ArrayLike) -> Array:
+    """Spearman per row, symmetric: NaN whenever either row is constant or non-finite."""
+    a2, b2 = _pair(a, b)
+    out = _centred_corr(rankdata_rows(a2), rankdata_rows(b2))
+    return _apply_constant_rule(out, a2, b2, a_constant_value=np.nan)
+
+
+def spearman(p: ArrayLike, y: ArrayLike) -> Array:
+    """rho(p, y) = corr(rank(p), rank(y)) per row; constant p -> 0.0, constant y -> NaN."""
+    p2, y2 = _pair(p, y)
+    out = _centred_corr(rankdata_rows(p2), rankdata_rows(y2))
+    return _apply_constant_rule(out, p2, y2, a_constant_value=0.0)
+
+
+def centred_cosine(a: ArrayLike, b: ArrayLike) -> Array:
+    """(a - mean a)ᵀ(b - mean b) / (||a - mean a|| ||b - mean b||) per row.
+
+    Constant ``a`` -> 0.0 (no direction), constant ``b`` -> NaN (undefined).
+    """
+    a2, b2 = _pair(a, b)
+    return _apply_constant_rule(_centred_corr(a2, b2), a2, b2, a_constant_value=0.0)
+
+
+def tv(p: ArrayLike, y: ArrayLike) -> Array:
+    """Total variation distance ½ Σ_d |p_d - y_d| per row."""
+    p2, y2 = _pair(p, y)
+    return 0.5 * np.abs(p2 - y2).sum(axis=1)
+
+
+def jsd(p: ArrayLike, y: ArrayLike) -> Array:
+    """Jensen-Shannon divergence, natural log, no smoothing: ½KL(p||m) + ½KL(y||m), m = (p+y)/2.
+
+    KL(a||b) sums over the directions with a_d > 0 (``scipy.special.rel_entr`` gives
+    a_d ln(a_d / m_d), and 0 where a_d = 0). Inputs are normalised compositions.
+    Equals ``scipy.spatial.distance.jensenshannon(p, y) ** 2``.
+    """
+    from scipy.special import rel_entr
+
+    p2, y2 = _pair(p, y)
+    m = 0.5 * (p2 + y2)
+    out = 0.5 * rel_entr(p2, m).sum(axis=1) + 0.5 * rel_entr(y2, m).sum(axis=1)
+    finite = np.isfinite(p2).all(axis=1) & np.isfinite(y2).all(axis=1)
+    return np.where(finite, np.maximum(out, 0.0), np.nan)
+
+
+def residual_spearman(p: ArrayLike, y: ArrayLike, e: ArrayLike) -> Array:
+    """Residual association beyond a reference forecast e (EWMA): rho(p - e, y - e)."""
+    p2, y2 = _pair(p, y)
+    e2, _ = _pair(e, y2)
+    return spearman(p2 - e2, y2 - e2)
+
+
+def revision_alignment(p_t: ArrayLike, p_th: ArrayLike, y_t: ArrayLike, y_th: ArrayLike) -> Array:
+    """Rolling revision alignment (adaptivity): rho(p[T+h] - p[T], y[T+h] - y[T])."""
+    pt, pth = _pair(p_t, p_th)
+    yt, yth = _pair(y_t, y_th)
+    return spearman(pth - pt, yth - yt)
+
+
+def revision_alignment_cc(p_t: ArrayLike, p_th: ArrayLike, y_t: ArrayLike, y_th: ArrayLike) -> Array:
+    """Centred-cosine sensitivity of revision alignment."""
+    pt, pth = _pair(p_t, p_th)
+    yt, yth = _pair(y_t, y_th)
+    return centred_cosine(pth - pt, yth - yt)
+
+
+def pred_recent(p: ArrayLike, x: ArrayLike) -> Array:
+    """Pred-Recent: rho(p, x)."""
+    return spearman(p, x)
+
+
+def state_fidelity(s: ArrayLike, x: ArrayLike) -> Array:
+    """State fidelity: rho(s, x)."""
+    return spearman(s, x)
+
+
+def state_carry_forward(s: ArrayLike, y: ArrayLike) -> Array:
+    """State carry-forward (State-as-Forecast): rho(s, y)."""
+    return spearman(s, y)
+
+
+def prediction_stability(p_t: ArrayLike, p_th: ArrayLike) -> Array:
+    """Prediction stability: rho(p[T+h], p[T])."""
+    return spearman(p_th, p_t)
+
+
+def truth_stability(y_t: ArrayLike, y_th: ArrayLike) -> Array:
+    """Truth stability: rho(y[T+h], y[T]) (symmetric; NaN when either is constant)."""
+    return rank_correlation(y_th, y_t)
+
+
+def episode_scores(p: ArrayLike, y: ArrayLike) -> dict[str, Array]:
+    """The four per-episode scores: spearman, centred_cosine, tv, jsd (NaN for invalid rows).
+
+    Same values as calling ``spearman``, ``centred_cosine``, ``tv`` and ``jsd`` one by one; the
+    masks (finite rows, constant rows) are computed once.
+    """
+    p2, y2 = _pair(p, y)
+    finite = np.isfinite(p2).all(axis=1) & np.isfinite(y2).all(axis=1)
+    const_p, const_y = _constant(p2), _constant(y2)
+
+    def rule(values: Array) -> Array:
+        values = np.where(const_p, 0.0, values)
+        values = np.where(const_y | ~finite, np.nan, values)
+        return np.clip(values, -1.0, 1.0)
+
+    return {
+        "spearman": rule(_centred_corr(rankdata_rows(p2), rankdata_rows(y2))),
+        "centred_cosine": rule(_centred_corr(p2, y2)),
+        "tv": tv(p2, y2),
+        "jsd": jsd(p2, y2),
+    }
+
+
+def change_rich_mask(x: ArrayLike, y: ArrayLike, quantile: float = 0.25) -> NDArray[np.bool_]:
+    """Change-rich episodes, chosen from truth and baselines only (never model outputs).
+
+    ``x`` is a baseline forecast (the Recent window by default, or EWMA) and ``y`` the truth; an
+    episode is change-rich when rho(x, y) is at or below the ``quantile`` of rho over the
+    episodes where it is defined. Undefined rows are never change-rich.
+    """
+    if not 0 < quantile < 1:
+        raise ValueError(f"quantile must be in (0, 1), got {quantile}")
+    rho = rank_correlation(x, y)
+    ok = np.isfinite(rho)
+    if not ok.any():
+        return np.zeros(rho.shape, dtype=bool)
+    cut = np.quantile(rho[ok], quantile)
+    return ok & (rho <= cut)
