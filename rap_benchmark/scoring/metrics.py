@@ -152,18 +152,30 @@ def jsd(p: ArrayLike, y: ArrayLike) -> Array:
     return np.where(finite, np.maximum(out, 0.0), np.nan)
 
 
+DIFF_SNAP = 1e-12
+"""Differences of compositions smaller than this are renormalisation rounding, not signal."""
+
+
+def _snap(d: Array) -> Array:
+    """Zero out rounding-level differences so that their ranks are ties, not noise."""
+    return np.where(np.abs(d) <= DIFF_SNAP, 0.0, d)
+
+
 def residual_spearman(p: ArrayLike, y: ArrayLike, e: ArrayLike) -> Array:
-    """Residual association beyond a reference forecast e (EWMA): rho(p - e, y - e)."""
+    """Residual association beyond a reference forecast e (EWMA): rho(p - e, y - e).
+
+    A prediction equal to e up to rounding has a constant (zero) residual and scores 0.
+    """
     p2, y2 = _pair(p, y)
     e2, _ = _pair(e, y2)
-    return spearman(p2 - e2, y2 - e2)
+    return spearman(_snap(p2 - e2), _snap(y2 - e2))
 
 
 def revision_alignment(p_t: ArrayLike, p_th: ArrayLike, y_t: ArrayLike, y_th: ArrayLike) -> Array:
     """Rolling revision alignment (adaptivity): rho(p[T+h] - p[T], y[T+h] - y[T])."""
     pt, pth = _pair(p_t, p_th)
     yt, yth = _pair(y_t, y_th)
-    return spearman(pth - pt, yth - yt)
+    return spearman(_snap(pth - pt), _snap(yth - yt))
 
 
 def revision_alignment_cc(p_t: ArrayLike, p_th: ArrayLike, y_t: ArrayLike, y_th: ArrayLike) -> Array:

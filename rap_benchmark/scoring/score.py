@@ -50,9 +50,6 @@ Array = NDArray[np.float64]
 EWMA_MODEL = "baseline/ewma"
 """The persistence anchor every model is contrasted with (SPEC 3.10)."""
 
-RESIDUAL_SNAP = 1e-12
-"""Entries of p within this of the EWMA reference count as equal to it in the residual."""
-
 DEFAULT_PAIRS: tuple[tuple[Condition, Condition], ...] = (
     (Condition.A1, Condition.A0),
     (Condition.A3, Condition.A1),
@@ -177,10 +174,7 @@ def score_predictions(
     defined = np.isfinite(truth).all(axis=1)
     scores = episode_scores(p, truth)
     if target == "y":
-        e = eps.ewma[idx]
-        # A prediction equal to EWMA up to renormalisation rounding must have residual exactly 0,
-        # not the rank correlation of 1e-17 noise: snap such entries onto e first.
-        residual = residual_spearman(np.where(np.abs(p - e) <= RESIDUAL_SNAP, e, p), truth, e)
+        residual = residual_spearman(p, truth, eps.ewma[idx])
     else:
         residual = np.full(len(preds), np.nan, dtype=np.float64)
     return pd.DataFrame(
