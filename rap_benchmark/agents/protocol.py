@@ -1,0 +1,120 @@
+"""The contract between the episode loop and a model backend.
+
+A backend answers one chat request at a time: it gets the messages so far (OpenAI chat format),
+the tool schemas on offer (or None), the tool choice (``auto`` while Search is open, ``none`` once
+the call budget is spent) and a completion cap, and returns one :class:`ModelTurn`: either tool
+calls or text. Every HTTP (or in-process) attempt is recorded as an :class:`Attempt`; when all
+attempts fail the backend raises :class:`BackendFailure` carrying them, so the unit is recorded as
+invalid with its attempts instead of being lost.
+
+The :class:`EpisodeContext` tells a backend which unit it serves. LLM backends ignore it; the
+reference agents (rap_benchmark.agents.reference) plan their Search calls from it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from rap_benchmark.records import Codebook, Condition, Task
+from rap_benchmark.spec import BenchmarkSpec
+
+Message = dict[str, Any]
+
+#: Keys of a stored message that are sent back to a server (the rest, e.g. reasoning, stay local).
+WIRE_KEYS = ("role", "content", "tool_calls", "tool_call_id", "name")
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call as the model emitted it; ``arguments`` is the raw (possibly malformed) JSON text."""
+
+    id: str
+    name: str
+    arguments: str
+
+    def to_message(self) -> dict[str, Any]:
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One request attempt: its outcome, HTTP status if any, and latency."""
+
+    n: int
+    ok: bool
+    error: str | None = None
+    status: int | None = None
+    latency_s: float = 0.0
+    endpoint: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "n": self.n,
+            "ok": self.ok,
+            "error": self.error,
+            "status": self.status,
+            "latency_s": round(self.latency_s, 6),
+            "endpoint": self.endpoint,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ModelTurn:
+    """One assistant turn: tool calls or text, with usage and every attempt it took."""
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str | None = "stop"
+    response_model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    attempts: tuple[Attempt, ...] = (Attempt(1, True),)
+    reasoning: str | None = None  # provider-visible reasoning text, kept locally, never sent back
+
+
+class BackendFailure(RuntimeError):
+    """Every attempt of a request failed (or a non-retryable error happened)."""
+
+    def __init__(self, message: str, attempts: tuple[Attempt, ...]):
+        super().__init__(message)
+        self.attempts = attempts
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    messages: tuple[Message, ...]
+    tools: tuple[dict[str, Any], ...] | None  # OpenAI "tools" JSON, None when no tools are offered
+    tool_choice: str | None  # "auto", "none" or None (no tools)
+    max_tokens: int
+    temperature: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeContext:
+    """Which unit a request belongs to (never holds the target)."""
+
+    model: str
+    field_id: str
+    origin: dt.date
+    condition: Condition
+    task: Task
+    codebook: Codebook
+    spec: BenchmarkSpec
+    variant: str = "native"
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Anything that can answer one chat request."""
+
+    async def complete(self, request: Request, context: EpisodeContext) -> ModelTurn: ...
+
+    async def aclose(self) -> None: ...
+
+
+def wire_messages(messages: list[Message] | tuple[Message, ...]) -> list[Message]:
+    """Messages as sent to a server: only the standard chat keys."""
+    return [{k: m[k] for k in WIRE_KEYS if k in m} for m in messages]

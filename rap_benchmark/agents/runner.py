@@ -1,0 +1,352 @@
+"""Run units (model x field x origin x condition) through a backend into a resumable store.
+
+The runner never sees targets: units are built from the episode table's key columns only
+(``field_id``, ``origin``) and the codebooks. Search is bound per unit to the episode's universe
+(fixed for A1/A2, expanding for A3/A4) through :class:`SearchTools`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pandas as pd
+
+from rap_benchmark.agents import prompts
+from rap_benchmark.agents.episode import SearchFn, UnitResult, run_episode
+from rap_benchmark.agents.pricing import PriceTable, default_prices
+from rap_benchmark.agents.protocol import Backend, EpisodeContext
+from rap_benchmark.agents.store import RunStore, UnitKey
+from rap_benchmark.dates import parse_date
+from rap_benchmark.records import DIRECTION_KEYS, Codebook, Condition, Regime
+from rap_benchmark.spec import BenchmarkSpec
+
+if TYPE_CHECKING:
+    from rap_benchmark.artifacts import Instance
+
+TARGET_COLUMNS = ("y", "y_counts", "n_y")
+"""Episode columns that hold the target; the runner drops them before anything else."""
+
+
+class ToolProvider(Protocol):
+    def bind(self, field_id: str, origin: str, regime: Regime) -> tuple[SearchFn, dict[str, Any]]: ...
+
+
+class SearchTools:
+    """Binds the project's Search tool (rap_benchmark.search) to one episode universe."""
+
+    def __init__(self, inst: Instance) -> None:
+        self.inst = inst
+        self._engine: Any = None
+
+    @property
+    def engine(self) -> Any:
+        if self._engine is None:
+            from rap_benchmark.search import SearchEngine
+
+            self._engine = SearchEngine.from_instance(self.inst)
+        return self._engine
+
+    def bind(self, field_id: str, origin: str, regime: Regime) -> tuple[SearchFn, dict[str, Any]]:
+        from rap_benchmark.search.tool import make_search_tool, tool_schema
+
+        fn = make_search_tool(self.engine, field_id, origin, Regime(regime))
+        return fn, tool_schema(fn)
+
+
+@dataclass(frozen=True)
+class UnitSpec:
+    """Everything needed to run one unit (no target)."""
+
+    key: UnitKey
+    context: EpisodeContext
+    user_prompt: str
+    regime: Regime | None  # the Search universe, None for closed-book units
+    max_tokens: int
+    max_search_calls: int
+
+
+def episode_cells(
+    inst: Instance, *, fields: Iterable[str] | None = None, origins: Iterable[str] | None = None
+) -> list[tuple[str, str]]:
+    """Sorted unique (field_id, origin) cells of the instance, read from key columns only."""
+    keys = inst.episodes[["field_id", "origin"]].drop_duplicates()
+    cells = sorted((str(f), parse_date(o).isoformat()) for f, o in keys.itertuples(index=False))
+    if fields is not None:
+        wanted = set(fields)
+        unknown = wanted - {f for f, _ in cells}
+        if unknown:
+            raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
+        cells = [c for c in cells if c[0] in wanted]
+    if origins is not None:
+        wanted_o = {parse_date(o).isoformat() for o in origins}
+        unknown = wanted_o - {o for _, o in cells}
+        if unknown:
+            raise ValueError(f"unknown origins: {', '.join(sorted(unknown))}")
+        cells = [c for c in cells if c[1] in wanted_o]
+    return cells
+
+
+def default_max_tokens(condition: Condition, spec: BenchmarkSpec) -> int:
+    """The spec's completion cap: closed-book (A0) or search conditions."""
+    return spec.max_tokens_closed if Condition(condition).regime is None else spec.max_tokens_search
+
+
+def native_units(
+    model: str,
+    codebooks: dict[str, Codebook],
+    cells: Sequence[tuple[str, str]],
+    conditions: Sequence[Condition],
+    spec: BenchmarkSpec,
+    *,
+    max_tokens: int | None = None,
+) -> list[UnitSpec]:
+    """The native A0-A4 units of ``cells`` x ``conditions``, ordered by (condition, field, origin)."""
+    units = []
+    for condition in sorted({Condition(c) for c in conditions}, key=lambda c: c.value):
+        for field_id, origin in cells:
+            cb = codebooks[field_id]
+            ctx = EpisodeContext(model, field_id, parse_date(origin), condition, condition.task, cb, spec)
+            units.append(
+                UnitSpec(
+                    key=UnitKey(model, field_id, origin, condition),
+                    context=ctx,
+                    user_prompt=prompts.condition_prompt(cb, origin, condition, spec),
+                    regime=condition.regime,
+                    max_tokens=max_tokens or default_max_tokens(condition, spec),
+                    max_search_calls=spec.max_search_calls,
+                )
+            )
+    return units
+
+
+@dataclass
+class RunStats:
+    selected: int = 0
+    skipped: int = 0
+    executed: int = 0
+    valid: int = 0
+    invalid: int = 0
+    retries: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    invalid_reasons: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def select_shard(units: Sequence[UnitSpec], shard: tuple[int, int]) -> list[UnitSpec]:
+    i, n = shard
+    return [u for u in units if u.key.shard(n) == i]
+
+
+async def run_units(
+    units: Sequence[UnitSpec],
+    backend: Backend,
+    store: RunStore,
+    tools: ToolProvider | None,
+    *,
+    concurrency: int = 4,
+    prices: PriceTable | None = None,
+    progress: bool = True,
+    limit: int | None = None,
+    on_result: Callable[[UnitKey, dict[str, Any]], None] | None = None,
+) -> RunStats:
+    """Run every unit that is not already done (valid) in ``store``; return tallies.
+
+    Units are started in order; at most ``concurrency`` run at once. ``limit`` caps how many units
+    are executed in this call (already-done units do not count).
+    """
+    from tqdm import tqdm
+
+    prices = prices or default_prices()
+    store.clean_temporaries()
+    stats = RunStats(selected=len(units))
+    todo = []
+    for u in units:
+        if store.is_done(u.key):
+            stats.skipped += 1
+        else:
+            todo.append(u)
+    if limit is not None:
+        todo = todo[: max(0, limit)]
+    sem = asyncio.Semaphore(max(1, concurrency))
+    bar = tqdm(total=len(todo), desc="units", unit="unit", file=sys.stderr, disable=not progress, dynamic_ncols=True)
+
+    async def one(u: UnitSpec) -> None:
+        async with sem:
+            fn = schema = None
+            if u.regime is not None:
+                if tools is None:
+                    raise ValueError(f"{u.key.id} needs Search but no tool provider was given")
+                fn, schema = tools.bind(u.key.field_id, u.key.origin, u.regime)
+            store.log_event(u.key, "start")
+            result: UnitResult = await run_episode(
+                backend,
+                u.context,
+                u.user_prompt,
+                search_fn=fn,
+                tool_schema=schema,
+                max_tokens=u.max_tokens,
+                max_search_calls=u.max_search_calls,
+            )
+            cost = prices.cost_usd(u.key.model, result.prompt_tokens, result.completion_tokens)
+            record = {
+                **result.to_dict(),
+                "cost_usd": cost,
+                "regime": u.regime.value if u.regime else None,
+                "task": u.context.task.value,
+                "max_tokens": u.max_tokens,
+                "max_search_calls": u.max_search_calls,
+                "prompt_version": prompts.PROMPT_VERSION,
+            }
+            store.save(u.key, record)
+            store.log_event(u.key, "done", valid=result.valid)
+            stats.executed += 1
+            stats.valid += int(result.valid)
+            stats.invalid += int(not result.valid)
+            stats.retries += result.retries
+            stats.tokens += result.prompt_tokens + result.completion_tokens
+            stats.cost_usd += cost or 0.0
+            if not result.valid:
+                head = (result.invalid_reason or "unknown").split(":")[0]
+                stats.invalid_reasons[head] = stats.invalid_reasons.get(head, 0) + 1
+            bar.update(1)
+            bar.set_postfix(
+                done=stats.executed, invalid=stats.invalid, retries=stats.retries, tokens=stats.tokens, refresh=False
+            )
+            if on_result is not None:
+                on_result(u.key, record)
+
+    try:
+        await asyncio.gather(*(one(u) for u in todo))
+    finally:
+        bar.close()
+    return stats
+
+
+def predictions_frame(
+    store: RunStore,
+    manifest_hash: str,
+    *,
+    variant: str = "native",
+    model: str | None = None,
+    keys: Iterable[UnitKey] | None = None,
+) -> pd.DataFrame:
+    """Prediction rows (rap_benchmark.predictions columns) from the store's units of ``variant``."""
+    wanted = {k.id for k in keys} if keys is not None else None
+    rows = []
+    for rec in store.iter_units():
+        key = UnitKey.from_dict(rec["key"])
+        if key.variant != variant or (model is not None and key.model != model):
+            continue
+        if wanted is not None and key.id not in wanted:
+            continue
+        w = rec.get("weights") if rec.get("valid") else None
+        row: dict[str, Any] = {
+            "model": key.model,
+            "condition": key.condition.value,
+            "field_id": key.field_id,
+            "origin": key.origin,
+        }
+        for i, d in enumerate(DIRECTION_KEYS):
+            row[d] = float(w[i]) if w is not None else None
+        row.update(
+            valid=bool(w is not None),
+            invalid_reason=None if w is not None else (rec.get("invalid_reason") or "invalid"),
+            manifest_hash=manifest_hash,
+            attempts=int(rec.get("attempts", 0)),
+            prompt_tokens=int(rec.get("prompt_tokens", 0)),
+            completion_tokens=int(rec.get("completion_tokens", 0)),
+            cost_usd=rec.get("cost_usd"),
+            wall_s=float(rec.get("wall_s", 0.0)),
+            n_search_calls=int(rec.get("n_search_calls", 0)),
+            response_model=rec.get("response_model"),
+        )
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    for d in DIRECTION_KEYS:
+        frame[d] = frame[d].astype("float64")
+    frame["cost_usd"] = frame["cost_usd"].astype("float64")
+    return frame.sort_values(["model", "condition", "field_id", "origin"], kind="stable").reset_index(drop=True)
+
+
+def strip_targets(episodes: pd.DataFrame) -> pd.DataFrame:
+    """The episode table without target columns (what diagnostics that build prompts may see)."""
+    return episodes.drop(columns=[c for c in TARGET_COLUMNS if c in episodes.columns])
+
+
+PREDICTIONS_FILE = "predictions.jsonl"
+MATCH_KEYS = ("model", "manifest_hash", "prompt_version", "max_search_calls", "max_tokens", "shard")
+
+
+def run_benchmark(
+    inst: Instance,
+    backend: Backend,
+    out: str | Path,
+    *,
+    model: str,
+    conditions: Sequence[Condition],
+    fields: Iterable[str] | None = None,
+    origins: Iterable[str] | None = None,
+    concurrency: int = 4,
+    limit: int | None = None,
+    shard: tuple[int, int] = (0, 1),
+    max_tokens: int | None = None,
+    max_search_calls: int | None = None,
+    backend_name: str = "",
+    tools: ToolProvider | None = None,
+    prices: PriceTable | None = None,
+    progress: bool = True,
+) -> tuple[RunStats, Path]:
+    """Run (or resume) a benchmark run into ``out`` and write ``out/predictions.jsonl``.
+
+    A restart with the same arguments skips units already valid in the store and reruns missing
+    or invalid ones. ``run.json`` pins the model, instance manifest hash, prompt version, caps and
+    shard; a restart that disagrees on any of them is refused.
+    """
+    from rap_benchmark.predictions import write_predictions
+
+    spec = inst.spec if max_search_calls is None else inst.spec.replace(max_search_calls=int(max_search_calls))
+    store = RunStore(out)
+    store.init_run(
+        {
+            "model": model,
+            "backend": backend_name,
+            "manifest_hash": inst.manifest_hash,
+            "instance": inst.spec.name,
+            "benchmark_version": inst.spec.version,
+            "prompt_version": prompts.PROMPT_VERSION,
+            "max_search_calls": spec.max_search_calls,
+            "max_tokens": max_tokens,
+            "temperature": spec.temperature,
+            "shard": f"{shard[0]}/{shard[1]}",
+        },
+        must_match=MATCH_KEYS,
+    )
+    cells = episode_cells(inst, fields=fields, origins=origins)
+    units = select_shard(native_units(model, inst.codebooks, cells, conditions, spec, max_tokens=max_tokens), shard)
+    if tools is None and any(u.regime is not None for u in units):
+        tools = SearchTools(inst)
+
+    async def go() -> RunStats:
+        try:
+            return await run_units(
+                units, backend, store, tools, concurrency=concurrency, prices=prices, progress=progress, limit=limit
+            )
+        finally:
+            await backend.aclose()
+
+    stats = asyncio.run(go())
+    frame = predictions_frame(store, inst.manifest_hash, model=model)
+    path = store.root / PREDICTIONS_FILE
+    if not frame.empty:
+        write_predictions(frame, path)
+    return stats, path

