@@ -1,0 +1,154 @@
+"""``rap export-hf``, ``rap publish``, ``rap lm-eval-path`` and ``rap lm-eval-predictions``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+EXPORT_EPILOG = """examples:
+  rap export-hf build/mini --out hub/
+  rap export-hf build/full --out hub/ --withhold-test-targets --citecast build/citecast
+  cd hub && HF_HUB_OFFLINE=1 python -c 'import datasets; print(datasets.load_dataset("rap/assignments"))'
+
+Writes hub/<org>/<repo>/ (README.md card with a `configs:` block, data/<config>/<split>.parquet,
+rap_manifest.json) for papers, assignments, fields, splits, episodes, search_manifests (and
+citecast_tasks with --citecast). With --withhold-test-targets, Test targets from the last origin
+on (or --withhold-from DATE) leave the public repos and are committed as salted SHA256 hashes;
+the salt and the targets go to hub/_private/ (never publish it before the reveal).
+"""
+
+PUBLISH_EPILOG = """examples:
+  rap publish hub/ --org rap --tag v1.0.0 --dry-run
+  rap publish hub/ --org my-lab --local-org rap --tag v1.0.0 --private
+
+Creates each dataset repo <org>/<name> on the Hugging Face Hub, uploads its folder in one commit
+and tags it. Needs a token (huggingface-cli login or HF_TOKEN). hub/_private is never uploaded.
+"""
+
+LM_EVAL_EPILOG = """examples:
+  lm_eval --model hf --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct,max_length=8192 \\
+      --tasks rap_forecast --include_path "$(rap lm-eval-path)" --apply_chat_template --limit 4
+  rap lm-eval-path --write my_tasks/
+
+Prints the folder of the RAP lm-eval tasks (rap_forecast, rap_forecast_closed,
+rap_forecast_expanding, rap_state, rap_state_expanding; tag: rap) for --include_path.
+"""
+
+PREDICTIONS_EPILOG = """examples:
+  rap lm-eval-predictions out/ --model smollm2-135m --out preds/smollm2.jsonl
+  rap score build/mini preds/smollm2.jsonl
+
+Converts lm-eval samples (--log_samples --output_path out/) of the RAP tasks into a prediction
+file, parsing each final answer exactly as the task's own metric did.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = subparsers.add_parser(
+        "export-hf", help="export an instance as Hugging Face dataset repos", epilog=EXPORT_EPILOG, formatter_class=fmt
+    )
+    p.add_argument("dir", type=Path, help="a built instance folder")
+    p.add_argument("--out", type=Path, required=True, help="hub folder (repos go to OUT/<org>/<name>)")
+    p.add_argument("--org", default="rap", help="organisation folder / Hub namespace (default rap)")
+    p.add_argument("--withhold-test-targets", action="store_true", help="withhold Test targets from the last origin on")
+    p.add_argument("--withhold-from", default=None, help="withhold Test targets from this date (>= the last origin)")
+    p.add_argument("--salt-file", type=Path, default=None, help="hex salt to reuse (default OUT/_private/salt.hex)")
+    p.add_argument("--citecast", type=Path, default=None, help="a built CiteCast task folder (server/tasks.jsonl)")
+    p.add_argument("--repos", default=None, help="comma-separated subset of repos to write")
+    p.set_defaults(func=cmd_export)
+
+    p = subparsers.add_parser(
+        "publish", help="push exported repos to the Hugging Face Hub", epilog=PUBLISH_EPILOG, formatter_class=fmt
+    )
+    p.add_argument("hub_dir", type=Path, help="the folder given to rap export-hf --out")
+    p.add_argument("--org", required=True, help="Hub namespace to publish under")
+    p.add_argument("--local-org", default=None, help="folder under HUB_DIR holding the repos (default: --org)")
+    p.add_argument("--tag", required=True, help="version tag, e.g. v1.0.0")
+    p.add_argument("--private", action="store_true", help="create private repos")
+    p.add_argument("--dry-run", action="store_true", help="verify and print the plan; touch nothing")
+    p.set_defaults(func=cmd_publish)
+
+    p = subparsers.add_parser(
+        "lm-eval-path",
+        help="print the lm-eval task folder (--include_path)",
+        epilog=LM_EVAL_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("--write", type=Path, default=None, help="write the task folder here instead")
+    p.set_defaults(func=cmd_lm_eval_path)
+
+    p = subparsers.add_parser(
+        "lm-eval-predictions",
+        help="convert lm-eval samples of the RAP tasks into a prediction file",
+        epilog=PREDICTIONS_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("samples", type=Path, nargs="+", help="samples_rap*.jsonl files or folders holding them")
+    p.add_argument("--model", required=True, help="model name to record in the prediction file")
+    p.add_argument("--out", type=Path, required=True, help="prediction file (.jsonl or .parquet)")
+    p.set_defaults(func=cmd_lm_eval_predictions)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.hub.export import citecast_frame, export_instance
+
+    inst = load_instance(args.dir)
+    withhold = args.withhold_from or (max(inst.spec.origins) if args.withhold_test_targets else None)
+    citecast = citecast_frame(args.citecast) if args.citecast is not None else None
+    repos = args.repos.split(",") if args.repos else None
+    bar = tqdm(total=len(repos) if repos else 6 + (citecast is not None), desc="export-hf", file=sys.stderr)
+
+    def step(name: str) -> None:
+        bar.set_postfix_str(name)
+        bar.update(1)
+
+    result = export_instance(
+        inst,
+        args.out,
+        org=args.org,
+        withhold_from=withhold,
+        salt_file=args.salt_file,
+        citecast_tasks=citecast,
+        repos=repos,
+        progress=step,
+    )
+    bar.close()
+    for name, path in result.repos.items():
+        print(f"{name}\t{path}")
+    if result.private_dir is not None:
+        print(f"private targets and salt (do not publish): {result.private_dir}", file=sys.stderr)
+    return 0
+
+
+def cmd_publish(args: argparse.Namespace) -> int:
+    from rap_benchmark.hub.publish import publish
+
+    steps = publish(
+        args.hub_dir, org=args.org, tag=args.tag, private=args.private, local_org=args.local_org, dry_run=args.dry_run
+    )
+    for s in steps:
+        print(f"{'plan' if args.dry_run else 'done'}\t{s.action}\t{s.repo_id}\t{s.detail}")
+    return 0
+
+
+def cmd_lm_eval_path(args: argparse.Namespace) -> int:
+    from rap_benchmark.lmeval.harness import task_path, write_task_dir
+
+    print(write_task_dir(args.write) if args.write else task_path())
+    return 0
+
+
+def cmd_lm_eval_predictions(args: argparse.Namespace) -> int:
+    from rap_benchmark.lmeval.samples import samples_to_predictions
+    from rap_benchmark.predictions import write_predictions
+
+    frame = samples_to_predictions(args.samples, model=args.model)
+    write_predictions(frame, args.out)
+    print(f"wrote {len(frame)} rows ({int(frame['valid'].sum())} valid) to {args.out}", file=sys.stderr)
+    print(args.out)
+    return 0

@@ -1,0 +1,110 @@
+"""``rap submit validate``, ``rap leaderboard score`` and ``rap leaderboard verify-reveal``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+SUBMIT_EPILOG = """examples:
+  rap submit validate preds/my-model.jsonl --instance build/mini
+  rap submit validate preds/my-model.parquet --meta preds/my-model.meta.json --instance build/mini
+
+A submission is a prediction file plus metadata in <file>.meta.json:
+  {"model": "org/name", "knowledge_cutoff": "2024-10-01", "conditions": ["A1"],
+   "tools": ["search"], "attempts": 1, "manifest_hash": "<rap info / SHA256SUMS sha256>"}
+The checks are rap score's validator plus the metadata's. Exit status 1 when it is rejected.
+"""
+
+LEADERBOARD_EPILOG = """examples:
+  rap leaderboard score subs/*.jsonl --instance private/full --out board/
+  rap leaderboard verify-reveal hub/rap/episodes --reveal revealed/_private
+
+score: every submission is validated and scored on its own with rap score's scorer (field-macro
+Spearman, 95% block-bootstrap intervals); writes board/leaderboard.csv, leaderboard.md and
+submissions.json (every verdict and problem). verify-reveal: checks revealed targets and salt
+against the salted SHA256 commitments published in a repo's *_heldout configs.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    fmt = argparse.RawDescriptionHelpFormatter
+    submit = subparsers.add_parser(
+        "submit", help="check a leaderboard submission", epilog=SUBMIT_EPILOG, formatter_class=fmt
+    )
+    ssub = submit.add_subparsers(dest="submit_command", metavar="ACTION", required=True)
+    p = ssub.add_parser(
+        "validate", help="validate a submission file and its metadata", epilog=SUBMIT_EPILOG, formatter_class=fmt
+    )
+    p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
+    p.add_argument("--meta", type=Path, default=None, help="metadata JSON (default FILE.meta.json)")
+    p.add_argument("--instance", type=Path, default=None, help="instance folder (default: the cached mini)")
+    p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="expected episodes (default test)")
+    p.set_defaults(func=cmd_validate)
+
+    board = subparsers.add_parser(
+        "leaderboard", help="score submissions, verify reveals", epilog=LEADERBOARD_EPILOG, formatter_class=fmt
+    )
+    bsub = board.add_subparsers(dest="leaderboard_command", metavar="ACTION", required=True)
+    p = bsub.add_parser("score", help="validate and score submissions", epilog=LEADERBOARD_EPILOG, formatter_class=fmt)
+    p.add_argument("files", type=Path, nargs="+", help="submission files")
+    p.add_argument("--instance", type=Path, required=True, help="the scorer's instance folder (holds the targets)")
+    p.add_argument("--out", type=Path, required=True, help="output folder")
+    p.add_argument("--split", choices=("test", "dev", "all"), default="test")
+    p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default: the spec's)")
+    p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the spec's)")
+    p.set_defaults(func=cmd_score)
+
+    p = bsub.add_parser(
+        "verify-reveal",
+        help="check revealed targets against published commitments",
+        epilog=LEADERBOARD_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("repo", type=Path, help="an exported repo folder (e.g. hub/rap/episodes)")
+    p.add_argument("--reveal", type=Path, required=True, help="the revealed private folder (salt.hex + targets)")
+    p.set_defaults(func=cmd_verify_reveal)
+
+
+def _split(value: str) -> str | None:
+    return None if value == "all" else value
+
+
+def _instance(path: Path | None):
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.lmeval.docs import ensure_mini
+
+    return load_instance(path if path is not None else ensure_mini())
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from rap_benchmark.leaderboard import validate_submission
+
+    report = validate_submission(args.file, _instance(args.instance), meta_path=args.meta, split=_split(args.split))
+    print(report.summary())
+    return 0 if report.accepted else 1
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    from tqdm.auto import tqdm
+
+    from rap_benchmark.leaderboard import score_submissions, write_leaderboard
+
+    inst = _instance(args.instance)
+    files = list(tqdm(args.files, desc="submissions", file=sys.stderr, leave=False))
+    result = score_submissions(files, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed)
+    out = write_leaderboard(result, args.out)
+    for r in result.reports:
+        print(r.summary(), file=sys.stderr)
+    print((out / "leaderboard.md").read_text(encoding="utf-8"))
+    return 0 if all(r.accepted for r in result.reports) else 1
+
+
+def cmd_verify_reveal(args: argparse.Namespace) -> int:
+    from rap_benchmark.hub.reveal import verify_reveal
+
+    report = verify_reveal(args.repo, args.reveal)
+    for p in report.problems:
+        print(p, file=sys.stderr)
+    print(f"{report.checked} commitment(s) checked: {'all verified' if report.ok else 'FAILED'}")
+    return 0 if report.ok else 1

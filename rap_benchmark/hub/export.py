@@ -1,0 +1,524 @@
+"""Export a built instance as Hugging Face dataset repos: parquet files plus a dataset card.
+
+Layout (``<HUB_DIR>/<org>/<name>/``, so that ``load_dataset("rap/assignments")`` run from
+``<HUB_DIR>`` resolves the local folder offline, and the same call reaches the Hub after
+``rap publish``)::
+
+    <HUB_DIR>/<org>/<repo>/README.md                      card; YAML ``configs:`` declares every file
+    <HUB_DIR>/<org>/<repo>/data/<config>/<split>.parquet  one file per (config, split)
+    <HUB_DIR>/<org>/<repo>/rap_manifest.json              rows, content hash and sha256 per file
+    <HUB_DIR>/_private/                                   salt and withheld targets: NEVER published
+
+Repos: ``papers`` (arXiv metadata), ``assignments`` (the paper-field membership ledger),
+``fields`` (codebooks), ``splits`` (dependency blocks, Dev/Test), ``episodes`` (one config per
+counting policy), ``search_manifests`` and, given a CiteCast task folder, ``citecast_tasks``.
+
+Withholding (``withhold_from=W``): for Test fields, every quantity computed from direction labels
+of papers dated on or after W leaves the public repos: the episodes' target group (``y``,
+``y_counts``, ``n_y`` and the ``y_empty`` flag) when the target window reaches W, and the labels
+(``primary``, ``secondary``, ``type``) of assignments dated on or after W. Those rows move to a
+``<config>_heldout`` config that has no target column at all and a ``target_sha256`` commitment
+per row (:mod:`rap_benchmark.hub.canonical`); the targets and the salt go to ``_private/``.
+W may not precede the last origin: the realised window of one origin is the recent window of the
+next, so an earlier W would leave the withheld targets readable from public inputs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rap_benchmark.artifacts import Instance, codebook_to_dict, sha256_file, write_parquet
+from rap_benchmark.dates import add_months, parse_date
+from rap_benchmark.hub.canonical import commitments, content_hash, new_salt
+from rap_benchmark.records import Policy, Split, episode_id
+
+DEFAULT_ORG = "rap"
+PRIVATE_DIR = "_private"
+MANIFEST_FILE = "rap_manifest.json"
+SALT_FILE = "salt.hex"
+COMMITMENT_COLUMN = "target_sha256"
+HELDOUT_SUFFIX = "_heldout"
+
+EPISODE_TARGET_COLUMNS: tuple[str, ...] = ("y", "y_counts", "n_y")
+ASSIGNMENT_TARGET_COLUMNS: tuple[str, ...] = ("primary", "secondary", "type")
+REPO_NAMES: tuple[str, ...] = ("papers", "assignments", "fields", "splits", "episodes", "search_manifests")
+CITECAST_REPO = "citecast_tasks"
+
+
+@dataclass(frozen=True)
+class Withheld:
+    """Rows of one (config, split) whose targets were withheld.
+
+    ``public`` is what the heldout config publishes (keys + ``target_sha256``); ``targets`` is
+    the private table (keys + the target columns) needed to score and, later, to reveal.
+    """
+
+    target_columns: tuple[str, ...]
+    key_column: str
+    public: pd.DataFrame
+    targets: pd.DataFrame
+
+
+@dataclass(frozen=True)
+class ConfigTable:
+    """One config of a repo: split name -> table, plus withheld rows per split."""
+
+    name: str
+    splits: dict[str, pd.DataFrame]
+    description: str
+    default: bool = False
+    withheld: dict[str, Withheld] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RepoTables:
+    name: str
+    title: str
+    summary: str
+    configs: tuple[ConfigTable, ...]
+    licence: str = "cc0-1.0"
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    hub_dir: Path
+    org: str
+    repos: dict[str, Path]
+    private_dir: Path | None
+    manifest_hash: str
+
+
+# -- tables ----------------------------------------------------------------------------------
+
+
+def _as_date_strings(values: pd.Series) -> pd.Series:
+    return values.map(lambda v: v if isinstance(v, str) else pd.Timestamp(v).date().isoformat())
+
+
+def _commit(salt: bytes | None, keys: list[str], priv: pd.DataFrame, target_columns: Sequence[str]) -> list[str]:
+    """Commit to each private row's target exactly as :func:`verify_reveal` will recompute it."""
+    from rap_benchmark.hub.reveal import target_values
+
+    if salt is None:
+        raise ValueError("withholding needs a salt")
+    return commitments(salt, keys, target_values(priv, tuple(target_columns)))
+
+
+def _field_splits(inst: Instance) -> dict[str, str]:
+    return dict(zip(inst.blocks["field_id"], inst.blocks["split"], strict=True))
+
+
+def _by_split(frame: pd.DataFrame, split_of_row: np.ndarray) -> dict[str, pd.DataFrame]:
+    return {
+        s.value: frame.loc[split_of_row == s.value].reset_index(drop=True)
+        for s in Split
+        if (split_of_row == s.value).any()
+    }
+
+
+def check_withhold_from(inst: Instance, withhold_from: dt.date | str | None) -> dt.date | None:
+    """Validate W (see the module docstring); None means nothing is withheld."""
+    if withhold_from is None:
+        return None
+    w = parse_date(withhold_from)
+    last = max(inst.spec.origin_dates)
+    if w < last:
+        raise ValueError(
+            f"withhold_from {w} precedes the last origin {last}: the targets of the earlier origins would still be "
+            "readable from the next origins' recent windows; use a date on or after the last origin"
+        )
+    return w
+
+
+def papers_table(inst: Instance) -> RepoTables:
+    frame = inst.papers.copy()
+    frame["date"] = _as_date_strings(frame["date"])
+    cfg = ConfigTable(
+        "default",
+        {"corpus": frame.reset_index(drop=True)},
+        "One row per arXiv paper: id (no version), v1 date, title, abstract, categories, authors.",
+        default=True,
+    )
+    return RepoTables(
+        "papers", "RAP papers", "The arXiv metadata of every paper in the instance (the search corpus).", (cfg,)
+    )
+
+
+def assignments_table(inst: Instance, salt: bytes | None, withhold_from: dt.date | None) -> RepoTables:
+    frame = inst.assignments.copy()
+    frame["date"] = _as_date_strings(frame["date"])
+    split_of = _field_splits(inst)
+    row_split = frame["field_id"].map(split_of).to_numpy(object)
+    splits = _by_split(frame, row_split)
+    withheld: dict[str, Withheld] = {}
+    if withhold_from is not None and Split.TEST.value in splits:
+        test = splits[Split.TEST.value]
+        hide = (test["date"] >= withhold_from.isoformat()).to_numpy(bool)
+        if hide.any():
+            hidden = test.loc[hide].reset_index(drop=True)
+            keys = (hidden["arxiv_id"] + "/" + hidden["field_id"]).tolist()
+            priv = hidden[["arxiv_id", "field_id", *ASSIGNMENT_TARGET_COLUMNS]].copy()
+            priv.insert(0, "key", keys)
+            public = hidden[["arxiv_id", "field_id", "date"]].copy()
+            public.insert(0, "key", keys)
+            public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, ASSIGNMENT_TARGET_COLUMNS)
+            withheld[Split.TEST.value] = Withheld(ASSIGNMENT_TARGET_COLUMNS, "key", public, priv)
+            splits[Split.TEST.value] = test.loc[~hide].reset_index(drop=True)
+    cfg = ConfigTable(
+        "default",
+        splits,
+        "One row per paper-field membership: primary direction (D0..D7 or other), optional secondary, "
+        "type (single, boundary, bridge, other, low_evidence). Split = the field's Dev/Test split.",
+        default=True,
+        withheld=withheld,
+    )
+    return RepoTables(
+        "assignments",
+        "RAP assignments",
+        "The frozen paper-field membership ledger produced by the assignment instrument.",
+        (cfg,),
+    )
+
+
+def fields_table(inst: Instance) -> RepoTables:
+    blocks = inst.blocks.set_index("field_id")
+    rows = []
+    for fid in inst.field_ids:
+        d = codebook_to_dict(inst.codebooks[fid])
+        d["block_id"] = str(blocks.loc[fid, "block_id"])
+        d["split"] = str(blocks.loc[fid, "split"])
+        rows.append(d)
+    frame = pd.DataFrame(rows, columns=["field_id", "name", "definition", "block_id", "split", "directions"])
+    cfg = ConfigTable(
+        "default",
+        _by_split(frame, frame["split"].to_numpy(object)),
+        "One row per field: name, definition, dependency block, split and its eight written directions "
+        "D0..D7 (name, definition, inclusion, exclusion, pre-cutoff exemplar ids).",
+        default=True,
+    )
+    return RepoTables("fields", "RAP fields", "The frozen codebooks: eight written directions per field.", (cfg,))
+
+
+def splits_table(inst: Instance) -> RepoTables:
+    fields = inst.blocks[["field_id", "block_id", "split"]].sort_values("field_id", kind="stable")
+    fields = fields.reset_index(drop=True)
+    grouped = fields.groupby("block_id", sort=True)
+    blocks = pd.DataFrame(
+        {
+            "block_id": list(grouped.groups),
+            "split": [g["split"].iloc[0] for _, g in grouped],
+            "field_ids": [sorted(g["field_id"]) for _, g in grouped],
+        }
+    )
+    blocks["n_fields"] = blocks["field_ids"].map(len).astype(np.int64)
+    return RepoTables(
+        "splits",
+        "RAP splits",
+        "Frozen dependency blocks (connected components of strongly overlapping fields) and the Dev/Test split.",
+        (
+            ConfigTable(
+                "fields",
+                _by_split(fields, fields["split"].to_numpy(object)),
+                "One row per field: its block and split.",
+                default=True,
+            ),
+            ConfigTable(
+                "blocks",
+                _by_split(blocks, blocks["split"].to_numpy(object)),
+                "One row per block: its split and fields (the bootstrap unit).",
+            ),
+        ),
+    )
+
+
+def episodes_table(inst: Instance, salt: bytes | None, withhold_from: dt.date | None) -> RepoTables:
+    frame = inst.episodes.copy()
+    frame["origin"] = _as_date_strings(frame["origin"])
+    frame.insert(0, "episode_id", [episode_id(f, o) for f, o in zip(frame["field_id"], frame["origin"], strict=True)])
+    months = inst.spec.window_months
+    configs = []
+    present = [p for p in Policy if (frame["policy"] == p.value).any()]
+    for policy in present:
+        sub = frame.loc[frame["policy"] == policy.value].reset_index(drop=True)
+        splits = _by_split(sub, sub["split"].to_numpy(object))
+        withheld: dict[str, Withheld] = {}
+        if withhold_from is not None and Split.TEST.value in splits:
+            test = splits[Split.TEST.value]
+            ends = test["origin"].map(lambda o: add_months(parse_date(o), months))
+            hide = (ends > withhold_from).to_numpy(bool)
+            if hide.any():
+                hidden = test.loc[hide].reset_index(drop=True)
+                keys = (hidden["episode_id"] + "/" + policy.value).tolist()
+                target_cols = (*EPISODE_TARGET_COLUMNS, "y_empty")
+                priv = hidden[["episode_id", *EPISODE_TARGET_COLUMNS]].copy()
+                priv["y_empty"] = hidden["flags"].map(lambda fl: "y_empty" in list(fl if fl is not None else []))
+                priv.insert(0, "key", keys)
+                public = hidden.drop(columns=list(EPISODE_TARGET_COLUMNS)).copy()
+                public["flags"] = public["flags"].map(lambda fl: [f for f in list(fl) if f != "y_empty"])
+                public.insert(1, "key", keys)
+                public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, target_cols)
+                withheld[Split.TEST.value] = Withheld(target_cols, "key", public, priv)
+                splits[Split.TEST.value] = test.loc[~hide].reset_index(drop=True)
+        configs.append(
+            ConfigTable(
+                policy.value,
+                splits,
+                f"Episodes under the `{policy.value}` counting policy: x (the recent window [T-6mo, T)), "
+                "history (three windows before T, oldest first, history[-1] == x), y (the target window "
+                "[T, T+6mo)), raw counts, counted mass and flags.",
+                default=policy is Policy.CANONICAL,
+                withheld=withheld,
+            )
+        )
+    return RepoTables(
+        "episodes",
+        "RAP episodes",
+        "One (field, origin) forecasting episode per row, one config per counting policy.",
+        tuple(configs),
+    )
+
+
+def search_manifests_table(inst: Instance) -> RepoTables:
+    frame = inst.search_manifest.copy()
+    for col in ("origin", "start", "end"):
+        frame[col] = _as_date_strings(frame[col])
+    cfg = ConfigTable(
+        "default",
+        {r: frame.loc[frame["regime"] == r].reset_index(drop=True) for r in ("fixed", "expanding")},
+        "One row per search universe (field, origin, regime): temporal bounds [start, end), the number "
+        "of papers and the sha256 of its sorted arXiv ids (the derived-shard hash).",
+        default=True,
+    )
+    return RepoTables(
+        "search_manifests",
+        "RAP search manifests",
+        "The temporal bounds and shard hashes of every episode's search universe.",
+        (cfg,),
+    )
+
+
+CITECAST_TARGET_COLUMNS: tuple[str, ...] = ("target", "band")
+"""A CiteCast task's target (the citation count) and its band (a function of the target)."""
+
+
+def citecast_frame(task_dir: str | Path) -> pd.DataFrame:
+    """The server-side CiteCast tasks of a built task folder (``server/tasks.jsonl``) as a table."""
+    from rap_benchmark.citecast.tasks import load_tasks
+
+    tasks = load_tasks(task_dir)
+    return pd.DataFrame([tasks[k].to_dict() for k in sorted(tasks)])
+
+
+def citecast_table(tasks: pd.DataFrame, salt: bytes | None) -> RepoTables:
+    """The CiteCast task table: train rows keep their target, test targets (and bands) are withheld.
+
+    ``tasks`` needs ``task_id``, ``split`` (train/test), ``target`` and ``band``; any other column
+    (the paper's v1 metadata, the Semantic Scholar id, the snapshot date) is published as is.
+    """
+    missing = [c for c in ("task_id", "split", *CITECAST_TARGET_COLUMNS) if c not in tasks]
+    if missing:
+        raise ValueError(f"CiteCast tasks table lacks columns: {', '.join(missing)}")
+    frame = tasks.sort_values("task_id", kind="stable").reset_index(drop=True)
+    frame["target"] = frame["target"].astype(np.int64)
+    train = frame.loc[frame["split"] == "train"].reset_index(drop=True)
+    test = frame.loc[frame["split"] == "test"].reset_index(drop=True)
+    withheld: dict[str, Withheld] = {}
+    if len(test):
+        keys = test["task_id"].astype(str).tolist()
+        priv = test[["task_id", *CITECAST_TARGET_COLUMNS]].copy()
+        priv.insert(0, "key", keys)
+        public = test.drop(columns=list(CITECAST_TARGET_COLUMNS)).copy()
+        public.insert(0, "key", keys)
+        public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, CITECAST_TARGET_COLUMNS)
+        withheld["test"] = Withheld(CITECAST_TARGET_COLUMNS, "key", public, priv)
+    cfg = ConfigTable(
+        "default",
+        {"train": train},
+        "CiteCast tasks: one per January 2026 arXiv paper (v1 metadata); the target is the Semantic Scholar "
+        "citation count snapshotted on 2026-08-23 and band its citation band. Test targets and bands are "
+        "withheld (config `default_heldout`).",
+        default=True,
+        withheld=withheld,
+    )
+    return RepoTables("citecast_tasks", "CiteCast tasks", "Citation-forecasting tasks (CiteCast).", (cfg,))
+
+
+def instance_repos(
+    inst: Instance, *, salt: bytes | None = None, withhold_from: dt.date | str | None = None
+) -> list[RepoTables]:
+    """Every repo's tables for an instance (pure: nothing is written)."""
+    w = check_withhold_from(inst, withhold_from)
+    if w is not None and salt is None:
+        raise ValueError("withholding needs a salt")
+    return [
+        papers_table(inst),
+        assignments_table(inst, salt, w),
+        fields_table(inst),
+        splits_table(inst),
+        episodes_table(inst, salt, w),
+        search_manifests_table(inst),
+    ]
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+def _rel_data_path(config: str, split: str) -> str:
+    return f"data/{config}/{split}.parquet"
+
+
+def _write_table(repo_dir: Path, config: str, split: str, frame: pd.DataFrame) -> dict[str, Any]:
+    rel = _rel_data_path(config, split)
+    path = repo_dir / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_parquet(path, frame)
+    return {
+        "path": rel,
+        "rows": len(frame),
+        "columns": list(frame.columns),
+        "content_hash": content_hash(frame),
+        "sha256": sha256_file(path),
+    }
+
+
+def write_repo(
+    tables: RepoTables,
+    repo_dir: Path,
+    *,
+    org: str,
+    context: dict[str, Any],
+    private_dir: Path | None,
+) -> Path:
+    """Write one repo folder (data files, manifest, card); withheld targets go to ``private_dir``."""
+    from rap_benchmark.hub.cards import render_card
+
+    if repo_dir.exists():
+        shutil.rmtree(repo_dir)
+    repo_dir.mkdir(parents=True)
+    manifest: dict[str, Any] = {
+        "repo": f"{org}/{tables.name}",
+        "benchmark_version": context["benchmark_version"],
+        "manifest_hash": context["manifest_hash"],
+        "instance": context["instance"],
+        "configs": {},
+        "withheld": {},
+    }
+    for cfg in tables.configs:
+        manifest["configs"][cfg.name] = {s: _write_table(repo_dir, cfg.name, s, f) for s, f in cfg.splits.items()}
+        if cfg.withheld:
+            held_name = cfg.name + HELDOUT_SUFFIX
+            manifest["configs"][held_name] = {}
+            for split, wh in cfg.withheld.items():
+                manifest["configs"][held_name][split] = _write_table(repo_dir, held_name, split, wh.public)
+                manifest["withheld"].setdefault(held_name, {})[split] = {
+                    "key_column": wh.key_column,
+                    "target_columns": list(wh.target_columns),
+                    "commitment_column": COMMITMENT_COLUMN,
+                    "rows": len(wh.public),
+                }
+                if private_dir is not None:
+                    priv = private_dir / tables.name / held_name / f"{split}.parquet"
+                    priv.parent.mkdir(parents=True, exist_ok=True)
+                    write_parquet(priv, wh.targets)
+    (repo_dir / MANIFEST_FILE).write_text(json.dumps(manifest, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+    (repo_dir / "README.md").write_text(render_card(tables, manifest, context), encoding="utf-8")
+    return repo_dir
+
+
+def _load_salt(salt_file: Path | None, private_dir: Path) -> bytes:
+    path = salt_file or (private_dir / SALT_FILE)
+    if path.is_file():
+        salt = bytes.fromhex(path.read_text(encoding="ascii").strip())
+        if len(salt) < 16:
+            raise ValueError(f"{path}: a salt needs at least 16 bytes")
+        return salt
+    if salt_file is not None:
+        raise FileNotFoundError(f"no salt file at {salt_file}")
+    salt = new_salt()
+    private_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(salt.hex() + "\n", encoding="ascii")
+    return salt
+
+
+def _keep_salt(salt: bytes, private_dir: Path) -> None:
+    """Store the salt with the private targets (the reveal publishes both together)."""
+    path = private_dir / SALT_FILE
+    if path.is_file():
+        if bytes.fromhex(path.read_text(encoding="ascii").strip()) != salt:
+            raise ValueError(f"{path} holds another salt; export to a fresh folder or pass that salt")
+        return
+    private_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(salt.hex() + "\n", encoding="ascii")
+
+
+def export_instance(
+    inst: Instance,
+    hub_dir: str | Path,
+    *,
+    org: str = DEFAULT_ORG,
+    withhold_from: dt.date | str | None = None,
+    salt: bytes | None = None,
+    salt_file: str | Path | None = None,
+    citecast_tasks: pd.DataFrame | None = None,
+    repos: Sequence[str] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> ExportResult:
+    """Write every repo of ``inst`` under ``<hub_dir>/<org>/``; return where they are.
+
+    A salt is only needed when something is withheld; it is taken from ``salt``, else from
+    ``salt_file``, else from ``<hub_dir>/_private/salt.hex`` (created with fresh secret
+    randomness when absent, so re-exports reuse the same commitments).
+    """
+    hub_dir = Path(hub_dir)
+    private_dir = hub_dir / PRIVATE_DIR
+    w = check_withhold_from(inst, withhold_from)
+    needs_salt = w is not None or (citecast_tasks is not None and (citecast_tasks["split"] == "test").any())
+    if needs_salt and salt is None:
+        salt = _load_salt(Path(salt_file) if salt_file else None, private_dir)
+    if needs_salt and salt is not None:
+        _keep_salt(salt, private_dir)
+    tables = instance_repos(inst, salt=salt, withhold_from=w)
+    if citecast_tasks is not None:
+        tables.append(citecast_table(citecast_tasks, salt))
+    if repos is not None:
+        unknown = sorted(set(repos) - {t.name for t in tables})
+        if unknown:
+            raise ValueError(f"unknown repos: {', '.join(unknown)}")
+        tables = [t for t in tables if t.name in set(repos)]
+    context = {
+        "benchmark_version": inst.spec.version,
+        "manifest_hash": inst.manifest_hash,
+        "instance": inst.spec.name,
+        "instance_description": inst.spec.description,
+        "org": org,
+        "withhold_from": w.isoformat() if w else None,
+        "origins": list(inst.spec.origins),
+        "n_fields": len(inst.field_ids),
+        "n_papers": len(inst.papers),
+    }
+    written: dict[str, Path] = {}
+    any_withheld = False
+    for t in tables:
+        if progress:
+            progress(t.name)
+        any_withheld |= any(c.withheld for c in t.configs)
+        written[t.name] = write_repo(
+            t, hub_dir / org / t.name, org=org, context=context, private_dir=private_dir if needs_salt else None
+        )
+    if any_withheld:
+        (private_dir / "README.md").write_text(
+            "PRIVATE: the salt and the withheld targets of the public repos next to this folder.\n"
+            "Never publish this folder before the reveal; `rap publish` never uploads it.\n"
+            "To reveal, publish it as is; anyone can then run `rap leaderboard verify-reveal`.\n",
+            encoding="utf-8",
+        )
+    return ExportResult(hub_dir, org, written, private_dir if any_withheld else None, inst.manifest_hash)

