@@ -49,19 +49,6 @@ class DemoStep:
     run: Callable[[DemoContext], str]
 
 
-def _row_spearman(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Spearman rho of each row pair (average ranks; NaN when a row is constant)."""
-    from scipy.stats import rankdata
-
-    ra = rankdata(a, axis=1)
-    rb = rankdata(b, axis=1)
-    ra -= ra.mean(axis=1, keepdims=True)
-    rb -= rb.mean(axis=1, keepdims=True)
-    denom = np.sqrt((ra * ra).sum(axis=1) * (rb * rb).sum(axis=1))
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(denom > 0, (ra * rb).sum(axis=1) / np.where(denom > 0, denom, 1.0), np.nan)
-
-
 def step_build(ctx: DemoContext) -> str:
     from rap_benchmark.artifacts import load_instance, manifest_hash
     from rap_benchmark.build import build_instance
@@ -106,6 +93,7 @@ def step_info(ctx: DemoContext) -> str:
 
 def step_episodes(ctx: DemoContext) -> str:
     from rap_benchmark.records import DIRECTION_KEYS, Policy
+    from rap_benchmark.scoring.metrics import rank_correlation
 
     inst = ctx.require_instance()
     ep = inst.episodes.loc[inst.episodes["policy"] == Policy.CANONICAL.value].reset_index(drop=True)
@@ -123,7 +111,7 @@ def step_episodes(ctx: DemoContext) -> str:
     ok = ep["x"].notna() & ep["y"].notna()
     x = np.stack(ep.loc[ok, "x"].to_numpy())
     y = np.stack(ep.loc[ok, "y"].to_numpy())
-    rho = _row_spearman(x, y)
+    rho = rank_correlation(x, y)
     ctx.results["persistence_rho"] = float(np.nanmean(rho))
     lines.append(
         f"realised persistence over {ok.sum()} episodes: mean Spearman rho(x, y) = {np.nanmean(rho):.3f} "
@@ -160,6 +148,111 @@ def step_search_manifest(ctx: DemoContext) -> str:
     return "\n".join(lines)
 
 
+def step_search(ctx: DemoContext) -> str:
+    from rap_benchmark.search import SearchEngine
+    from rap_benchmark.search.tool import observation_json
+
+    inst = ctx.require_instance()
+    engine = SearchEngine.from_instance(inst)
+    ctx.results["engine"] = engine
+    field_id = inst.field_ids[0]
+    origin = inst.spec.origins[-1]
+    query = inst.codebooks[field_id].directions[0].name
+    obs = engine.search(field_id, origin, "fixed", query)
+    lines = [f"Search({query!r}) in {field_id} ({inst.codebooks[field_id].name}), fixed window before {origin}:"]
+    lines.append(f"  total_hits {obs.total_hits}")
+    lines.extend(f"  {h.score:7.3f}  {h.date}  {h.arxiv_id}  {h.title[:70]}" for h in obs.hits)
+    lines.append(f"the agent sees exactly this JSON ({len(observation_json(obs))} characters)")
+    return "\n".join(lines)
+
+
+def _leaderboard(ctx: DemoContext, files: list[Path]) -> str:
+    from rap_benchmark.predictions import validate_predictions
+    from rap_benchmark.report import combine_validated
+    from rap_benchmark.report.tables import leaderboard_markdown
+    from rap_benchmark.scoring.score import leaderboard, score_predictions
+
+    inst = ctx.require_instance()
+    preds, problems = combine_validated([validate_predictions(f, inst) for f in files])
+    board = leaderboard(score_predictions(inst, preds), inst, split="test")
+    return "\n".join(
+        [*problems, "Test split, field-macro Forecast Spearman, 95% block bootstrap:", leaderboard_markdown(board)]
+    )
+
+
+def step_baselines(ctx: DemoContext) -> str:
+    from rap_benchmark.artifacts import write_json
+    from rap_benchmark.predictions import baseline_predictions, write_predictions
+
+    inst = ctx.require_instance()
+    frame, ledger = baseline_predictions(inst, tune_dev=True)
+    out = ctx.out.parent / "predictions" / "baselines.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_predictions(frame, out)
+    write_json(out.with_name("baselines_ledger.json"), ledger)
+    ctx.results["baselines"] = out
+    return f"wrote {out} ({frame['model'].nunique()} baselines, tuned on Dev only)\n" + _leaderboard(ctx, [out])
+
+
+def step_reference_agents(ctx: DemoContext) -> str:
+    from rap_benchmark.agents import ReferenceBackend, run_benchmark
+    from rap_benchmark.records import Condition
+
+    inst = ctx.require_instance()
+    out = ctx.out.parent / "runs" / "reference-search-hits"
+    stats, preds = run_benchmark(
+        inst,
+        ReferenceBackend("reference/search-hits"),
+        out,
+        model="reference/search-hits",
+        conditions=list(Condition),
+        progress=ctx.progress,
+    )
+    ctx.results["reference"] = preds
+    files = [ctx.results["baselines"], preds] if "baselines" in ctx.results else [preds]
+    return (
+        f"reference/search-hits through the agent protocol, A0-A4: {stats.valid} valid, {stats.invalid} invalid "
+        f"units ({stats.skipped} reused from an earlier run) -> {preds}\n" + _leaderboard(ctx, files)
+    )
+
+
+def step_report(ctx: DemoContext) -> str:
+    from rap_benchmark.report import build_report
+
+    inst = ctx.require_instance()
+    files = [ctx.results[k] for k in ("baselines", "reference") if k in ctx.results]
+    result = build_report(inst, files, ctx.out.parent / "report", progress=ctx.progress)
+    return f"wrote {len(result.files)} files; open {result.html} in a browser (self-contained, no network)"
+
+
+def step_audit(ctx: DemoContext) -> str:
+    from rap_benchmark.audit import parallel_agreement, second_instrument, truth_agreement
+
+    inst = ctx.require_instance()
+    truth = truth_agreement(inst.assignments, inst.extras["truth"])
+    cutoff = inst.spec.codebook_cutoff
+    second = second_instrument(inst.papers, inst.assignments, cutoff, seed=inst.spec.seed)
+    _, summary = parallel_agreement(inst.papers, inst.assignments, second, cutoff, n_resamples=2000, seed=0)
+    iv = summary["overall"]
+    ch = summary["change"]
+    return (
+        f"frozen instrument vs the generator's latent directions: exact {truth['exact'].mean():.3f}, "
+        f"within declared pair {truth['within_pair'].mean():.3f}\n"
+        f"second instrument, cross-fit Hungarian agreement: {iv.estimate:.3f} [{iv.lo:.3f}, {iv.hi:.3f}], "
+        f"change from the cutoff {ch.estimate:+.3f} [{ch.lo:+.3f}, {ch.hi:+.3f}]"
+    )
+
+
+def step_citecast(ctx: DemoContext) -> str:
+    from rap_benchmark.citecast.baselines import sweep
+    from rap_benchmark.citecast.embedded import build_embedded
+    from rap_benchmark.citecast.tasks import load_tasks
+
+    out = build_embedded(ctx.out.parent / "citecast", progress=False)
+    result = sweep(list(load_tasks(out).values()))
+    return f"CiteCast embedded instance at {out}; baseline mean reward:\n{result.table()}"
+
+
 STEPS: list[DemoStep] = [
     DemoStep("build the embedded mini instance", step_build),
     DemoStep("verify the SHA256 manifest", step_verify),
@@ -167,6 +260,12 @@ STEPS: list[DemoStep] = [
     DemoStep("episodes", step_episodes),
     DemoStep("counting policies", step_policies),
     DemoStep("search manifest", step_search_manifest),
+    DemoStep("search one universe", step_search),
+    DemoStep("statistical baselines (Dev-tuned) and their leaderboard", step_baselines),
+    DemoStep("reference agents through the tool protocol", step_reference_agents),
+    DemoStep("the report", step_report),
+    DemoStep("instrument audit", step_audit),
+    DemoStep("CiteCast", step_citecast),
 ]
 """The demo, in order. Later stages append their own steps."""
 

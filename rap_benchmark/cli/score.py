@@ -107,7 +107,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from rap_benchmark.artifacts import load_instance
     from rap_benchmark.predictions import validate_predictions
     from rap_benchmark.report import combine_validated
-    from rap_benchmark.report.tables import NO_MULTIPLICITY, ReportTables, display_tables, to_markdown
+    from rap_benchmark.report.tables import NO_MULTIPLICITY, leaderboard_markdown
     from rap_benchmark.scoring.score import leaderboard, score_predictions
 
     inst = load_instance(args.dir)
@@ -141,10 +141,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     if board is None:
         print("nothing to score", file=sys.stderr)
         return 1
-    empty = board.iloc[0:0]
-    shown = display_tables(ReportTables(board, empty, empty, empty, empty, empty, empty, empty, None))["leaderboard"]
     print(f"{inst.spec.name} ({args.split}, policy {args.policy}): field-macro Forecast Spearman, 95% block bootstrap")
-    print(to_markdown(shown), end="")
+    print(leaderboard_markdown(board), end="")
     print(NO_MULTIPLICITY)
     return 1 if failed else 0
 

@@ -392,3 +392,10 @@ def write_tables(tables: ReportTables, out_dir: str | Path) -> list[Path]:
     combined.write_text("\n".join(sections), encoding="utf-8")
     written.append(combined)
     return written
+
+
+def leaderboard_markdown(board: pd.DataFrame) -> str:
+    """The leaderboard alone as a markdown table (what ``rap score`` prints)."""
+    empty = board.iloc[0:0]
+    tables = ReportTables(board, empty, empty, empty, empty, empty, empty, empty, None)
+    return to_markdown(display_tables(tables)["leaderboard"])
