@@ -1,0 +1,96 @@
+"""``rap search``: query an episode universe, or audit a file of recorded Search calls."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EPILOG = """examples:
+  rap search build/mini --field f003 --origin 2025-01-01 --regime fixed "graph neural network"
+  rap search build/mini --field f003 --origin 2025-01-01 --regime expanding "diffusion" \\
+      --start 2024-01-01 --end 2024-06-30 --json
+  rap search audit build/mini runs/calls.jsonl
+
+The first form prints the ranked papers as a table (--json prints exactly the observation JSON
+an agent receives). --start/--end narrow the universe (end inclusive) and never widen it: a
+paper dated on or after the origin is never returned. The second form re-executes every
+recorded call (JSON lines: field_id, origin, regime, query, start, end, result_ids, total_hits)
+and exits 1 when any call's ids, order or total differ. (An instance folder literally named
+"audit" can be queried as ./audit.)
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "search",
+        help="search an episode universe (BM25), or audit recorded Search calls",
+        description="Field-local BM25 search over one (field, origin, regime) universe of a built instance.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("target", metavar="DIR", help="built instance folder (or the word 'audit', see below)")
+    # REMAINDER + a second, intermixed parse: options may come before or after the query words
+    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="QUERY", help="the query (after 'audit': DIR CALLS.jsonl)")
+    _add_options(p)
+    p.set_defaults(func=run)
+
+
+def _add_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--field", help="field id")
+    p.add_argument("--origin", help="forecast origin T, YYYY-MM-DD")
+    p.add_argument("--regime", choices=["fixed", "expanding"], default="fixed", help="search universe (default fixed)")
+    p.add_argument("--start", default=None, help="narrow: earliest date to include, YYYY-MM-DD")
+    p.add_argument("--end", default=None, help="narrow: latest date to include (inclusive), YYYY-MM-DD")
+    p.add_argument("--json", action="store_true", help="print the exact observation JSON an agent would get")
+    p.add_argument("--backend", choices=["auto", "numba", "numpy"], default="auto", help=argparse.SUPPRESS)
+
+
+def _engine(path: str, backend: str):
+    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.search import SearchEngine
+
+    return SearchEngine.from_instance(load_instance(path), backend=backend, progress=sys.stderr.isatty())
+
+
+def run(args: argparse.Namespace) -> int:
+    inner = argparse.ArgumentParser(prog="rap search", add_help=False)
+    _add_options(inner)
+    inner.add_argument("words", nargs="*")
+    rest = args.rest
+    args.rest = None
+    args = inner.parse_intermixed_args(rest, namespace=args)
+    args.rest = args.words
+    if args.target == "audit":
+        return _run_audit(args)
+    if not args.field or not args.origin or not args.rest:
+        print("rap search: DIR, --field, --origin and a query are required (see rap search --help)", file=sys.stderr)
+        return 2
+    from rap_benchmark.search.tool import observation_json
+
+    engine = _engine(args.target, args.backend)
+    query = " ".join(args.rest)
+    try:
+        obs = engine.search(args.field, args.origin, args.regime, query, start=args.start, end=args.end)
+    except ValueError as exc:
+        print(f"rap search: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(observation_json(obs))
+        return 0
+    print(f"{args.field} @ {args.origin} ({args.regime}): {obs.total_hits} papers match {query!r}")
+    for rank, hit in enumerate(obs.hits, 1):
+        title = hit.title if len(hit.title) <= 70 else hit.title[:67] + "..."
+        print(f"{rank:>2}  {hit.score:8.4f}  {hit.date}  {hit.arxiv_id:<12}  {title}")
+    return 0
+
+
+def _run_audit(args: argparse.Namespace) -> int:
+    if len(args.rest) != 2:
+        print("usage: rap search audit DIR CALLS.jsonl", file=sys.stderr)
+        return 2
+    from rap_benchmark.search.audit import audit_calls, read_calls
+
+    engine = _engine(args.rest[0], args.backend)
+    report = audit_calls(engine, read_calls(args.rest[1]), progress=sys.stderr.isatty())
+    print(report.summary())
+    return 0 if report.ok else 1

@@ -1,0 +1,170 @@
+"""Search-trace audit: re-execute recorded Search calls and report every one that differs.
+
+Recorded-call file format (JSON lines, one call per line, UTF-8)::
+
+    {"field_id": "F003", "origin": "2025-01-01", "regime": "fixed", "query": "graph neural",
+     "start": null, "end": "2024-11-30", "result_ids": ["2411.00012", ...], "total_hits": 57}
+
+``start``/``end`` are the call's optional narrowing dates (``end`` inclusive) or null.
+A call passes when the re-executed ids, their order and ``total_hits`` are all identical.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rap_benchmark.dates import parse_date
+from rap_benchmark.records import Regime, SearchCall
+from rap_benchmark.search.engine import SearchEngine
+
+CALL_KEYS = ("field_id", "origin", "regime", "query", "start", "end", "result_ids", "total_hits")
+
+
+def call_to_dict(call: SearchCall) -> dict[str, Any]:
+    return {
+        "field_id": call.field_id,
+        "origin": call.origin.isoformat(),
+        "regime": call.regime.value,
+        "query": call.query,
+        "start": None if call.start is None else call.start.isoformat(),
+        "end": None if call.end is None else call.end.isoformat(),
+        "result_ids": list(call.result_ids),
+        "total_hits": call.total_hits,
+    }
+
+
+def _optional_date(value: Any) -> dt.date | None:
+    """A recorded narrowing date; null and "" mean absent, as they do for the tool."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return parse_date(value)
+
+
+def call_from_dict(data: Mapping[str, Any]) -> SearchCall:
+    """Parse one recorded call; unknown or missing keys are errors."""
+    unknown = sorted(set(data) - set(CALL_KEYS))
+    missing = sorted(set(CALL_KEYS) - set(data))
+    if unknown or missing:
+        raise ValueError(f"recorded call: unknown keys {unknown}, missing keys {missing}")
+    return SearchCall(
+        field_id=str(data["field_id"]),
+        origin=parse_date(data["origin"]),
+        regime=Regime(data["regime"]),
+        query=str(data["query"]),
+        start=_optional_date(data["start"]),
+        end=_optional_date(data["end"]),
+        result_ids=tuple(str(x) for x in data["result_ids"]),
+        total_hits=int(data["total_hits"]),
+    )
+
+
+def write_calls(path: str | Path, calls: Iterable[SearchCall]) -> int:
+    """Write recorded calls as JSON lines; returns how many were written."""
+    n = 0
+    with Path(path).open("w", encoding="utf-8") as fh:
+        for call in calls:
+            fh.write(json.dumps(call_to_dict(call), sort_keys=True, ensure_ascii=False) + "\n")
+            n += 1
+    return n
+
+
+def read_calls(path: str | Path) -> list[SearchCall]:
+    """Read a recorded-call JSONL file (blank lines ignored); errors name the line."""
+    calls = []
+    with Path(path).open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                calls.append(call_from_dict(json.loads(line)))
+            except (ValueError, TypeError) as exc:
+                raise ValueError(f"{path}:{lineno}: {exc}") from exc
+    return calls
+
+
+def record_call(
+    engine: SearchEngine,
+    field_id: str,
+    origin: str,
+    regime: Regime | str,
+    query: str,
+    *,
+    start: str | None = None,
+    end: str | None = None,
+) -> SearchCall:
+    """Execute one call and return its record (what the runner logs)."""
+    result = engine.ranked(field_id, origin, regime, query, start=start, end=end)
+    return SearchCall(
+        field_id=field_id,
+        origin=parse_date(origin),
+        regime=Regime(regime),
+        query=query,
+        start=None if start is None else parse_date(start),
+        end=None if end is None else parse_date(end),
+        result_ids=tuple(result.ids),
+        total_hits=result.total_hits,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AuditMismatch:
+    """One recorded call whose re-execution differs; ``problems`` names what differs:
+    ``ids`` (a different set of papers), ``order`` (same papers, other order), ``total``."""
+
+    index: int  # position of the call in the audited sequence
+    call: SearchCall
+    got_ids: tuple[str, ...]
+    got_total: int
+    problems: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    n_calls: int
+    mismatches: tuple[AuditMismatch, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.mismatches
+
+    def summary(self) -> str:
+        lines = [f"audited {self.n_calls} calls: {self.n_calls - len(self.mismatches)} reproduced exactly, "
+                 f"{len(self.mismatches)} differ"]  # fmt: skip
+        for m in self.mismatches[:50]:
+            c = m.call
+            lines.append(
+                f"  #{m.index} {c.field_id}@{c.origin.isoformat()}/{c.regime.value} {c.query!r}: "
+                f"{', '.join(m.problems)} (recorded {len(c.result_ids)} ids/{c.total_hits} hits, "
+                f"got {len(m.got_ids)} ids/{m.got_total} hits)"
+            )
+        if len(self.mismatches) > 50:
+            lines.append(f"  ... and {len(self.mismatches) - 50} more")
+        return "\n".join(lines)
+
+
+def audit_calls(
+    engine: SearchEngine, calls: Iterable[SearchCall | Mapping[str, Any]], *, progress: bool = False
+) -> AuditReport:
+    """Re-execute every call under its native arguments and compare ids, order and total."""
+    from tqdm import tqdm
+
+    mismatches = []
+    n = 0
+    for i, raw in enumerate(tqdm(calls, desc="audit", unit="call", disable=not progress)):
+        call = raw if isinstance(raw, SearchCall) else call_from_dict(raw)
+        got = engine.ranked(call.field_id, call.origin, call.regime, call.query, start=call.start, end=call.end)
+        n += 1
+        got_ids = tuple(got.ids)
+        problems = []
+        if got_ids != call.result_ids:
+            problems.append("order" if sorted(got_ids) == sorted(call.result_ids) else "ids")
+        if got.total_hits != call.total_hits:
+            problems.append("total")
+        if problems:
+            mismatches.append(AuditMismatch(i, call, got_ids, got.total_hits, tuple(problems)))
+    return AuditReport(n_calls=n, mismatches=tuple(mismatches))
