@@ -1,9 +1,28 @@
-"""lm-evaluation-harness tasks for RAP (``lm_eval --tasks rap_forecast --include_path "$(rap lm-eval-path)"``).
+"""lm-evaluation-harness tasks for RAP and CiteCast
+(``lm_eval --tasks rap_forecast --include_path "$(rap lm-eval-path)"``; ``--tasks citecast``).
 
-``rap_benchmark.lmeval.task`` imports lm-eval; everything else here does not.
+``rap_benchmark.lmeval.task`` and ``rap_benchmark.lmeval.citecast_task`` import lm-eval;
+everything else here does not.
 """
 
-from rap_benchmark.lmeval.harness import LM_EVAL_VERSION, TAG, TASKS, task_path, write_task_dir
+from rap_benchmark.lmeval.harness import (
+    CITECAST_TASK,
+    LM_EVAL_VERSION,
+    RAP_TASKS,
+    TAG,
+    TASKS,
+    task_path,
+    write_task_dir,
+)
 from rap_benchmark.lmeval.samples import samples_to_predictions
 
-__all__ = ["LM_EVAL_VERSION", "TAG", "TASKS", "samples_to_predictions", "task_path", "write_task_dir"]
+__all__ = [
+    "CITECAST_TASK",
+    "LM_EVAL_VERSION",
+    "RAP_TASKS",
+    "TAG",
+    "TASKS",
+    "samples_to_predictions",
+    "task_path",
+    "write_task_dir",
+]
