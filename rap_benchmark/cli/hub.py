@@ -29,10 +29,12 @@ and tags it. Needs a token (huggingface-cli login or HF_TOKEN). hub/_private is 
 LM_EVAL_EPILOG = """examples:
   lm_eval --model hf --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct,max_length=8192 \\
       --tasks rap_forecast --include_path "$(rap lm-eval-path)" --apply_chat_template --limit 4
+  lm_eval ... --tasks citecast --include_path "$(rap lm-eval-path)" --apply_chat_template --limit 4
   rap lm-eval-path --write my_tasks/
 
 Prints the folder of the RAP lm-eval tasks (rap_forecast, rap_forecast_closed,
-rap_forecast_expanding, rap_state, rap_state_expanding; tag: rap) for --include_path.
+rap_forecast_expanding, rap_state, rap_state_expanding; tag: rap) and of the CiteCast task
+(citecast) for --include_path.
 """
 
 PREDICTIONS_EPILOG = """examples:

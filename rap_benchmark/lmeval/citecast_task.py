@@ -30,12 +30,11 @@ embedded instance built once into the cache (``$RAP_CACHE_DIR`` or ``~/.cache/ra
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -57,7 +56,7 @@ from rap_benchmark.citecast.env import CiteCastEnv
 from rap_benchmark.citecast.instance import CITECAST_VERSION, MANIFEST
 from rap_benchmark.citecast.prompt import SYSTEM_PROMPT, render_prompt
 from rap_benchmark.lmeval.docs import cache_root
-from rap_benchmark.lmeval.rounds import CheckFn, GenerateFn, _Batcher, _EpisodeBackend
+from rap_benchmark.lmeval.rounds import CheckFn, GenerateFn, run_rounds
 from rap_benchmark.lmeval.task import FILTER_KEY, evaluator_lm, mean_finite, render_plain, valid_metric, window_check
 
 CITECAST_DIR_ENV = "RAP_CITECAST_DIR"
@@ -157,33 +156,29 @@ def run_text_batched(
     open episode waits; a context ``check`` refuses fails that episode; a first reply is reused
     when its context matches byte for byte); the episode loop is the environment's text agent.
     """
-    batcher = _Batcher(
-        generate, lambda r: render(list(r.messages)), dict(base_kwargs), model_name, dict(first_replies or {}), check
-    )
 
-    async def one(key: str, task_id: str) -> tuple[str, TextRun]:
-        backend = _EpisodeBackend(key, batcher)
+    def loop(task_id: str) -> Callable[[Any], Awaitable[TextRun]]:
+        async def run(backend: Any) -> TextRun:
+            async def complete(messages: list[dict[str, str]]) -> str:
+                request = Request(messages=tuple(messages), tools=None, tool_choice=None, max_tokens=max_tokens)
+                turn = await backend.complete(request, None)  # the batching backend ignores the context
+                return turn.content or ""
 
-        async def complete(messages: list[dict[str, str]]) -> str:
-            request = Request(messages=tuple(messages), tools=None, tool_choice=None, max_tokens=max_tokens)
-            turn = await backend.complete(request, None)  # type: ignore[arg-type] - the context is unused
-            return turn.content or ""
-
-        try:
-            run = await run_text_agent(
+            return await run_text_agent(
                 client, task_id, complete, max_tool_calls=max_tool_calls, max_observation_chars=max_observation_chars
             )
-        finally:
-            await batcher.finished()
-        return key, run
 
-    async def main() -> dict[str, TextRun]:
-        batcher.active = len(jobs)
-        pairs = await asyncio.gather(*(one(k, t) for k, t in jobs.items()))
-        return dict(pairs)
+        return run
 
-    results = asyncio.run(main())
-    return results, batcher.rounds
+    return run_rounds(
+        {key: loop(task_id) for key, task_id in jobs.items()},
+        generate=generate,
+        render=lambda r: render(list(r.messages)),
+        base_kwargs=base_kwargs,
+        model_name=model_name,
+        first_replies=first_replies,
+        check=check,
+    )
 
 
 # -- metric functions (module level: lm-eval deep-copies and serialises task configs) ----------

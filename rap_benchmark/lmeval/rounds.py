@@ -15,12 +15,14 @@ byte for byte).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from rap_benchmark.agents.protocol import Attempt, BackendFailure, EpisodeContext, ModelTurn, Request
 from rap_benchmark.lmeval.protocol import ANSWER_STOPS, SEARCH_STOPS, restore_stop
+
+T = TypeVar("T")
 
 GenerateFn = Callable[[list[tuple[str, dict[str, Any]]]], list[str]]
 """One batched completion call: (context, generation kwargs) pairs in, replies out, same order."""
@@ -135,6 +137,39 @@ class _EpisodeBackend:
         return None
 
 
+def run_rounds(
+    episodes: Mapping[str, Callable[[Any], Awaitable[T]]],
+    *,
+    generate: GenerateFn,
+    render: RenderFn,
+    base_kwargs: dict[str, Any],
+    model_name: str = "lm-eval",
+    first_replies: dict[str, tuple[str, str]] | None = None,
+    check: CheckFn | None = None,
+) -> tuple[dict[str, T], int]:
+    """Run every episode loop (key -> ``async loop(backend)``) over shared batched rounds.
+
+    Each loop talks to its own backend; a round of ``generate`` goes out when every open
+    episode waits for a reply. Returns ({key: what the loop returned}, number of rounds).
+    """
+    batcher = _Batcher(generate, render, dict(base_kwargs), model_name, dict(first_replies or {}), check)
+
+    async def one(key: str, loop: Callable[[Any], Awaitable[T]]) -> tuple[str, T]:
+        try:
+            result = await loop(_EpisodeBackend(key, batcher))
+        finally:
+            await batcher.finished()
+        return key, result
+
+    async def main() -> dict[str, T]:
+        batcher.active = len(episodes)
+        pairs = await asyncio.gather(*(one(k, f) for k, f in episodes.items()))
+        return dict(pairs)
+
+    results = asyncio.run(main())
+    return results, batcher.rounds
+
+
 def run_batched(
     jobs: Sequence[EpisodeJob],
     *,
@@ -145,34 +180,30 @@ def run_batched(
     first_replies: dict[str, tuple[str, str]] | None = None,
     check: CheckFn | None = None,
 ) -> tuple[dict[str, Any], int]:
-    """Run every job to a recorded result; return ({key: UnitResult}, number of batched rounds).
+    """Run every RAP job to a recorded result; return ({key: UnitResult}, number of batched rounds).
 
     A context that ``check`` refuses (say, longer than the model's window: lm-eval would cut its
     beginning silently) makes that unit invalid with the reason, as the agent runner does.
     """
     from rap_benchmark.agents.episode import run_episode
 
-    batcher = _Batcher(generate, render, dict(base_kwargs), model_name, dict(first_replies or {}), check)
+    def loop(job: EpisodeJob) -> Callable[[Any], Awaitable[Any]]:
+        return lambda backend: run_episode(
+            backend,
+            job.context,
+            job.user_prompt,
+            search_fn=job.search_fn,
+            tool_schema=job.tool_schema,
+            max_tokens=job.max_tokens,
+            max_search_calls=job.max_search_calls,
+        )
 
-    async def one(job: EpisodeJob) -> tuple[str, Any]:
-        try:
-            result = await run_episode(
-                _EpisodeBackend(job.key, batcher),
-                job.context,
-                job.user_prompt,
-                search_fn=job.search_fn,
-                tool_schema=job.tool_schema,
-                max_tokens=job.max_tokens,
-                max_search_calls=job.max_search_calls,
-            )
-        finally:
-            await batcher.finished()
-        return job.key, result
-
-    async def main() -> dict[str, Any]:
-        batcher.active = len(jobs)
-        pairs = await asyncio.gather(*(one(j) for j in jobs))
-        return dict(pairs)
-
-    results = asyncio.run(main())
-    return results, batcher.rounds
+    return run_rounds(
+        {job.key: loop(job) for job in jobs},
+        generate=generate,
+        render=render,
+        base_kwargs=base_kwargs,
+        model_name=model_name,
+        first_replies=first_replies,
+        check=check,
+    )
