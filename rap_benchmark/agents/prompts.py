@@ -25,7 +25,7 @@ from rap_benchmark.spec import BenchmarkSpec
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 """Package data folder of the templates (a plain folder path: works for editable and wheel installs)."""
 
-PROMPT_VERSION = "rap-prompts-1.0"
+PROMPT_VERSION = "rap-prompts-1.1"
 """Version of the template wording (bump on any change to a template file)."""
 
 

@@ -72,6 +72,7 @@ class ModelTurn:
     completion_tokens: int = 0
     attempts: tuple[Attempt, ...] = (Attempt(1, True),)
     reasoning: str | None = None  # provider-visible reasoning text, kept locally, never sent back
+    prefill: str | None = None  # text the backend wrote into the turn before the model continued
 
 
 class BackendFailure(RuntimeError):

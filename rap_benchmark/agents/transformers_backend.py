@@ -10,6 +10,17 @@ Greedy decoding (temperature 0). Tool calling:
   stops at ``</search>``;
 * ``auto`` picks ``hermes`` when the chat template mentions ``tools``, else ``text``.
 
+Answer prefill (``answer_prefill``, on by default for the ``text`` protocol, off for ``hermes``):
+on an answer turn (no tools offered, or ``tool_choice="none"`` once the Search budget is spent)
+the assistant turn is opened with :data:`ANSWER_PREFILL` (``{"D0": ``) and the model generates
+the rest of the object from there, stopping at the first ``}``; the turn's content is the prefill
+plus the generated text, so the parser sees the whole object exactly as the model completed it.
+Small models (SmolLM2-135M) otherwise answer the long task prompt with chat filler. A prefilled
+turn records the prefill in the unit's turn log (``ModelTurn.prefill``), counts only
+generated tokens as completion tokens, and gets its own cap ``answer_max_new_tokens`` (an
+eight-key object is about 60 tokens). Turns with Search open are never prefilled: the model still
+chooses between a search tag and the answer.
+
 Calls read from text become ordinary :class:`ToolCall` objects, so the episode loop, the store and
 the audit treat them exactly like native calls. Generation runs in a worker thread, one request at
 a time (a lock), so the asyncio runner stays responsive.
@@ -32,6 +43,16 @@ from rap_benchmark.agents.protocol import Attempt, BackendFailure, EpisodeContex
 _SEARCH = re.compile(r"<search((?:\s+[A-Za-z_]+\s*=\s*\"[^\"]*\")*)\s*>(.*?)</search>", re.DOTALL)
 _ATTR = re.compile(r"([A-Za-z_]+)\s*=\s*\"([^\"]*)\"")
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+ANSWER_PREFILL = '{"D0": '
+"""The opening of the final answer written into the assistant turn when ``answer_prefill`` is on."""
+ANSWER_STOPS = ("}",)
+"""A prefilled answer stops where its (flat) JSON object closes."""
+
+
+def is_answer_turn(request: Request) -> bool:
+    """Whether the request can only be answered with the final answer (no tool call possible)."""
+    return request.tools is None or request.tool_choice == "none"
 
 
 def smollm2_gguf() -> tuple[Path, str]:
@@ -140,7 +161,12 @@ class TransformersBackend:
         tool_protocol: str = "auto",
         max_new_tokens: int | None = None,
         model_name: str | None = None,
+        answer_prefill: bool | None = None,
+        answer_max_new_tokens: int | None = 96,
     ) -> None:
+        """``answer_prefill`` None means on for the ``text`` protocol and off for ``hermes``;
+        ``answer_max_new_tokens`` (when not None) replaces ``max_new_tokens`` on prefilled answer
+        turns; both caps stay under the request's ``max_tokens``."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         if tool_protocol not in ("auto", "text", "hermes"):
@@ -154,48 +180,63 @@ class TransformersBackend:
         if tool_protocol == "auto":
             tool_protocol = "hermes" if "tools" in template else "text"
         self.tool_protocol = tool_protocol
+        self.answer_prefill = (tool_protocol == "text") if answer_prefill is None else bool(answer_prefill)
+        self.answer_max_new_tokens = answer_max_new_tokens
         self.max_new_tokens = max_new_tokens
         self.model_name = model_name or (gguf_file or Path(model_path).name)
         self.max_context = int(getattr(self.model.config, "max_position_embeddings", 0) or 0) or None
         self._lock = threading.Lock()
 
-    def _encode(self, request: Request) -> Any:
+    def prefill_for(self, request: Request) -> str:
+        """The text that opens the assistant turn of ``request`` ("" when none)."""
+        return ANSWER_PREFILL if self.answer_prefill and is_answer_turn(request) else ""
+
+    def _encode(self, request: Request, prefill: str = "") -> Any:
+        kwargs: dict[str, Any] = {"add_generation_prompt": True}
         if self.tool_protocol == "hermes":
-            msgs = render_hermes(request)
-            tools = [dict(t) for t in request.tools] if request.tools is not None else None
-            return self.tokenizer.apply_chat_template(
-                msgs, tools=tools, add_generation_prompt=True, return_tensors="pt", return_dict=True
-            )
-        return self.tokenizer.apply_chat_template(
-            render_text_protocol(request), add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
+            msgs: list[dict[str, Any]] = render_hermes(request)
+            kwargs["tools"] = [dict(t) for t in request.tools] if request.tools is not None else None
+        else:
+            msgs = render_text_protocol(request)
+        if not prefill:
+            return self.tokenizer.apply_chat_template(msgs, return_tensors="pt", return_dict=True, **kwargs)
+        text = self.tokenizer.apply_chat_template(msgs, tokenize=False, **kwargs) + prefill
+        return self.tokenizer(text, return_tensors="pt", add_special_tokens=False)
 
     def _generate(self, request: Request) -> ModelTurn:
         import torch
 
         t0 = time.perf_counter()
-        enc = self._encode(request)
+        prefill = self.prefill_for(request)
+        enc = self._encode(request, prefill)
         n_in = int(enc["input_ids"].shape[1])
-        max_new = request.max_tokens if self.max_new_tokens is None else min(request.max_tokens, self.max_new_tokens)
+        cap = self.answer_max_new_tokens if prefill and self.answer_max_new_tokens is not None else self.max_new_tokens
+        max_new = request.max_tokens if cap is None else min(request.max_tokens, cap)
         if self.max_context is not None and n_in + max_new > self.max_context:
             desc = f"context overflow: {n_in} prompt + {max_new} new tokens > {self.max_context}"
             raise BackendFailure(desc, (Attempt(1, False, desc, None, time.perf_counter() - t0, self.device),))
-        stops = ["</search>"] if self.tool_protocol == "text" else ["</tool_call>"]
+        if prefill:
+            stops: list[str] | None = list(ANSWER_STOPS)
+        elif request.tools is not None:
+            stops = ["</search>"] if self.tool_protocol == "text" else ["</tool_call>"]
+        else:
+            stops = None
         with torch.no_grad():
             out = self.model.generate(
                 **{k: v.to(self.device) for k, v in enc.items()},
                 max_new_tokens=max_new,
                 do_sample=False,
-                stop_strings=stops if request.tools is not None else None,
+                stop_strings=stops,
                 tokenizer=self.tokenizer,
                 pad_token_id=self.tokenizer.eos_token_id,
             )
         new = out[0, n_in:]
-        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        text = prefill + self.tokenizer.decode(new, skip_special_tokens=True)
         ended = bool(len(new)) and int(new[-1]) == self.tokenizer.eos_token_id
-        finish = "stop" if ended or len(new) < max_new or any(text.rstrip().endswith(s) for s in stops) else "length"
+        stopped = any(text.rstrip().endswith(s) for s in stops or ())
+        finish = "stop" if ended or len(new) < max_new or stopped else "length"
         call = None
-        if request.tools is not None:
+        if request.tools is not None and not prefill:
             parse = parse_text_tool_call if self.tool_protocol == "text" else parse_hermes_tool_call
             n_prior = sum(1 for m in request.messages if m.get("role") == "assistant" and m.get("tool_calls"))
             call = parse(text, n_prior)
@@ -208,6 +249,7 @@ class TransformersBackend:
             prompt_tokens=n_in,
             completion_tokens=int(len(new)),
             attempts=(attempt,),
+            prefill=prefill or None,
         )
 
     async def complete(self, request: Request, context: EpisodeContext) -> ModelTurn:

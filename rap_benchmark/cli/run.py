@@ -64,8 +64,15 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
             folder, gguf = smollm2_gguf()
             path = str(folder)
         name = args.model or f"local/{gguf or path}"
+        prefill = {"auto": None, "on": True, "off": False}[args.answer_prefill]
         backend = TransformersBackend(
-            path, gguf, device=args.device, max_new_tokens=args.max_new_tokens, tool_protocol=args.tool_protocol
+            path,
+            gguf,
+            device=args.device,
+            max_new_tokens=args.max_new_tokens,
+            tool_protocol=args.tool_protocol,
+            answer_prefill=prefill,
+            answer_max_new_tokens=args.answer_max_new_tokens,
         )
     else:  # pragma: no cover - argparse restricts choices
         raise SystemExit(f"unknown backend {kind}")
@@ -261,6 +268,13 @@ def _add_backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", help="transformers: torch device (cpu, cuda, cuda:1)")
     p.add_argument("--max-new-tokens", type=int, help="transformers: cap on generated tokens per turn")
     p.add_argument("--tool-protocol", default="auto", choices=["auto", "text", "hermes"])
+    p.add_argument(
+        "--answer-prefill",
+        default="auto",
+        choices=["auto", "on", "off"],
+        help='transformers: open answer turns with {"D0": (auto: on for the text protocol, off for hermes)',
+    )
+    p.add_argument("--answer-max-new-tokens", type=int, default=96, help="transformers: cap on a prefilled answer turn")
     p.add_argument("--reference-trend", type=float, default=0.5, help="reference/search-hits trend damping")
     p.add_argument("--request-delay", type=float, default=0.0, help="sleep this many seconds before each request")
 
