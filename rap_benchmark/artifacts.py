@@ -180,8 +180,7 @@ def load_instance(root: str | Path, *, verify_hashes: bool = True) -> Instance:
     ledger = json.loads((root / LEDGER_FILE).read_text(encoding="utf-8"))
     spec = BenchmarkSpec.from_dict(ledger["spec"])
     codebooks = {
-        d["field_id"]: codebook_from_dict(d)
-        for d in json.loads((root / "codebooks.json").read_text(encoding="utf-8"))
+        d["field_id"]: codebook_from_dict(d) for d in json.loads((root / "codebooks.json").read_text(encoding="utf-8"))
     }
     extras = {
         p.stem: pd.read_parquet(p)

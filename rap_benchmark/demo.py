@@ -221,7 +221,7 @@ def step_report(ctx: DemoContext) -> str:
 
     inst = ctx.require_instance()
     files = [ctx.results[k] for k in ("baselines", "reference") if k in ctx.results]
-    result = build_report(inst, files, ctx.out.parent / "report", progress=ctx.progress)
+    result = build_report(inst, files, ctx.out.parent / "report", audit=True, progress=ctx.progress)
     return f"wrote {len(result.files)} files; open {result.html} in a browser (self-contained, no network)"
 
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 import datetime as dt
 import math
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 N_DIRECTIONS = 8
 DIRECTION_KEYS: tuple[str, ...] = tuple(f"D{i}" for i in range(N_DIRECTIONS))
 
 
-class Condition(str, Enum):
+class Condition(StrEnum):
     """The five agent conditions of the paper (SPEC 3.7)."""
 
     A0 = "A0"  # Forecast, closed book
@@ -47,19 +47,19 @@ class Condition(str, Enum):
         return Regime.FIXED if self in (Condition.A1, Condition.A2) else Regime.EXPANDING
 
 
-class Task(str, Enum):
+class Task(StrEnum):
     FORECAST = "forecast"  # predict y, the composition of [T, T+6mo)
     STATE = "state"  # reconstruct x, the composition of [T-6mo, T)
 
 
-class Regime(str, Enum):
+class Regime(StrEnum):
     """Search universes (SPEC 3.6)."""
 
     FIXED = "fixed"  # the field's papers in [T-6mo, T)
     EXPANDING = "expanding"  # the field's papers before T
 
 
-class Policy(str, Enum):
+class Policy(StrEnum):
     """Counting policies that turn assignments into direction counts (SPEC 3.3)."""
 
     CANONICAL = "canonical"
@@ -68,7 +68,7 @@ class Policy(str, Enum):
     SECONDARY = "secondary"
 
 
-class AssignmentType(str, Enum):
+class AssignmentType(StrEnum):
     SINGLE = "single"
     BOUNDARY = "boundary"
     BRIDGE = "bridge"
@@ -76,7 +76,7 @@ class AssignmentType(str, Enum):
     LOW_EVIDENCE = "low_evidence"
 
 
-class Split(str, Enum):
+class Split(StrEnum):
     DEV = "dev"
     TEST = "test"
 

@@ -160,3 +160,15 @@ def test_human_audit_sheet_is_blind_and_analysis_matches_hand_counts(mini) -> No
     expected = sum(w for c, w in weights.items() if c.startswith("single")) / sum(weights.values())
     assert res2["exact_match_reweighted"].estimate == pytest.approx(expected)
     assert res2["exact_match_reweighted"].lo <= res2["exact_match_reweighted"].hi
+
+
+def test_report_carries_the_instrument_audit_table(mini, tmp_path) -> None:
+    from rap_benchmark.report import build_report
+
+    result = build_report(mini, [], tmp_path / "report", audit=True, n_resamples=200)
+    table = pd.read_csv(tmp_path / "report" / "instrument_audit.csv")
+    measures = table["measure"].tolist()
+    assert any(m.startswith("parallel instrument: out-of-sample") for m in measures)
+    assert any(m.startswith("frozen instrument vs latent truth: exact") for m in measures)
+    assert ((table["lo"] <= table["estimate"]) & (table["estimate"] <= table["hi"])).all()
+    assert "Instrument audit" in result.html.read_text(encoding="utf-8")

@@ -121,3 +121,35 @@ def truth_agreement(assignments: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFr
         .agg(n=("match", "size"), exact=("match", "mean"), within_pair=("in_pair", "mean"))
         .reset_index()
     )
+
+
+def instrument_audit_table(inst, *, seed: int = 0, n_resamples: int = 2000) -> pd.DataFrame:
+    """The report's instrument-audit rows: parallel-instrument agreement and (mini) latent truth.
+
+    Columns: measure, estimate, lo, hi (95% field-resampled percentile interval), n_fields.
+    """
+    cutoff = inst.spec.codebook_cutoff
+    second = second_instrument(inst.papers, inst.assignments, cutoff, seed=seed)
+    table, summary = parallel_agreement(
+        inst.papers, inst.assignments, second, cutoff, n_resamples=n_resamples, seed=seed
+    )
+    labels = {
+        "overall": "parallel instrument: out-of-sample agreement",
+        "pre": f"parallel instrument: agreement before {cutoff}",
+        "post": f"parallel instrument: agreement from {cutoff}",
+        "change": "parallel instrument: paired change (from - before)",
+    }
+    columns = {"overall": "agree_all", "pre": "agree_pre", "post": "agree_post", "change": "change"}
+    rows = [
+        {**vars(summary[k]), "measure": labels[k], "n_fields": int(np.isfinite(table[columns[k]]).sum())}
+        for k in labels
+    ]
+    if "truth" in inst.extras:
+        truth = truth_agreement(inst.assignments, inst.extras["truth"])
+        for col, label in (
+            ("exact", "frozen instrument vs latent truth: exact"),
+            ("within_pair", "frozen instrument vs latent truth: within declared pair"),
+        ):
+            iv = field_resampled(truth[col].to_numpy(dtype=float), n_resamples=n_resamples, seed=seed)
+            rows.append({**vars(iv), "measure": label, "n_fields": len(truth)})
+    return pd.DataFrame(rows, columns=["measure", "estimate", "lo", "hi", "n_fields"])

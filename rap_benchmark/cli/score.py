@@ -79,6 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--registry", type=Path, default=None, help="model registry (knowledge cutoffs) for exposure strata")
     p.add_argument("--no-baselines", action="store_true", help="do not add in-memory baselines when none are given")
     p.add_argument("--fields", type=int, default=3, help="how many fields to plot over time (default 3)")
+    p.add_argument("--audit", action="store_true", help="add the instrument-audit table (parallel instrument)")
     _common(p)
     p.set_defaults(func=cmd_report)
 
@@ -162,6 +163,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         seed=args.seed,
         n_fields_plotted=args.fields,
         add_baselines=not args.no_baselines,
+        audit=args.audit,
         progress=True,
     )
     for line in result.problems:

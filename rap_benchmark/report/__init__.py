@@ -100,6 +100,7 @@ def build_report(
     reliability_splits: int | None = None,
     n_fields_plotted: int = 3,
     add_baselines: bool = True,
+    audit: bool = False,
     progress: bool = False,
 ) -> ReportResult:
     """Validate, score and write the full report for ``prediction_files`` into ``out_dir``.
@@ -107,6 +108,7 @@ def build_report(
     With ``add_baselines`` (default) the statistical baselines are computed in memory at the
     spec's parameters when no file provides ``baseline/ewma``, so every model is contrasted with
     EWMA. ``registry`` is a model registry file (SPEC 3.13) for the strict-vs-exposed table.
+    ``audit`` adds the instrument-audit table (parallel instrument; latent truth on mini).
     """
     from rap_benchmark.artifacts import write_json
     from rap_benchmark.predictions import baseline_predictions, validate_predictions
@@ -145,6 +147,12 @@ def build_report(
         reliability_splits=reliability_splits,
         progress=progress,
     )
+    if audit:
+        from dataclasses import replace
+
+        from rap_benchmark.audit.parallel import instrument_audit_table
+
+        tables = replace(tables, instrument=instrument_audit_table(inst, seed=inst.spec.seed))
     written = write_tables(tables, out)
     ceiling = (tables.reliability or {}).get("ceiling")
     board_png = plot_leaderboard(

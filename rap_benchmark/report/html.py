@@ -71,6 +71,14 @@ SECTIONS: tuple[tuple[str, str, str, str], ...] = (
         "rho(p[T+h] - p[T], y[T+h] - y[T]) over origin pairs h months apart; prediction and truth stability beside it.",
         "Fewer than two origins h months apart.",
     ),
+    (
+        "instrument_audit",
+        "Instrument audit",
+        "A second, independently built offline instrument aligned to the frozen directions per field with the "
+        "Hungarian algorithm, cross-fit on half of the pre-cutoff papers and scored out of sample (and, on the "
+        "generated mini instance, agreement with the latent directions).",
+        "Not computed (rap report --audit).",
+    ),
     ("validation", "Prediction files", "What the validator read from each file.", "No files."),
 )
 

@@ -52,6 +52,7 @@ class ReportTables:
     validation: pd.DataFrame
     reliability: dict[str, Any] | None
     meta: dict[str, Any] = field(default_factory=dict)
+    instrument: pd.DataFrame = field(default_factory=pd.DataFrame)  # rap_benchmark.audit rows, when asked for
 
     def named(self) -> dict[str, pd.DataFrame]:
         """The tables written to disk, by file stem, in reporting order."""
@@ -63,6 +64,7 @@ class ReportTables:
             "policy": self.policy,
             "state": self.state,
             "revision_alignment": self.revision,
+            "instrument_audit": self.instrument,
             "validation": self.validation,
         }
 
@@ -305,6 +307,14 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
                 ("pred. stability", "prediction_stability"),
                 ("truth stability", "truth_stability"),
                 ("pairs", "n_pairs"),
+            ],
+        ),
+        "instrument_audit": _display(
+            tables.instrument,
+            [
+                ("measure", "measure"),
+                ("estimate [95% field-resampled CI]", lambda r: iv(r["estimate"], r["lo"], r["hi"])),
+                ("fields", "n_fields"),
             ],
         ),
         "validation": _display(
