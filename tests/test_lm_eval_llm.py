@@ -53,16 +53,16 @@ def test_lm_eval_cli_runs_and_matches_rap_score(mini_dir: Path, mini, tmp_path: 
         "--model_args",
         f"pretrained={folder},gguf_file={name},max_length=8192",
         "--tasks",
-        "rap_forecast",
+        "rap_forecast,rap_forecast_closed",
         "--include_path",
         include,
         "--apply_chat_template",
         "--limit",
         "1",
         "--gen_kwargs",
-        "max_gen_toks=24",
+        "max_gen_toks=72",
         "--metadata",
-        json.dumps({"max_search_calls": 1}),
+        json.dumps({"max_search_calls": 1, "answer_prefill": True}),
         "--device",
         "cpu",
         "--log_samples",
@@ -72,16 +72,22 @@ def test_lm_eval_cli_runs_and_matches_rap_score(mini_dir: Path, mini, tmp_path: 
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-4000:]
     samples = read_samples([out])
-    assert len(samples) == 1
-    rec = json.loads(samples[0]["resps"][0][0])
-    assert rec["messages"][0]["role"] == "system" and len(rec["turns"]) >= 1
+    assert len(samples) == 2  # one A1 and one A0 episode
+    records = [json.loads(s["resps"][0][0]) for s in samples]
+    for rec in records:
+        assert rec["messages"][0]["role"] == "system" and len(rec["turns"]) >= 1
+    closed = [r for r, s in zip(records, samples, strict=True) if s["doc"]["condition"] == "A0"]
+    assert len(closed) == 1 and all(t["prefill"] == '{"D0": ' for t in closed[0]["turns"])  # answer turns only
+    print("A0 valid:", closed[0]["valid"], "answer:", closed[0]["answer_text"])
     preds = samples_to_predictions([out], model="smollm2-135m")
     path = write_predictions(preds, tmp_path / "smollm2.jsonl")
     scored = score_predictions(mini, read_predictions(path))
     ours = samples_episode_metrics(samples)
     merged = ours.merge(scored, on=["field_id", "origin", "condition"], suffixes=("_lm", "_rap"))
-    assert len(merged) == 1
-    a, b = float(merged["spearman_lm"][0]), float(merged["spearman_rap"][0])
-    assert (math.isnan(a) and math.isnan(b)) or np.isclose(a, b, rtol=0, atol=1e-12)
-    results = json.loads(next(out.rglob("results_*.json")).read_text())
-    assert "spearman,none" in results["results"]["rap_forecast"]
+    assert len(merged) == 2
+    for a, b in zip(merged["spearman_lm"].astype(float), merged["spearman_rap"].astype(float), strict=True):
+        assert (math.isnan(a) and math.isnan(b)) or np.isclose(a, b, rtol=0, atol=1e-12)
+    results = {}
+    for path in out.rglob("results_*.json"):
+        results.update(json.loads(path.read_text())["results"])
+    assert "spearman,none" in results["rap_forecast"] and "spearman,none" in results["rap_forecast_closed"]

@@ -241,3 +241,33 @@ def test_per_episode_spearman_equals_rap_score(scripted_run, mini, tmp_path: Pat
     agg = res["results"]["rap_forecast"]["spearman,none"]
     expected = field_macro(scored["spearman"].to_numpy(), scored["field_id"].to_numpy())
     assert math.isclose(agg, expected, abs_tol=1e-12) or (math.isnan(agg) and math.isnan(expected))
+
+
+def test_answer_prefill_opens_only_answer_turns_and_is_recorded() -> None:
+    from rap_benchmark.agents.transformers_backend import ANSWER_PREFILL
+    from rap_benchmark.lmeval.rounds import run_rounds
+
+    seen: list[str] = []
+
+    def generate(batch):
+        seen.extend(ctx for ctx, _ in batch)
+        return ['0.5, "D1": 0.5}' if ctx.endswith(ANSWER_PREFILL) else "<search>x" for ctx, _ in batch]
+
+    answer = Request(messages=({"role": "user", "content": "q"},), tools=None, tool_choice=None, max_tokens=64)
+    searching = Request(messages=({"role": "user", "content": "q"},), tools=({},), tool_choice="auto", max_tokens=64)
+
+    def loop(request):
+        return lambda backend: backend.complete(request, None)
+
+    results, rounds = run_rounds(
+        {"a": loop(answer), "s": loop(searching)},
+        generate=generate,
+        render=lambda r: "CTX:",
+        base_kwargs={"max_gen_toks": 64},
+        answer_prefill=ANSWER_PREFILL,
+    )
+    assert rounds == 1 and sorted(seen) == sorted(["CTX:" + ANSWER_PREFILL, "CTX:"])
+    assert results["a"].content == ANSWER_PREFILL + '0.5, "D1": 0.5}' and results["a"].prefill == ANSWER_PREFILL
+    assert results["s"].prefill is None and results["s"].tool_calls
+    off, _ = run_rounds({"a": loop(answer)}, generate=generate, render=lambda r: "CTX:", base_kwargs={})
+    assert off["a"].prefill is None and off["a"].content == "<search>x</search>"  # no prefill: not an answer

@@ -59,11 +59,15 @@ def generation_kwargs(request: Request, base: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def reply_to_turn(reply: str, request: Request, model_name: str) -> ModelTurn:
-    """A completion as the episode loop's :class:`ModelTurn` (a search call or text)."""
+def reply_to_turn(reply: str, request: Request, model_name: str, prefill: str = "") -> ModelTurn:
+    """A completion as the episode loop's :class:`ModelTurn` (a search call or text).
+
+    ``prefill`` is text that was appended to the context for the model to continue (the answer
+    opening on answer turns); the turn's content is the prefill plus the model's continuation.
+    """
     from rap_benchmark.agents.transformers_backend import parse_text_tool_call
 
-    text = restore_stop(reply)
+    text = prefill + restore_stop(reply)
     call = None
     if request.tools is not None:
         n_prior = sum(1 for m in request.messages if m.get("role") == "assistant" and m.get("tool_calls"))
@@ -74,6 +78,7 @@ def reply_to_turn(reply: str, request: Request, model_name: str) -> ModelTurn:
         finish_reason="tool_calls" if call is not None else "stop",
         response_model=model_name,
         attempts=(Attempt(1, True, endpoint="lm-eval"),),
+        prefill=prefill or None,
     )
 
 
@@ -85,9 +90,12 @@ class _Batcher:
     model_name: str
     first_replies: dict[str, tuple[str, str]]
     check: CheckFn | None = None
+    answer_prefill: str = ""  # appended to the context of answer turns (see run_rounds)
     active: int = 0
     rounds: int = 0
-    pending: list[tuple[str, str, dict[str, Any], Request, asyncio.Future[ModelTurn]]] = field(default_factory=list)
+    pending: list[tuple[str, str, dict[str, Any], Request, str, asyncio.Future[ModelTurn]]] = field(
+        default_factory=list
+    )
 
     def maybe_flush(self) -> None:
         if not self.pending or len(self.pending) < self.active:
@@ -96,15 +104,15 @@ class _Batcher:
         self.pending = []
         self.rounds += 1
         try:
-            replies = self.generate([(ctx, kwargs) for _, ctx, kwargs, _, _ in batch])
+            replies = self.generate([(ctx, kwargs) for _, ctx, kwargs, _, _, _ in batch])
             if len(replies) != len(batch):
                 raise RuntimeError(f"generate returned {len(replies)} replies for {len(batch)} requests")
         except Exception as exc:  # noqa: BLE001 - every waiting unit records the failure
             for *_, fut in batch:
                 fut.set_exception(exc)
             return
-        for (_, _, _, request, fut), reply in zip(batch, replies, strict=True):
-            fut.set_result(reply_to_turn(reply, request, self.model_name))
+        for (_, _, _, request, prefill, fut), reply in zip(batch, replies, strict=True):
+            fut.set_result(reply_to_turn(reply, request, self.model_name, prefill))
 
     async def finished(self) -> None:
         self.active -= 1
@@ -118,7 +126,10 @@ class _EpisodeBackend:
     first_used: bool = False
 
     async def complete(self, request: Request, context: EpisodeContext) -> ModelTurn:
-        ctx = self.batcher.render(request)
+        from rap_benchmark.agents.transformers_backend import is_answer_turn
+
+        prefill = self.batcher.answer_prefill if is_answer_turn(request) else ""
+        ctx = self.batcher.render(request) + prefill
         kwargs = generation_kwargs(request, self.batcher.base_kwargs)
         problem = self.batcher.check(ctx, kwargs) if self.batcher.check is not None else None
         if problem is not None:
@@ -129,7 +140,7 @@ class _EpisodeBackend:
             if prior is not None and prior[0] == ctx:
                 return reply_to_turn(prior[1], request, self.batcher.model_name)
         fut: asyncio.Future[ModelTurn] = asyncio.get_running_loop().create_future()
-        self.batcher.pending.append((self.key, ctx, kwargs, request, fut))
+        self.batcher.pending.append((self.key, ctx, kwargs, request, prefill, fut))
         self.batcher.maybe_flush()
         return await fut
 
@@ -146,13 +157,19 @@ def run_rounds(
     model_name: str = "lm-eval",
     first_replies: dict[str, tuple[str, str]] | None = None,
     check: CheckFn | None = None,
+    answer_prefill: str = "",
 ) -> tuple[dict[str, T], int]:
     """Run every episode loop (key -> ``async loop(backend)``) over shared batched rounds.
 
     Each loop talks to its own backend; a round of ``generate`` goes out when every open
     episode waits for a reply. Returns ({key: what the loop returned}, number of rounds).
+    ``answer_prefill`` (off when empty) opens every answer turn (no tool offered) for the model
+    to continue, as the in-process transformers backend does for small models; it is recorded
+    in each such turn.
     """
-    batcher = _Batcher(generate, render, dict(base_kwargs), model_name, dict(first_replies or {}), check)
+    batcher = _Batcher(
+        generate, render, dict(base_kwargs), model_name, dict(first_replies or {}), check, answer_prefill
+    )
 
     async def one(key: str, loop: Callable[[Any], Awaitable[T]]) -> tuple[str, T]:
         try:
@@ -179,6 +196,7 @@ def run_batched(
     model_name: str = "lm-eval",
     first_replies: dict[str, tuple[str, str]] | None = None,
     check: CheckFn | None = None,
+    answer_prefill: str = "",
 ) -> tuple[dict[str, Any], int]:
     """Run every RAP job to a recorded result; return ({key: UnitResult}, number of batched rounds).
 
@@ -206,4 +224,5 @@ def run_batched(
         model_name=model_name,
         first_replies=first_replies,
         check=check,
+        answer_prefill=answer_prefill,
     )

@@ -19,7 +19,9 @@ relies on (each is checked by ``tests/test_lm_eval_internals.py``):
    project's parser and Spearman; ``spearman`` and ``state_fidelity`` aggregate field-macro.
 
 Metadata keys (YAML ``metadata:`` or ``--metadata``): ``condition`` (A0..A4, set by each YAML),
-``instance_dir``, ``split`` (dev, test or all; default test), ``max_search_calls``.
+``instance_dir``, ``split`` (dev, test or all; default test), ``max_search_calls``,
+``answer_prefill`` (default false: open every answer turn with ``{"D0": `` for the model to
+continue, for small models that otherwise never produce the answer format; recorded per turn).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from lm_eval.api.task import ConfigurableTask
 from rap_benchmark.agents import prompts
 from rap_benchmark.agents.protocol import Request
 from rap_benchmark.agents.runner import SearchTools, default_max_tokens, native_units
+from rap_benchmark.agents.transformers_backend import ANSWER_PREFILL
 from rap_benchmark.lmeval.docs import docs_dataset, episode_docs, instance_for, is_state
 from rap_benchmark.lmeval.protocol import ANSWER_STOPS, SEARCH_STOPS
 from rap_benchmark.lmeval.rounds import EpisodeJob, run_batched
@@ -197,6 +200,7 @@ class RapTask(ConfigurableTask):
         if meta.get("max_search_calls") is not None:
             spec = spec.replace(max_search_calls=int(meta["max_search_calls"]))
         self.spec = spec
+        self.answer_prefill = bool(meta.get("answer_prefill", False))
         self._lm: Any = None
         self._chat_template: Callable[..., str] | None = None
         self._tools = SearchTools(self.inst)
@@ -341,6 +345,7 @@ class RapTask(ConfigurableTask):
             model_name=MODEL_LABEL,
             first_replies=first,
             check=window_check(lm),
+            answer_prefill=ANSWER_PREFILL if self.answer_prefill else "",
         )
         for key, inst in docs.items():
             record = results[key].to_dict()
