@@ -39,9 +39,6 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from lm_eval.api.instance import Instance as LmInstance
-from lm_eval.api.task import ConfigurableTask
-
 from rap_benchmark.agents.protocol import Request
 from rap_benchmark.artifacts import SUMS_FILE
 from rap_benchmark.citecast.agent import (
@@ -57,7 +54,14 @@ from rap_benchmark.citecast.instance import CITECAST_VERSION, MANIFEST
 from rap_benchmark.citecast.prompt import SYSTEM_PROMPT, render_prompt
 from rap_benchmark.lmeval.docs import cache_root
 from rap_benchmark.lmeval.rounds import CheckFn, GenerateFn, run_rounds
-from rap_benchmark.lmeval.task import FILTER_KEY, evaluator_lm, mean_finite, render_plain, valid_metric, window_check
+from rap_benchmark.lmeval.task import (
+    FILTER_KEY,
+    ToolLoopTask,
+    mean_finite,
+    render_plain,
+    valid_metric,
+    window_check,
+)
 
 CITECAST_DIR_ENV = "RAP_CITECAST_DIR"
 DOC_SPLITS = ("train", "test", "all")
@@ -227,7 +231,7 @@ def make_text_renderer(chat_template: Callable[..., str] | None) -> Callable[[li
     return render
 
 
-class CiteCastTask(ConfigurableTask):
+class CiteCastTask(ToolLoopTask):
     """CiteCast as an lm-eval task (see the module docstring)."""
 
     VERSION = CITECAST_VERSION
@@ -297,12 +301,6 @@ class CiteCastTask(ConfigurableTask):
         return int(gk.get("max_gen_toks") or DEFAULT_MAX_GEN_TOKS)
 
     # -- lm-eval hooks -----------------------------------------------------------------------
-    def build_all_requests(self, **kwargs: Any) -> None:
-        template = kwargs.get("chat_template") if kwargs.get("apply_chat_template") else None
-        self._chat_template = template
-        self._lm = getattr(template, "__self__", None)
-        super().build_all_requests(**kwargs)
-
     def fewshot_context(
         self,
         doc: dict[str, Any],
@@ -321,11 +319,7 @@ class CiteCastTask(ConfigurableTask):
         return render(self.first_messages(doc))
 
     def apply_filters(self) -> None:
-        lm = self._lm or evaluator_lm()
-        if lm is None:
-            raise RuntimeError(
-                "CiteCastTask could not find the model of the running evaluation (lm-eval internals changed?)"
-            )
+        lm = self.evaluation_lm()
         jobs: dict[str, str] = {}
         first: dict[str, tuple[str, str]] = {}
         instances: dict[str, Any] = {}
@@ -335,23 +329,10 @@ class CiteCastTask(ConfigurableTask):
             first[key] = (inst.args[0], inst.resps[0] if inst.resps else "")
             instances[key] = inst
 
-        def generate(batch: list[tuple[str, dict[str, Any]]]) -> list[str]:
-            reqs = [
-                LmInstance(
-                    request_type="generate_until",
-                    doc={},
-                    arguments=(ctx, kwargs),
-                    idx=0,
-                    metadata=(self.config.task, i, 1),
-                )
-                for i, (ctx, kwargs) in enumerate(batch)
-            ]
-            return list(lm.generate_until(reqs))
-
         results, _ = run_text_batched(
             self.client,
             jobs,
-            generate=generate,
+            generate=self.batch_generate(lm),
             render=make_text_renderer(self._chat_template),
             base_kwargs=dict(self.config.generation_kwargs or {}),
             max_tokens=self._max_tokens(),

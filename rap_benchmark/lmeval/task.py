@@ -183,7 +183,49 @@ def evaluator_lm() -> Any:
     return None
 
 
-class RapTask(ConfigurableTask):
+class ToolLoopTask(ConfigurableTask):
+    """What the RAP and CiteCast tasks share: finding the evaluation's model and sending batched
+    ``generate_until`` rounds to it. Subclasses set ``self._lm = None`` and
+    ``self._chat_template = None`` before ``ConfigurableTask.__init__``."""
+
+    _lm: Any
+    _chat_template: Callable[..., str] | None
+
+    def build_all_requests(self, **kwargs: Any) -> None:
+        template = kwargs.get("chat_template") if kwargs.get("apply_chat_template") else None
+        self._chat_template = template
+        self._lm = getattr(template, "__self__", None)
+        super().build_all_requests(**kwargs)
+
+    def evaluation_lm(self) -> Any:
+        """The running evaluation's model: the chat template's owner, else the evaluator's ``lm``."""
+        lm = self._lm or evaluator_lm()
+        if lm is None:
+            raise RuntimeError(
+                f"{type(self).__name__} could not find the model of the running evaluation (lm-eval internals changed?)"
+            )
+        return lm
+
+    def batch_generate(self, lm: Any) -> Callable[[list[tuple[str, dict[str, Any]]]], list[str]]:
+        """One batched ``generate_until`` call per round: (context, kwargs) pairs in, replies out."""
+
+        def generate(batch: list[tuple[str, dict[str, Any]]]) -> list[str]:
+            reqs = [
+                LmInstance(
+                    request_type="generate_until",
+                    doc={},
+                    arguments=(ctx, kwargs),
+                    idx=0,
+                    metadata=(self.config.task, i, 1),
+                )
+                for i, (ctx, kwargs) in enumerate(batch)
+            ]
+            return list(lm.generate_until(reqs))
+
+        return generate
+
+
+class RapTask(ToolLoopTask):
     """One RAP condition as an lm-eval task (see the module docstring)."""
 
     VERSION = BENCHMARK_VERSION
@@ -280,12 +322,6 @@ class RapTask(ConfigurableTask):
         )
 
     # -- lm-eval hooks -----------------------------------------------------------------------
-    def build_all_requests(self, **kwargs: Any) -> None:
-        template = kwargs.get("chat_template") if kwargs.get("apply_chat_template") else None
-        self._chat_template = template
-        self._lm = getattr(template, "__self__", None)
-        super().build_all_requests(**kwargs)
-
     def fewshot_context(
         self,
         doc: dict[str, Any],
@@ -304,11 +340,7 @@ class RapTask(ConfigurableTask):
         return render(self._first_request(doc))
 
     def apply_filters(self) -> None:
-        lm = self._lm or evaluator_lm()
-        if lm is None:
-            raise RuntimeError(
-                "RapTask could not find the model of the running evaluation (lm-eval internals changed?)"
-            )
+        lm = self.evaluation_lm()
         render = make_renderer(self._chat_template)
         jobs, first, docs = [], {}, {}
         for inst in self._instances:
@@ -324,22 +356,9 @@ class RapTask(ConfigurableTask):
             first[key] = (inst.args[0], inst.resps[0] if inst.resps else "")
             docs[key] = inst
 
-        def generate(batch: list[tuple[str, dict[str, Any]]]) -> list[str]:
-            reqs = [
-                LmInstance(
-                    request_type="generate_until",
-                    doc={},
-                    arguments=(ctx, kwargs),
-                    idx=0,
-                    metadata=(self.config.task, i, 1),
-                )
-                for i, (ctx, kwargs) in enumerate(batch)
-            ]
-            return list(lm.generate_until(reqs))
-
         results, _ = run_batched(
             jobs,
-            generate=generate,
+            generate=self.batch_generate(lm),
             render=render,
             base_kwargs=dict(self.config.generation_kwargs or {}),
             model_name=MODEL_LABEL,
