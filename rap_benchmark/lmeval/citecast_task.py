@@ -32,15 +32,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from rap_benchmark.agents.protocol import Request
-from rap_benchmark.artifacts import SUMS_FILE
 from rap_benchmark.citecast.agent import (
     MAX_OBSERVATION_CHARS,
     TEXT_STOPS,
@@ -52,7 +49,7 @@ from rap_benchmark.citecast.client import EnvClient, InProcessClient
 from rap_benchmark.citecast.env import CiteCastEnv
 from rap_benchmark.citecast.instance import CITECAST_VERSION, MANIFEST
 from rap_benchmark.citecast.prompt import SYSTEM_PROMPT, render_prompt
-from rap_benchmark.lmeval.docs import cache_root
+from rap_benchmark.lmeval.docs import cache_root, cached_build
 from rap_benchmark.lmeval.rounds import CheckFn, GenerateFn, run_rounds
 from rap_benchmark.lmeval.task import (
     FILTER_KEY,
@@ -78,19 +75,7 @@ def ensure_embedded(root: Path | None = None) -> Path:
     from rap_benchmark.citecast.embedded import build_embedded
 
     out = (root or cache_root()) / "citecast" / f"embedded-{CITECAST_VERSION}"
-    if (out / SUMS_FILE).is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".embedded-", dir=out.parent))
-    try:
-        build_embedded(tmp / "embedded")
-        if not (out / SUMS_FILE).is_file():  # another process may have won the race
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(tmp / "embedded", out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return cached_build(out, build_embedded)
 
 
 def citecast_dir(metadata: Mapping[str, Any] | None = None) -> Path:

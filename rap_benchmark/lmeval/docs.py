@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -25,25 +26,31 @@ def cache_root() -> Path:
     return Path(os.environ.get("RAP_CACHE_DIR") or Path.home() / ".cache" / "rap_benchmark")
 
 
+def cached_build(out: Path, build: Callable[[Path], object]) -> Path:
+    """``out`` once it holds a verified build; on first use ``build(tmp)`` fills a temporary
+    folder beside it that then atomically replaces ``out`` (another process may win the race)."""
+    if (out / SUMS_FILE).is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    try:
+        build(tmp / "build")
+        if not (out / SUMS_FILE).is_file():
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(tmp / "build", out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def ensure_mini(root: Path | None = None) -> Path:
     """The cached ``mini`` instance of this benchmark version, built on first use (seconds)."""
     from rap_benchmark.build import build_instance
     from rap_benchmark.spec import mini_spec
 
     out = (root or cache_root()) / "instances" / f"mini-{BENCHMARK_VERSION}"
-    if (out / SUMS_FILE).is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".mini-", dir=out.parent))
-    try:
-        build_instance(mini_spec(), tmp / "mini")
-        if not (out / SUMS_FILE).is_file():  # another process may have won the race
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(tmp / "mini", out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return cached_build(out, lambda tmp: build_instance(mini_spec(), tmp))
 
 
 def instance_dir(metadata: dict[str, Any] | None = None) -> Path:
