@@ -3,7 +3,7 @@
 Measured side by side in one run, on the same synthetic data:
 
 1. the four episode metrics (Spearman, centred cosine, TV, JSD) for 40,000 episodes, vectorised
-   (``rap_benchmark.scoring.metrics.episode_scores``), against a per-row Python loop (the same
+   (``rap_benchmark.evaluation.scoring.metrics.episode_scores``), against a per-row Python loop (the same
    formulas applied row by row) and against ``scipy.stats.spearmanr`` +
    ``scipy.spatial.distance.jensenshannon`` called per row; the results are checked equal;
 2. a 10,000-resample percentile block bootstrap of the field-macro Spearman (~300 fields,
@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from rap_benchmark.scoring.aggregate import field_table
-from rap_benchmark.scoring.bootstrap import block_bootstrap, resample_statistics
-from rap_benchmark.scoring.metrics import episode_scores
+from rap_benchmark.evaluation.scoring.aggregate import field_table
+from rap_benchmark.evaluation.scoring.bootstrap import block_bootstrap, resample_statistics
+from rap_benchmark.evaluation.scoring.metrics import episode_scores
 
 
 def _best_of(fn: Callable[[], Any], repeats: int) -> tuple[float, Any]:

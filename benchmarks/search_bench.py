@@ -99,8 +99,8 @@ def _worker_record(root: str, calls_path: str, n_calls: int, seed: int) -> dict:
     """Build from cached tokens, then record ``n_calls`` realistic calls to ``calls_path``."""
     import pandas as pd
 
+    from rap_benchmark.core.text import tokenize
     from rap_benchmark.search.audit import call_to_dict, record_call
-    from rap_benchmark.text import tokenize
 
     out = _worker_build(root)
     engine = out.pop("_engine")
@@ -168,8 +168,8 @@ def _compare_instance(
     from rank_bm25 import BM25Okapi
     from tqdm import tqdm
 
+    from rap_benchmark.core.text import query_terms, tokenize
     from rap_benchmark.search import SearchEngine
-    from rap_benchmark.text import query_terms, tokenize
 
     engine = SearchEngine.from_dir(root)
     papers = pd.read_parquet(root / "papers.parquet", columns=["arxiv_id", "date", "title", "abstract"])
@@ -280,8 +280,8 @@ def _compare_instance(
 def _instance_dir(name: str, work: Path) -> Path:
     if Path(name).is_dir():
         return Path(name)
-    from rap_benchmark.build import build_instance
-    from rap_benchmark.spec import spec_for
+    from rap_benchmark.core.spec import spec_for
+    from rap_benchmark.pipeline.build import build_instance
 
     out = work / name
     _log(f"building instance {name} into {out} ...")
@@ -293,10 +293,10 @@ def _instance_dir(name: str, work: Path) -> Path:
 
 
 def _paper_scale_dir(work: Path, n_papers: int, n_fields: int, seed: int) -> tuple[Path, dict]:
-    from rap_benchmark.artifacts import LEDGER_FILE, write_json, write_parquet, write_sums
+    from rap_benchmark.core.artifacts import LEDGER_FILE, write_json, write_parquet, write_sums
+    from rap_benchmark.core.spec import BenchmarkSpec
     from rap_benchmark.search import SearchEngine
     from rap_benchmark.search.synthetic import zipf_corpus
-    from rap_benchmark.spec import BenchmarkSpec
 
     root = work / f"paper-scale-{n_papers}"
     root.mkdir(parents=True, exist_ok=True)

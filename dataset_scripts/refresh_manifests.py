@@ -14,9 +14,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from rap_benchmark.artifacts import LEDGER_FILE, SUMS_FILE
-from rap_benchmark.build import build_instance
-from rap_benchmark.spec import arxiv_sample_spec, mini_spec
+from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE
+from rap_benchmark.core.spec import arxiv_sample_spec, mini_spec
+from rap_benchmark.pipeline.build import build_instance
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 

@@ -3,8 +3,8 @@
 The public API is named here; everything else is private to its module.
 """
 
-from rap_benchmark.artifacts import Instance, load_instance, verify
-from rap_benchmark.records import (
+from rap_benchmark.core.artifacts import Instance, load_instance, verify
+from rap_benchmark.core.records import (
     DIRECTION_KEYS,
     Assignment,
     AssignmentType,
@@ -25,7 +25,7 @@ from rap_benchmark.records import (
     Split,
     episode_id,
 )
-from rap_benchmark.spec import BENCHMARK_VERSION, BenchmarkSpec, spec_for
+from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec, spec_for
 
 __all__ = [
     "BENCHMARK_VERSION",

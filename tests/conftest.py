@@ -23,8 +23,8 @@ def _offline_hf(tmp_path_factory: pytest.TempPathFactory) -> None:
 
 @pytest.fixture(scope="session")
 def mini_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rap_benchmark.build import build_instance
-    from rap_benchmark.spec import mini_spec
+    from rap_benchmark.core.spec import mini_spec
+    from rap_benchmark.pipeline.build import build_instance
 
     out = tmp_path_factory.mktemp("mini") / "mini"
     build_instance(mini_spec(), out)
@@ -33,7 +33,7 @@ def mini_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def mini(mini_dir: Path):
-    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.core.artifacts import load_instance
 
     return load_instance(mini_dir)
 
@@ -42,8 +42,8 @@ def mini(mini_dir: Path):
 def arxiv_sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not SHARED_ARXIV.is_dir():
         pytest.skip(f"{SHARED_ARXIV} is absent")
-    from rap_benchmark.build import build_instance
-    from rap_benchmark.spec import arxiv_sample_spec
+    from rap_benchmark.core.spec import arxiv_sample_spec
+    from rap_benchmark.pipeline.build import build_instance
 
     out = tmp_path_factory.mktemp("arxiv_sample") / "arxiv-sample"
     build_instance(arxiv_sample_spec(), out, source=SHARED_ARXIV)
@@ -52,6 +52,6 @@ def arxiv_sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def arxiv_sample(arxiv_sample_dir: Path):
-    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.core.artifacts import load_instance
 
     return load_instance(arxiv_sample_dir)

@@ -17,7 +17,7 @@ from rap_benchmark.agents.reference import ReferenceBackend
 from rap_benchmark.agents.runner import episode_cells, run_benchmark
 from rap_benchmark.agents.sft import export_sft, sft_gate
 from rap_benchmark.agents.store import RunStore, UnitKey
-from rap_benchmark.records import Condition
+from rap_benchmark.core.records import Condition
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +82,7 @@ def test_replay_run_writes_readouts_and_agreement(mini, ref_run, tmp_path):
     summary = dg.run_variant_units(mini, ReferenceBackend(), run, units, progress=False)
     files = summary["files"]
     assert set(files) == {f"{v}_{c}.jsonl" for v in dg.REPLAY_VARIANTS for c in ("A1", "A3")}
-    from rap_benchmark.predictions import read_predictions
+    from rap_benchmark.evaluation.predictions import read_predictions
 
     state = read_predictions(run / "diagnostics" / "replay-state_A3.jsonl")
     assert set(state["condition"]) == {"A4"} and state["valid"].all()

@@ -27,9 +27,9 @@ def test_smollm2_runs_a0_a1_on_mini(mini, tmp_path):
         parse_text_tool_call,
         smollm2_gguf,
     )
-    from rap_benchmark.predictions import read_predictions
-    from rap_benchmark.records import Condition
-    from rap_benchmark.scoring.score import score_predictions
+    from rap_benchmark.core.records import Condition
+    from rap_benchmark.evaluation.predictions import read_predictions
+    from rap_benchmark.evaluation.scoring.score import score_predictions
 
     try:
         folder, gguf = smollm2_gguf()

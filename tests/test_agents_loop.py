@@ -21,8 +21,8 @@ from rap_benchmark.agents.backends import OpenAIBackend
 from rap_benchmark.agents.fake_openai import FakeOpenAIClient, completion
 from rap_benchmark.agents.runner import native_units, predictions_frame, run_units
 from rap_benchmark.agents.store import RunStore, UnitKey
-from rap_benchmark.records import DIRECTION_KEYS, Codebook, Condition, Direction, Regime
-from rap_benchmark.spec import mini_spec
+from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, Direction, Regime
+from rap_benchmark.core.spec import mini_spec
 
 SPEC = mini_spec()
 ANSWER = json.dumps(dict(zip(DIRECTION_KEYS, [30, 20, 10, 10, 10, 10, 5, 5], strict=True)))

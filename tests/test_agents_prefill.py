@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 
 from rap_benchmark.agents.protocol import Request  # noqa: E402
 from rap_benchmark.agents.transformers_backend import ANSWER_PREFILL  # noqa: E402
-from rap_benchmark.scoring.parse import parse_answer  # noqa: E402
+from rap_benchmark.evaluation.scoring.parse import parse_answer  # noqa: E402
 
 EOS = 0
 ANSWER = ' 40, "D1": 20, "D2": 10, "D3": 10, "D4": 5, "D5": 5, "D6": 5, "D7": 5}'
@@ -162,8 +162,8 @@ def test_a_prefilled_unit_through_the_episode_loop(monkeypatch, mini):
     from rap_benchmark.agents.episode import run_episode
     from rap_benchmark.agents.prompts import condition_prompt
     from rap_benchmark.agents.protocol import EpisodeContext
-    from rap_benchmark.dates import parse_date
-    from rap_benchmark.records import Condition, Task
+    from rap_benchmark.core.dates import parse_date
+    from rap_benchmark.core.records import Condition, Task
 
     answers = iter(['"many"}', ANSWER])  # an invalid answer first: the nudge turn is prefilled too
     backend, lm = make_backend(monkeypatch, lambda p: next(answers))

@@ -13,9 +13,9 @@ from rap_benchmark.agents import prompts
 from rap_benchmark.agents.protocol import EpisodeContext
 from rap_benchmark.agents.reference import ReferenceBackend, direction_terms, hits_answer, plan_calls
 from rap_benchmark.agents.runner import episode_cells, run_benchmark
-from rap_benchmark.dates import parse_date
-from rap_benchmark.records import DIRECTION_KEYS, Condition, Regime, Task
-from rap_benchmark.scoring.parse import parse_answer
+from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Regime, Task
+from rap_benchmark.evaluation.scoring.parse import parse_answer
 
 
 def test_prompt_holds_field_directions_origin_task_and_format(mini):
@@ -75,7 +75,7 @@ def test_hits_answer_extrapolates_trend_and_state_uses_recent():
 def test_reference_agents_on_mini(mini, tmp_path):
     """search-hits: valid, uses Search through the loop, beats uniform; its calls are exact."""
     from rap_benchmark.agents.store import RunStore
-    from rap_benchmark.scoring.score import score_predictions
+    from rap_benchmark.evaluation.scoring.score import score_predictions
 
     fields = mini.field_ids[:6]
     stats, path = run_benchmark(
@@ -88,7 +88,7 @@ def test_reference_agents_on_mini(mini, tmp_path):
         progress=False,
     )
     assert stats.invalid == 0 and stats.executed == 3 * len(fields) * len(mini.spec.origins)
-    from rap_benchmark.predictions import read_predictions
+    from rap_benchmark.evaluation.predictions import read_predictions
 
     preds = read_predictions(path)
     scores = score_predictions(mini, preds)

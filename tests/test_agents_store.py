@@ -27,7 +27,7 @@ from rap_benchmark.agents.runner import (
     run_units,
 )
 from rap_benchmark.agents.store import RunStore, UnitKey, merge_stores, parse_shard
-from rap_benchmark.records import DIRECTION_KEYS, Condition
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition
 
 REPO = Path(__file__).resolve().parents[1]
 D = list(DIRECTION_KEYS)
@@ -125,7 +125,7 @@ def test_shard_stores_merge_to_the_full_run(mini, tmp_path):
         run_benchmark(mini, ReferenceBackend(), tmp_path / f"s{i}", shard=(i, 3), **kw)
     n = merge_stores([tmp_path / f"s{i}" for i in range(3)], tmp_path / "merged")
     merged = predictions_frame(RunStore(tmp_path / "merged"), mini.manifest_hash)
-    from rap_benchmark.predictions import read_predictions
+    from rap_benchmark.evaluation.predictions import read_predictions
 
     ref = read_predictions(full)
     assert n == len(ref) == len(merged)
@@ -183,7 +183,7 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted_run(mini_dir, mini, t
         _rap("run", str(mini_dir), "--out", str(clean), *common), cwd=REPO, env=env, check=True, capture_output=True
     )
 
-    from rap_benchmark.predictions import read_predictions
+    from rap_benchmark.evaluation.predictions import read_predictions
 
     got, want = read_predictions(run_dir / "predictions.jsonl"), read_predictions(clean / "predictions.jsonl")
     cols = ["model", "condition", "field_id", "origin", *D, "valid", "n_search_calls"]

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rap_benchmark.scoring.aggregate import field_macro, field_means
-from rap_benchmark.scoring.bootstrap import (
+from rap_benchmark.evaluation.scoring.aggregate import field_macro, field_means
+from rap_benchmark.evaluation.scoring.bootstrap import (
     block_bootstrap,
     field_bootstrap,
     match_cells,

@@ -11,7 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from rap_benchmark.assign import (
+from rap_benchmark.core.records import DIRECTION_KEYS, Assignment
+from rap_benchmark.core.spec import mini_spec
+from rap_benchmark.pipeline.codebook import codebooks_from_blueprint
+from rap_benchmark.pipeline.instrument.offline import (
     ASSIGNMENT_COLUMNS,
     AssignRules,
     assign_offline,
@@ -20,10 +23,7 @@ from rap_benchmark.assign import (
     distinct_pairs,
     runner_up_ratio,
 )
-from rap_benchmark.codebook import codebooks_from_blueprint
-from rap_benchmark.records import DIRECTION_KEYS, Assignment
-from rap_benchmark.spec import mini_spec
-from rap_benchmark.synth import generate_mini
+from rap_benchmark.pipeline.synth import generate_mini
 
 SPEC = mini_spec()
 RULES = AssignRules()

@@ -12,7 +12,7 @@ from scipy import stats
 from rap_benchmark.audit.align import cross_fit, direction_index, fit_half, hungarian_map
 from rap_benchmark.audit.human import analyse, corpus_cell_shares, design_sample, sheet_html, tv_permutation_test
 from rap_benchmark.audit.parallel import parallel_agreement, second_instrument, truth_agreement
-from rap_benchmark.records import DIRECTION_KEYS
+from rap_benchmark.core.records import DIRECTION_KEYS
 
 
 @settings(max_examples=50, deadline=None)
@@ -163,7 +163,7 @@ def test_human_audit_sheet_is_blind_and_analysis_matches_hand_counts(mini) -> No
 
 
 def test_report_carries_the_instrument_audit_table(mini, tmp_path) -> None:
-    from rap_benchmark.report import build_report
+    from rap_benchmark.evaluation.report import build_report
 
     result = build_report(mini, [], tmp_path / "report", audit=True, n_resamples=200)
     table = pd.read_csv(tmp_path / "report" / "instrument_audit.csv")

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rap_benchmark.scoring import baselines as B
-from rap_benchmark.scoring.aggregate import field_macro
-from rap_benchmark.scoring.metrics import spearman
-from rap_benchmark.spec import BenchmarkSpec
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.evaluation.scoring import baselines as B
+from rap_benchmark.evaluation.scoring.aggregate import field_macro
+from rap_benchmark.evaluation.scoring.metrics import spearman
 
 
 def _histories(n: int, seed: int) -> np.ndarray:
@@ -199,8 +199,8 @@ def test_baseline_forecasts_missing_windows_rule() -> None:
 def test_on_mini_ewma_beats_random_and_stays_under_the_ceiling(mini) -> None:
     """End to end on the embedded instance: Dev-only tuning, baselines, block-bootstrap contrast
     against a uniform-random forecaster, and the split-half reliability ceiling above EWMA."""
-    from rap_benchmark.scoring.bootstrap import block_bootstrap, paired_contrast
-    from rap_benchmark.scoring.reliability import reliability
+    from rap_benchmark.evaluation.scoring.bootstrap import block_bootstrap, paired_contrast
+    from rap_benchmark.evaluation.scoring.reliability import reliability
 
     spec = mini.spec
     eps = mini.episodes[mini.episodes["policy"] == "canonical"].reset_index(drop=True)

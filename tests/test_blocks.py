@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rap_benchmark.blocks import (
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.blocks import (
     blocks_from_table,
     dependency_blocks,
     dev_seed_fields,
@@ -18,7 +19,6 @@ from rap_benchmark.blocks import (
     split_table,
     strong_edges,
 )
-from rap_benchmark.spec import BenchmarkSpec
 
 SPEC = BenchmarkSpec()  # >= 10 shared papers and overlap coefficient >= 0.60
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rap_benchmark.artifacts import LEDGER_FILE, SUMS_FILE, load_instance, verify
-from rap_benchmark.build import build_instance, instance_info
 from rap_benchmark.cli import main
-from rap_benchmark.dates import add_months, parse_date
-from rap_benchmark.records import DIRECTION_KEYS, Policy, Split
-from rap_benchmark.spec import mini_spec
+from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE, load_instance, verify
+from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.records import DIRECTION_KEYS, Policy, Split
+from rap_benchmark.core.spec import mini_spec
+from rap_benchmark.pipeline.build import build_instance, instance_info
 
 ARTIFACTS = [
     LEDGER_FILE,
@@ -99,7 +99,7 @@ def test_artifact_contracts(mini):
 
 def test_episode_windows_in_the_built_instance(mini):
     """No y uses a paper outside [T, T+6mo): recount y from the assignments for every episode."""
-    from rap_benchmark.policies import direction_weights
+    from rap_benchmark.pipeline.policies import direction_weights
 
     a = mini.assignments
     for policy in Policy:
@@ -157,7 +157,7 @@ def test_info_refuses_a_tampered_instance(mini_dir: Path, tmp_path: Path, capsys
 
 
 def test_demo_runs_every_step(tmp_path: Path):
-    from rap_benchmark.demo import STEPS, run_demo
+    from rap_benchmark.cli.demo_flow import STEPS, run_demo
 
     printed: list[str] = []
     ctx = run_demo(tmp_path / "demo", echo=printed.append, progress=False)

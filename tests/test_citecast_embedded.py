@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rap_benchmark.artifacts import verify
 from rap_benchmark.citecast.baselines import best_constant, sweep, write_sweep
 from rap_benchmark.citecast.client import InProcessClient
 from rap_benchmark.citecast.embedded import TRACKER_HOST, EmbeddedConfig, build_embedded, generate_cohort
@@ -21,6 +20,7 @@ from rap_benchmark.citecast.leak_probe import citation_figures, run_leak_probe
 from rap_benchmark.citecast.records import TaskSplit
 from rap_benchmark.citecast.reward import rewards
 from rap_benchmark.citecast.tasks import load_specs
+from rap_benchmark.core.artifacts import verify
 
 SHARED_ARXIV = Path(
     os.environ.get("RAP_SHARED_ARXIV", Path(__file__).resolve().parents[1].parent / "shared" / "data" / "arxiv")

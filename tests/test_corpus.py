@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rap_benchmark.corpus import (
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.corpus import (
     PAPER_COLUMNS,
     CorpusError,
     normalize_arxiv_id,
@@ -21,7 +22,6 @@ from rap_benchmark.corpus import (
     parse_snapshot_date,
     read_corpus,
 )
-from rap_benchmark.spec import BenchmarkSpec
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "corpus"
 SNAPSHOT = FIXTURES / "arxiv-metadata-snapshot.jsonl"

@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rap_benchmark.dates import add_months
-from rap_benchmark.episodes import (
+from rap_benchmark.core.dates import add_months
+from rap_benchmark.core.records import DIRECTION_KEYS, AssignmentType, Policy, Regime
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.episodes import (
     arrow_typed,
     episode_records,
     episode_table,
@@ -21,9 +23,7 @@ from rap_benchmark.episodes import (
     universe_bounds,
     window_edges,
 )
-from rap_benchmark.policies import direction_weights
-from rap_benchmark.records import DIRECTION_KEYS, AssignmentType, Policy, Regime
-from rap_benchmark.spec import BenchmarkSpec
+from rap_benchmark.pipeline.policies import direction_weights
 
 SPEC = BenchmarkSpec()
 FIELDS = ["fa", "fb", "fc"]

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from rap_benchmark.scoring.exposure import (
+from rap_benchmark.core.spec import PAPER_ORIGINS
+from rap_benchmark.evaluation.scoring.exposure import (
     UnknownModelError,
     effective_date,
     exposure_masks,
     load_registry,
     strict_lookup,
 )
-from rap_benchmark.spec import PAPER_ORIGINS
 
 
 def test_paper_gpt55_only_last_origin_is_forecast_strict_and_none_joint_strict() -> None:

@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linear_sum_assignment
 
-from rap_benchmark.codebook import build_codebooks, codebooks_from_blueprint
-from rap_benchmark.fields import TfidfSpace, build_fields, spherical_kmeans, tokenize_papers
-from rap_benchmark.records import DIRECTION_KEYS
-from rap_benchmark.spec import mini_spec
-from rap_benchmark.synth import MiniCorpus, generate_mini
-from rap_benchmark.text import tokenize
+from rap_benchmark.core.records import DIRECTION_KEYS
+from rap_benchmark.core.spec import mini_spec
+from rap_benchmark.core.text import tokenize
+from rap_benchmark.pipeline.codebook import build_codebooks, codebooks_from_blueprint
+from rap_benchmark.pipeline.fields import TfidfSpace, build_fields, spherical_kmeans, tokenize_papers
+from rap_benchmark.pipeline.synth import MiniCorpus, generate_mini
 
 SPEC = mini_spec()
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from rap_benchmark.artifacts import codebook_to_dict, sha256_file
+from rap_benchmark.core.artifacts import codebook_to_dict, sha256_file
 from rap_benchmark.hub import export_instance, publish, read_manifest, verify_reveal
 from rap_benchmark.hub.canonical import commitment, content_hash
 from rap_benchmark.hub.cards import read_front_matter

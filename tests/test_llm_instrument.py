@@ -9,8 +9,9 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from rap_benchmark.fields import FieldInfo
-from rap_benchmark.llm_instrument import (
+from rap_benchmark.core.records import DIRECTION_KEYS, AssignmentType, Codebook, Direction
+from rap_benchmark.pipeline.fields import FieldInfo
+from rap_benchmark.pipeline.instrument.llm import (
     InvalidOutput,
     assign_llm,
     draft_codebook_llm,
@@ -18,7 +19,6 @@ from rap_benchmark.llm_instrument import (
     parse_json_reply,
     validate_assignment,
 )
-from rap_benchmark.records import DIRECTION_KEYS, AssignmentType, Codebook, Direction
 
 
 class ScriptedClient:

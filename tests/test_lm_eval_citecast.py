@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 lm_eval = pytest.importorskip("lm_eval")
 from lm_eval.api.model import LM  # noqa: E402
 
-from rap_benchmark.artifacts import verify  # noqa: E402
 from rap_benchmark.citecast.agent import (  # noqa: E402
     FORCE_SUBMIT,
     TEXT_STOPS,
@@ -28,8 +27,9 @@ from rap_benchmark.citecast.env import SessionClosed  # noqa: E402
 from rap_benchmark.citecast.instance import load_instance  # noqa: E402
 from rap_benchmark.citecast.reward import reward  # noqa: E402
 from rap_benchmark.citecast.tools import BackdatedWeb  # noqa: E402
-from rap_benchmark.lmeval import harness  # noqa: E402
-from rap_benchmark.lmeval.samples import unit_record  # noqa: E402
+from rap_benchmark.core.artifacts import verify  # noqa: E402
+from rap_benchmark.integrations.lmeval import harness  # noqa: E402
+from rap_benchmark.integrations.lmeval.samples import unit_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 6
@@ -89,13 +89,13 @@ def test_citecast_is_generated_into_the_task_folder() -> None:
 
 @pytest.fixture(scope="module")
 def citecast_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rap_benchmark.lmeval.citecast_task import ensure_embedded
+    from rap_benchmark.integrations.lmeval.citecast_task import ensure_embedded
 
     return ensure_embedded(tmp_path_factory.mktemp("cache"))
 
 
 def test_embedded_instance_is_built_once_and_found(citecast_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rap_benchmark.lmeval import citecast_task
+    from rap_benchmark.integrations.lmeval import citecast_task
 
     assert verify(citecast_dir) == []
     stamp = (citecast_dir / "SHA256SUMS").stat().st_mtime_ns
@@ -184,7 +184,7 @@ def scripted_run(citecast_dir: Path):
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager
 
-    from rap_benchmark.lmeval.citecast_task import citecast_docs, citecast_env
+    from rap_benchmark.integrations.lmeval.citecast_task import citecast_docs, citecast_env
 
     meta = {"citecast_dir": str(citecast_dir), "split": "test", "max_tool_calls": MAX_TOOL_CALLS}
     env = citecast_env(meta)

@@ -34,9 +34,9 @@ def _gguf() -> tuple[Path, str]:
 
 
 def test_lm_eval_cli_runs_and_matches_rap_score(mini_dir: Path, mini, tmp_path: Path) -> None:
-    from rap_benchmark.lmeval.samples import read_samples, samples_episode_metrics, samples_to_predictions
-    from rap_benchmark.predictions import read_predictions, write_predictions
-    from rap_benchmark.scoring.score import score_predictions
+    from rap_benchmark.evaluation.predictions import read_predictions, write_predictions
+    from rap_benchmark.evaluation.scoring.score import score_predictions
+    from rap_benchmark.integrations.lmeval.samples import read_samples, samples_episode_metrics, samples_to_predictions
 
     folder, name = _gguf()
     include = subprocess.run(

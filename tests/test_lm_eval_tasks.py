@@ -19,11 +19,11 @@ from lm_eval.api.model import LM  # noqa: E402
 from lm_eval.api.task import TaskConfig  # noqa: E402
 
 from rap_benchmark.agents.protocol import Request  # noqa: E402
-from rap_benchmark.lmeval import harness  # noqa: E402
-from rap_benchmark.lmeval.protocol import restore_stop  # noqa: E402
-from rap_benchmark.lmeval.rounds import generation_kwargs  # noqa: E402
-from rap_benchmark.lmeval.samples import unit_record  # noqa: E402
-from rap_benchmark.records import DIRECTION_KEYS, Condition  # noqa: E402
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition  # noqa: E402
+from rap_benchmark.integrations.lmeval import harness  # noqa: E402
+from rap_benchmark.integrations.lmeval.protocol import restore_stop  # noqa: E402
+from rap_benchmark.integrations.lmeval.rounds import generation_kwargs  # noqa: E402
+from rap_benchmark.integrations.lmeval.samples import unit_record  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -67,7 +67,7 @@ def test_evaluator_internals_the_task_relies_on() -> None:
     assert {"custom_dataset", "metric_list", "generation_kwargs", "metadata", "test_split"} <= cfg_fields
     from lm_eval.tasks._factory import _ctor_accepts_config
 
-    from rap_benchmark.lmeval.task import RapTask
+    from rap_benchmark.integrations.lmeval.task import RapTask
 
     assert _ctor_accepts_config(RapTask)
     from lm_eval.api.instance import Instance
@@ -219,10 +219,10 @@ def test_search_rounds_are_batched_and_observations_real(scripted_run, mini) -> 
 
 
 def test_per_episode_spearman_equals_rap_score(scripted_run, mini, tmp_path: Path) -> None:
-    from rap_benchmark.lmeval.samples import predictions_from_samples, samples_episode_metrics
-    from rap_benchmark.predictions import read_predictions, validate_predictions, write_predictions
-    from rap_benchmark.scoring.aggregate import field_macro
-    from rap_benchmark.scoring.score import score_predictions
+    from rap_benchmark.evaluation.predictions import read_predictions, validate_predictions, write_predictions
+    from rap_benchmark.evaluation.scoring.aggregate import field_macro
+    from rap_benchmark.evaluation.scoring.score import score_predictions
+    from rap_benchmark.integrations.lmeval.samples import predictions_from_samples, samples_episode_metrics
 
     _, res = scripted_run
     samples = json.loads(json.dumps(res["samples"]["rap_forecast"], default=str))  # as logged on disk
@@ -245,7 +245,7 @@ def test_per_episode_spearman_equals_rap_score(scripted_run, mini, tmp_path: Pat
 
 def test_answer_prefill_opens_only_answer_turns_and_is_recorded() -> None:
     from rap_benchmark.agents.transformers_backend import ANSWER_PREFILL
-    from rap_benchmark.lmeval.rounds import run_rounds
+    from rap_benchmark.integrations.lmeval.rounds import run_rounds
 
     seen: list[str] = []
 

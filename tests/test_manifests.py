@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rap_benchmark.artifacts import LEDGER_FILE, SUMS_FILE
-from rap_benchmark.spec import BENCHMARK_VERSION
+from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE
+from rap_benchmark.core.spec import BENCHMARK_VERSION
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 

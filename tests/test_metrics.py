@@ -10,7 +10,7 @@ from hypothesis.extra.numpy import arrays
 from scipy.spatial.distance import jensenshannon
 from scipy.stats import pearsonr, rankdata, spearmanr
 
-from rap_benchmark.scoring import metrics as M
+from rap_benchmark.evaluation.scoring import metrics as M
 
 int_rows = arrays(np.float64, st.tuples(st.integers(1, 12), st.just(8)), elements=st.integers(0, 4).map(float))
 

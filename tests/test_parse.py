@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rap_benchmark.records import DIRECTION_KEYS
-from rap_benchmark.scoring.parse import parse_answer, parse_weights
+from rap_benchmark.core.records import DIRECTION_KEYS
+from rap_benchmark.evaluation.scoring.parse import parse_answer, parse_weights
 
 
 def _obj(values: list[float]) -> dict[str, float]:

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rap_benchmark.policies import composition, direction_weights, policy_counts
-from rap_benchmark.records import DIRECTION_KEYS, AssignmentType, Policy
+from rap_benchmark.core.records import DIRECTION_KEYS, AssignmentType, Policy
+from rap_benchmark.pipeline.policies import composition, direction_weights, policy_counts
 
 KEYS = list(DIRECTION_KEYS)
 

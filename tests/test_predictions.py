@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rap_benchmark.artifacts import Instance
-from rap_benchmark.predictions import (
+from rap_benchmark.core.artifacts import Instance
+from rap_benchmark.core.records import DIRECTION_KEYS
+from rap_benchmark.core.spec import mini_spec
+from rap_benchmark.evaluation.predictions import (
     REQUIRED_COLUMNS,
     PredictionFileError,
     ProblemKind,
@@ -22,8 +24,6 @@ from rap_benchmark.predictions import (
     validate_predictions,
     write_predictions,
 )
-from rap_benchmark.records import DIRECTION_KEYS
-from rap_benchmark.spec import mini_spec
 
 HASH = "a" * 64
 FIELDS = ("f00", "f01", "f02")

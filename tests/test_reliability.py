@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rap_benchmark.artifacts import Instance
-from rap_benchmark.records import DIRECTION_KEYS
-from rap_benchmark.scoring.reliability import reliability, spearman_brown, split_halves
-from rap_benchmark.spec import BenchmarkSpec
+from rap_benchmark.core.artifacts import Instance
+from rap_benchmark.core.records import DIRECTION_KEYS
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.evaluation.scoring.reliability import reliability, spearman_brown, split_halves
 
 ORIGINS = ("2024-01-01", "2024-07-01", "2025-01-01", "2025-07-01")
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from rap_benchmark.cli import main
-from rap_benchmark.report.tables import to_markdown
+from rap_benchmark.evaluation.report.tables import to_markdown
 
 REPO = Path(__file__).resolve().parents[1]
 RESAMPLES = "1000"
@@ -34,7 +34,7 @@ def report_dir(mini_dir: Path, baselines_file: Path, tmp_path_factory: pytest.Te
 
 
 def test_baselines_file_and_ledger(mini_dir: Path, baselines_file: Path) -> None:
-    from rap_benchmark.artifacts import verify
+    from rap_benchmark.core.artifacts import verify
 
     ledger = json.loads((baselines_file.parent / "baselines_ledger.json").read_text(encoding="utf-8"))
     assert ledger["tuned_on_dev"] is True
@@ -124,9 +124,9 @@ def test_score_cli_and_a_bad_file_does_not_change_the_good_ones(
 
 
 def test_clashing_files_exclude_the_unit_everywhere(mini_dir: Path, baselines_file: Path, tmp_path: Path) -> None:
-    from rap_benchmark.artifacts import load_instance
-    from rap_benchmark.predictions import validate_predictions
-    from rap_benchmark.report import combine_validated
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.evaluation.predictions import validate_predictions
+    from rap_benchmark.evaluation.report import combine_validated
 
     inst = load_instance(mini_dir)
     copy = tmp_path / "copy.jsonl"

@@ -10,10 +10,11 @@ import pytest
 import scipy.stats
 from scipy.spatial.distance import jensenshannon
 
-from rap_benchmark.artifacts import Instance
-from rap_benchmark.predictions import baseline_predictions, validate_predictions
-from rap_benchmark.records import DIRECTION_KEYS
-from rap_benchmark.scoring.score import (
+from rap_benchmark.core.artifacts import Instance
+from rap_benchmark.core.records import DIRECTION_KEYS
+from rap_benchmark.core.spec import mini_spec
+from rap_benchmark.evaluation.predictions import baseline_predictions, validate_predictions
+from rap_benchmark.evaluation.scoring.score import (
     episode_arrays,
     leaderboard,
     paired_contrasts,
@@ -23,7 +24,6 @@ from rap_benchmark.scoring.score import (
     score_predictions,
     state_table,
 )
-from rap_benchmark.spec import mini_spec
 
 ORIGINS = ("2024-01-01", "2024-07-01", "2025-01-01", "2025-07-01", "2026-01-01")
 HASH = "c" * 64

@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rap_benchmark.dates import add_months, parse_date
-from rap_benchmark.records import Regime
+from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.records import Regime
+from rap_benchmark.core.text import query_terms, tokenize
 from rap_benchmark.search import SearchEngine
 from rap_benchmark.search.synthetic import synthetic_instance
-from rap_benchmark.text import query_terms, tokenize
 
 QUERIES_PER_UNIVERSE = 20
 
@@ -139,7 +139,7 @@ def test_narrowed_universes_match_bm25s_on_the_narrowed_papers(synth):
 
 
 def test_every_universe_of_mini_matches_bm25s(request):
-    pytest.importorskip("rap_benchmark.build")
+    pytest.importorskip("rap_benchmark.pipeline.build")
     mini = request.getfixturevalue("mini")
     engine = SearchEngine.from_instance(mini)
     rng = np.random.default_rng(2)
@@ -153,7 +153,7 @@ def test_every_universe_of_mini_matches_bm25s(request):
 @pytest.mark.slow
 @pytest.mark.shared_data
 def test_sampled_universes_of_arxiv_sample_match_bm25s(request):
-    pytest.importorskip("rap_benchmark.build")
+    pytest.importorskip("rap_benchmark.pipeline.build")
     inst = request.getfixturevalue("arxiv_sample")
     engine = SearchEngine.from_instance(inst)
     rng = np.random.default_rng(3)

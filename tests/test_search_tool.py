@@ -9,10 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rap_benchmark.artifacts import LEDGER_FILE, load_instance, verify, write_json, write_parquet, write_sums
 from rap_benchmark.cli import main
-from rap_benchmark.dates import add_months, parse_date
-from rap_benchmark.records import Regime, SearchCall, SearchHit, SearchObservation
+from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance, verify, write_json, write_parquet, write_sums
+from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.records import Regime, SearchCall, SearchHit, SearchObservation
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.text import tokenize
 from rap_benchmark.search import (
     SearchEngine,
     audit_calls,
@@ -26,8 +28,6 @@ from rap_benchmark.search import (
 )
 from rap_benchmark.search.synthetic import synthetic_instance
 from rap_benchmark.search.tokens import CACHE_NAME
-from rap_benchmark.spec import BenchmarkSpec
-from rap_benchmark.text import tokenize
 
 ORIGIN = "2025-01-01"
 

@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 
-from rap_benchmark.dates import add_months
-from rap_benchmark.records import DIRECTION_KEYS
-from rap_benchmark.spec import mini_spec
-from rap_benchmark.synth import BLUEPRINTS, MiniCorpus, generate_mini
-from rap_benchmark.text import tokenize
+from rap_benchmark.core.dates import add_months
+from rap_benchmark.core.records import DIRECTION_KEYS
+from rap_benchmark.core.spec import mini_spec
+from rap_benchmark.core.text import tokenize
+from rap_benchmark.pipeline.synth import BLUEPRINTS, MiniCorpus, generate_mini
 
 
 @pytest.fixture(scope="module")

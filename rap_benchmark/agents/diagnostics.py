@@ -30,11 +30,11 @@ from rap_benchmark.agents import prompts
 from rap_benchmark.agents.protocol import EpisodeContext
 from rap_benchmark.agents.runner import UnitSpec, default_max_tokens, strip_targets
 from rap_benchmark.agents.store import RunStore, UnitKey
-from rap_benchmark.dates import add_months, parse_date
-from rap_benchmark.records import DIRECTION_KEYS, Condition, Regime, Task
+from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Regime, Task
 
 if TYPE_CHECKING:
-    from rap_benchmark.artifacts import Instance
+    from rap_benchmark.core.artifacts import Instance
 
 REPLAY_VARIANTS = ("replay-forecast", "replay-state")
 ORACLE_VARIANTS = ("oracle-recent", "oracle-history", "oracle-history-search")
@@ -217,7 +217,7 @@ def _truth(inst: Instance, policy: str) -> dict[tuple[str, str], tuple[Any, Any]
 
 
 def _rho(a: np.ndarray, b: Any) -> float:
-    from rap_benchmark.scoring.metrics import spearman
+    from rap_benchmark.evaluation.scoring.metrics import spearman
 
     if b is None or np.isnan(a).any():
         return float("nan")
@@ -275,7 +275,7 @@ def trace_audit(
         "mismatches": report.summary() if not report.ok else "",
     }
     if not table.empty:
-        from rap_benchmark.scoring.aggregate import field_macro
+        from rap_benchmark.evaluation.scoring.aggregate import field_macro
 
         by = {}
         for (model, cond), g in table.groupby(["model", "condition"]):
@@ -355,8 +355,8 @@ def trace_stats(inst: Instance, store: RunStore, *, policy: str = "canonical") -
 
 def agreement(native: pd.DataFrame, other: pd.DataFrame) -> float:
     """Field-macro Spearman between two prediction frames on their shared valid cells."""
-    from rap_benchmark.scoring.aggregate import field_macro
-    from rap_benchmark.scoring.metrics import spearman
+    from rap_benchmark.evaluation.scoring.aggregate import field_macro
+    from rap_benchmark.evaluation.scoring.metrics import spearman
 
     cols = list(DIRECTION_KEYS)
     m = native.merge(other, on=["field_id", "origin"], suffixes=("_a", "_b"))
@@ -381,7 +381,7 @@ def run_variant_units(
     file per (variant, source condition) under ``run_dir/diagnostics/``, with agreement against
     the native predictions of the same condition. Returns a summary."""
     from rap_benchmark.agents.runner import SearchTools, predictions_frame, run_units
-    from rap_benchmark.predictions import write_predictions
+    from rap_benchmark.evaluation.predictions import write_predictions
 
     store = RunStore(run_dir)
     tools = SearchTools(inst) if any(u.regime is not None for u in units) else None

@@ -38,7 +38,7 @@ from rap_benchmark.agents.protocol import (
     ModelTurn,
     Request,
 )
-from rap_benchmark.scoring.parse import parse_answer
+from rap_benchmark.evaluation.scoring.parse import parse_answer
 
 SearchFn = Callable[..., dict[str, Any]]
 """A bound search tool: ``search(query, start_date=None, end_date=None) -> observation dict``."""

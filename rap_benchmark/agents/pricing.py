@@ -12,6 +12,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from rap_benchmark.core import resources
+
 
 @dataclass(frozen=True, slots=True)
 class PriceTable:
@@ -38,7 +40,7 @@ def _parse(data: dict[str, Any]) -> PriceTable:
 
 @cache
 def default_prices() -> PriceTable:
-    text = (Path(__file__).resolve().parent.parent / "data" / "prices.json").read_text(encoding="utf-8")
+    text = (resources.DATA_DIR / "prices.json").read_text(encoding="utf-8")
     return _parse(json.loads(text))
 
 

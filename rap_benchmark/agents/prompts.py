@@ -15,14 +15,14 @@ import json
 from collections.abc import Sequence
 from enum import StrEnum
 from functools import cache
-from pathlib import Path
 from string import Template
 
-from rap_benchmark.dates import add_months, parse_date
-from rap_benchmark.records import DIRECTION_KEYS, Codebook, Condition, Regime, Task
-from rap_benchmark.spec import BenchmarkSpec
+from rap_benchmark.core import resources
+from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, Regime, Task
+from rap_benchmark.core.spec import BenchmarkSpec
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = resources.PROMPTS_DIR
 """Package data folder of the templates (a plain folder path: works for editable and wheel installs)."""
 
 PROMPT_VERSION = "rap-prompts-1.1"

@@ -17,8 +17,8 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from rap_benchmark.records import Codebook, Condition, Task
-from rap_benchmark.spec import BenchmarkSpec
+from rap_benchmark.core.records import Codebook, Condition, Task
+from rap_benchmark.core.spec import BenchmarkSpec
 
 Message = dict[str, Any]
 

@@ -28,9 +28,9 @@ import numpy as np
 
 from rap_benchmark.agents.prompts import format_answer
 from rap_benchmark.agents.protocol import EpisodeContext, ModelTurn, Request, ToolCall
-from rap_benchmark.dates import add_months
-from rap_benchmark.records import DIRECTION_KEYS, Codebook, Regime, Task
-from rap_benchmark.text import query_terms
+from rap_benchmark.core.dates import add_months
+from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Regime, Task
+from rap_benchmark.core.text import query_terms
 
 MAX_TERMS = 6
 

@@ -21,12 +21,12 @@ from rap_benchmark.agents.episode import SearchFn, UnitResult, run_episode
 from rap_benchmark.agents.pricing import PriceTable, default_prices
 from rap_benchmark.agents.protocol import Backend, EpisodeContext
 from rap_benchmark.agents.store import RunStore, UnitKey
-from rap_benchmark.dates import parse_date
-from rap_benchmark.records import DIRECTION_KEYS, Codebook, Condition, Regime
-from rap_benchmark.spec import BenchmarkSpec
+from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, Regime
+from rap_benchmark.core.spec import BenchmarkSpec
 
 if TYPE_CHECKING:
-    from rap_benchmark.artifacts import Instance
+    from rap_benchmark.core.artifacts import Instance
 
 TARGET_COLUMNS = ("y", "y_counts", "n_y")
 """Episode columns that hold the target; the runner drops them before anything else."""
@@ -238,7 +238,7 @@ def predictions_frame(
     model: str | None = None,
     keys: Iterable[UnitKey] | None = None,
 ) -> pd.DataFrame:
-    """Prediction rows (rap_benchmark.predictions columns) from the store's units of ``variant``."""
+    """Prediction rows (rap_benchmark.evaluation.predictions columns) from the store's units of ``variant``."""
     wanted = {k.id for k in keys} if keys is not None else None
     rows = []
     for rec in store.iter_units():
@@ -312,7 +312,7 @@ def run_benchmark(
     or invalid ones. ``run.json`` pins the model, instance manifest hash, prompt version, caps and
     shard; a restart that disagrees on any of them is refused.
     """
-    from rap_benchmark.predictions import write_predictions
+    from rap_benchmark.evaluation.predictions import write_predictions
 
     spec = inst.spec if max_search_calls is None else inst.spec.replace(max_search_calls=int(max_search_calls))
     store = RunStore(out)

@@ -25,11 +25,11 @@ import numpy as np
 from rap_benchmark.agents.diagnostics import native_records
 from rap_benchmark.agents.prompts import format_answer
 from rap_benchmark.agents.store import RunStore, UnitKey
-from rap_benchmark.dates import parse_date
-from rap_benchmark.records import DIRECTION_KEYS, Condition, Task
+from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Task
 
 if TYPE_CHECKING:
-    from rap_benchmark.artifacts import Instance
+    from rap_benchmark.core.artifacts import Instance
 
 GATE_MIN_POOLED_GAIN = 0.03
 GATE_MIN_QUERY_UNIQUE = 0.80
@@ -108,7 +108,7 @@ def _schema(inst: Instance, tool_schema: Any) -> dict[str, Any] | None:
     """The Search tool's schema for the instance (from any field/origin: the text is universe-free
     apart from the regime sentence, so the fixed one is used)."""
     from rap_benchmark.agents.runner import SearchTools
-    from rap_benchmark.records import Regime
+    from rap_benchmark.core.records import Regime
 
     field_id = inst.field_ids[0]
     fn, schema = SearchTools(inst).bind(field_id, inst.spec.origins[0], Regime.FIXED)
@@ -133,7 +133,7 @@ class GateResult:
 def _scores(
     inst: Instance, store: RunStore, conditions: set[Condition], policy: str
 ) -> dict[tuple[str, str, str], float]:
-    from rap_benchmark.scoring.metrics import spearman
+    from rap_benchmark.evaluation.scoring.metrics import spearman
 
     eps = inst.episodes[inst.episodes["policy"] == policy]
     y_of = {(str(r.field_id), parse_date(r.origin).isoformat()): r.y for r in eps.itertuples(index=False)}
@@ -162,7 +162,7 @@ def sft_gate(
     policy: str = "canonical",
 ) -> GateResult:
     """The validation gate on the cells both runs share (paired, differenced before aggregation)."""
-    from rap_benchmark.scoring.aggregate import field_macro
+    from rap_benchmark.evaluation.scoring.aggregate import field_macro
 
     conds = {Condition(c) for c in conditions}
     cand = _scores(inst, candidate, conds, policy)

@@ -7,7 +7,7 @@ Layout of a run directory::
     units/<model>/<variant>/<condition>/<field>@<origin>.json
                              one finished unit (valid or invalid), written atomically
     executions.jsonl         one line per unit start and finish (fsync'd), to audit reruns
-    predictions.jsonl        written from the units by ``rap run`` (rap_benchmark.predictions format)
+    predictions.jsonl        written from the units by ``rap run`` (rap_benchmark.evaluation.predictions format)
 
 Atomicity: a unit file is written to a temporary file in the same folder, flushed and fsync'd,
 then renamed over the final name, and the folder is fsync'd. A SIGKILL at any point leaves either
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rap_benchmark.records import Condition
+from rap_benchmark.core.records import Condition
 
 RUN_FILE = "run.json"
 UNITS_DIR = "units"

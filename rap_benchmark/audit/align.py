@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from rap_benchmark.records import DIRECTION_KEYS, N_DIRECTIONS
+from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS
 
 _INDEX = {k: i for i, k in enumerate(DIRECTION_KEYS)}
 

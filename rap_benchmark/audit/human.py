@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.audit.align import direction_index
-from rap_benchmark.records import DIRECTION_KEYS, N_DIRECTIONS, Codebook
+from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Codebook
 
 CELLS: tuple[str, ...] = ("single/pre", "single/post", "boundary/pre", "boundary/post")
 SHEET_COLUMNS: tuple[str, ...] = (

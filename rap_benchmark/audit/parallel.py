@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.audit.align import cross_fit, direction_index, fit_half
-from rap_benchmark.fields import TfidfSpace, spherical_kmeans, tokenize_papers
-from rap_benchmark.records import N_DIRECTIONS
+from rap_benchmark.core.records import N_DIRECTIONS
+from rap_benchmark.pipeline.fields import TfidfSpace, spherical_kmeans, tokenize_papers
 
 
 def second_instrument(

@@ -9,7 +9,7 @@ accepted ``submit_prediction`` or after ``max_turns`` (unfinished: no reward).
 :func:`run_text_agent` is the same loop for models without native tool calling (the lm-eval
 ``citecast`` task): the tools are tags in plain text (:data:`TEXT_PROTOCOL`), generation stops at
 their closing tags (:data:`TEXT_STOPS`), and the completion function is async so that many
-episodes can share batched generation rounds (``rap_benchmark.lmeval.citecast_task``).
+episodes can share batched generation rounds (``rap_benchmark.integrations.lmeval.citecast_task``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 crawl-dated corpus, built with no network.
 
 Papers: the January 2026 (``2601.*``) papers of the RAP ``mini`` corpus
-(:func:`rap_benchmark.synth.generate_mini`), each in a field with a latent direction whose share
+(:func:`rap_benchmark.pipeline.synth.generate_mini`), each in a field with a latent direction whose share
 of the field's papers rises or falls month by month.
 
 Targets (Semantic Scholar count on the snapshot day) follow a documented generative model::
@@ -63,7 +63,7 @@ from rap_benchmark.citecast.records import (
 )
 from rap_benchmark.citecast.tasks import TaskSet, build_tasks
 from rap_benchmark.citecast.webcorpus import WebCorpus
-from rap_benchmark.dates import parse_date
+from rap_benchmark.core.dates import parse_date
 
 PROFILE_HOST = "https://profiles.example.org"
 NEWS_HOST = "https://news.example.com"
@@ -133,8 +133,8 @@ class Generated:
 
 def generate_cohort(config: EmbeddedConfig) -> Generated:
     """The cohort, its latent drivers and targets, and its Semantic Scholar snapshot."""
-    from rap_benchmark.spec import mini_spec
-    from rap_benchmark.synth import generate_mini
+    from rap_benchmark.core.spec import mini_spec
+    from rap_benchmark.pipeline.synth import generate_mini
 
     mini = generate_mini(mini_spec().replace(seed=config.seed))
     papers_df = mini.papers[mini.papers["arxiv_id"].str.startswith("2601.")].sort_values("arxiv_id")

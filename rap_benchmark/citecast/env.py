@@ -34,7 +34,7 @@ from rap_benchmark.citecast.tools import (
     tool_schemas,
 )
 from rap_benchmark.citecast.webcorpus import WebCorpus
-from rap_benchmark.dates import parse_date
+from rap_benchmark.core.dates import parse_date
 
 MAX_TOOL_CALLS = 100  # web calls per session; submit_prediction is always allowed once
 

@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rap_benchmark.artifacts import ArtifactError, verify, write_json, write_sums
 from rap_benchmark.citecast.records import CiteTask
 from rap_benchmark.citecast.tasks import DEFAULT_BANDS, DEFAULT_MIX, TaskSet, load_tasks, write_task_files
 from rap_benchmark.citecast.webcorpus import WebCorpus
-from rap_benchmark.dates import parse_date
+from rap_benchmark.core.artifacts import ArtifactError, verify, write_json, write_sums
+from rap_benchmark.core.dates import parse_date
 
 CITECAST_VERSION = "1.0.0"
 MANIFEST = "citecast.json"

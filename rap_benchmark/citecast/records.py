@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from rap_benchmark.dates import parse_date
+from rap_benchmark.core.dates import parse_date
 
 ARXIV_2601 = re.compile(r"^2601\.\d{5}$")
 """January 2026 new-style arXiv ids (the cohort's only admissible ids)."""

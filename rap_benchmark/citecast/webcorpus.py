@@ -22,8 +22,8 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from rap_benchmark.citecast.records import SubCorpus, WebDocument
-from rap_benchmark.dates import parse_date
-from rap_benchmark.text import query_terms
+from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.text import query_terms
 
 BM25_K1 = 1.5
 BM25_B = 0.75

@@ -20,8 +20,8 @@ def _fmt(est) -> str:
 
 
 def _parallel(args: argparse.Namespace) -> int:
-    from rap_benchmark.artifacts import load_instance
     from rap_benchmark.audit.parallel import parallel_agreement, second_instrument
+    from rap_benchmark.core.artifacts import load_instance
 
     inst = load_instance(args.dir)
     cutoff = inst.spec.codebook_cutoff
@@ -38,7 +38,7 @@ def _parallel(args: argparse.Namespace) -> int:
             name, "overall out of sample"
         )
         print(f"  {label:32s} {_fmt(summary[name])}")
-    from rap_benchmark.scoring.reliability import reliability
+    from rap_benchmark.evaluation.scoring.reliability import reliability
 
     rel = reliability(inst, progress=False)
     per_origin = rel.episodes.groupby("origin", sort=True)["r_full"].mean()
@@ -49,8 +49,8 @@ def _parallel(args: argparse.Namespace) -> int:
 
 
 def _truth(args: argparse.Namespace) -> int:
-    from rap_benchmark.artifacts import load_instance
     from rap_benchmark.audit.parallel import truth_agreement
+    from rap_benchmark.core.artifacts import load_instance
 
     inst = load_instance(args.dir)
     if "truth" not in inst.extras:
@@ -65,8 +65,8 @@ def _truth(args: argparse.Namespace) -> int:
 def _sample(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from rap_benchmark.artifacts import load_instance
     from rap_benchmark.audit.human import design_sample, save_sample
+    from rap_benchmark.core.artifacts import load_instance
 
     inst = load_instance(args.dir)
     rng = np.random.default_rng(args.seed)
@@ -105,9 +105,9 @@ def _sample(args: argparse.Namespace) -> int:
 def _analyse(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from rap_benchmark.artifacts import load_instance
     from rap_benchmark.audit.align import direction_index
     from rap_benchmark.audit.human import analyse, corpus_cell_shares, tv_permutation_test
+    from rap_benchmark.core.artifacts import load_instance
 
     inst = load_instance(args.dir)
     key = pd.read_csv(args.key, dtype=str, keep_default_na=False).replace({"": None})

@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from rap_benchmark.core import resources
+
 ARXIV_ENV = "RAP_SHARED_ARXIV"
 
 BUILD_EPILOG = """examples:
@@ -40,7 +42,7 @@ def default_arxiv_source() -> Path | None:
     env = os.environ.get(ARXIV_ENV)
     if env:
         return Path(env)
-    repo = Path(__file__).resolve().parents[2]
+    repo = resources.REPO_DIR
     for base in (repo, Path.cwd()):
         candidate = base.parent / "shared" / "data" / "arxiv"
         if candidate.is_dir():
@@ -51,9 +53,9 @@ def default_arxiv_source() -> Path | None:
 def _cmd_build(args: argparse.Namespace) -> int:
     import time
 
-    from rap_benchmark.artifacts import load_instance
-    from rap_benchmark.build import build_instance, format_info, instance_info
-    from rap_benchmark.spec import BenchmarkSpec, spec_for
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.core.spec import BenchmarkSpec, spec_for
+    from rap_benchmark.pipeline.build import build_instance, format_info, instance_info
 
     spec = BenchmarkSpec.from_json(args.spec) if args.spec else spec_for(args.instance or "mini")
     instance = args.instance or spec.name
@@ -75,7 +77,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from rap_benchmark.artifacts import SUMS_FILE, verify
+    from rap_benchmark.core.artifacts import SUMS_FILE, verify
 
     root = Path(args.dir)
     problems = verify(root)
@@ -92,8 +94,8 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_info(args: argparse.Namespace) -> int:
     import json
 
-    from rap_benchmark.artifacts import ArtifactError, load_instance
-    from rap_benchmark.build import format_info, instance_info
+    from rap_benchmark.core.artifacts import ArtifactError, load_instance
+    from rap_benchmark.pipeline.build import format_info, instance_info
 
     try:
         inst = load_instance(args.dir)
@@ -106,7 +108,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from rap_benchmark.demo import run_demo
+    from rap_benchmark.cli.demo_flow import run_demo
 
     ctx = run_demo(args.out, progress=not args.quiet)
     print(f"\ndemo finished; the instance is at {ctx.out}")

@@ -96,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.hub.export import citecast_frame, export_instance
 
     inst = load_instance(args.dir)
@@ -139,15 +139,15 @@ def cmd_publish(args: argparse.Namespace) -> int:
 
 
 def cmd_lm_eval_path(args: argparse.Namespace) -> int:
-    from rap_benchmark.lmeval.harness import task_path, write_task_dir
+    from rap_benchmark.integrations.lmeval.harness import task_path, write_task_dir
 
     print(write_task_dir(args.write) if args.write else task_path())
     return 0
 
 
 def cmd_lm_eval_predictions(args: argparse.Namespace) -> int:
-    from rap_benchmark.lmeval.samples import samples_to_predictions
-    from rap_benchmark.predictions import write_predictions
+    from rap_benchmark.evaluation.predictions import write_predictions
+    from rap_benchmark.integrations.lmeval.samples import samples_to_predictions
 
     frame = samples_to_predictions(args.samples, model=args.model)
     write_predictions(frame, args.out)

@@ -71,14 +71,14 @@ def _split(value: str) -> str | None:
 
 
 def _instance(path: Path | None):
-    from rap_benchmark.artifacts import load_instance
-    from rap_benchmark.lmeval.docs import ensure_mini
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.integrations.lmeval.docs import ensure_mini
 
     return load_instance(path if path is not None else ensure_mini())
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from rap_benchmark.leaderboard import validate_submission
+    from rap_benchmark.evaluation.submissions import validate_submission
 
     report = validate_submission(args.file, _instance(args.instance), meta_path=args.meta, split=_split(args.split))
     print(report.summary())
@@ -88,7 +88,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from rap_benchmark.leaderboard import score_submissions, write_leaderboard
+    from rap_benchmark.evaluation.submissions import score_submissions, write_leaderboard
 
     inst = _instance(args.instance)
     files = list(tqdm(args.files, desc="submissions", file=sys.stderr, leave=False))

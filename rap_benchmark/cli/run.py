@@ -85,8 +85,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.pricing import load_prices
     from rap_benchmark.agents.runner import run_benchmark
     from rap_benchmark.agents.store import parse_shard
-    from rap_benchmark.artifacts import load_instance
-    from rap_benchmark.records import Condition
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.core.records import Condition
 
     inst = load_instance(args.dir)
     conditions = [Condition(c) for c in _csv(args.conditions) or []]
@@ -115,7 +115,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_merge(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.runner import PREDICTIONS_FILE, predictions_frame
     from rap_benchmark.agents.store import RunStore, merge_stores
-    from rap_benchmark.predictions import write_predictions
+    from rap_benchmark.evaluation.predictions import write_predictions
 
     n = merge_stores(args.sources, args.out)
     store = RunStore(args.out)
@@ -160,8 +160,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from rap_benchmark.agents import diagnostics as dg
     from rap_benchmark.agents.runner import episode_cells
     from rap_benchmark.agents.store import RunStore
-    from rap_benchmark.artifacts import load_instance
-    from rap_benchmark.records import Condition
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.core.records import Condition
 
     inst = load_instance(args.dir)
     store = RunStore(args.rundir)
@@ -219,8 +219,8 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 def cmd_sft_export(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.sft import export_sft
     from rap_benchmark.agents.store import RunStore
-    from rap_benchmark.artifacts import load_instance
-    from rap_benchmark.records import Condition
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.core.records import Condition
 
     inst = load_instance(args.dir)
     counts = export_sft(
@@ -238,8 +238,8 @@ def cmd_sft_export(args: argparse.Namespace) -> int:
 def cmd_sft_gate(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.sft import sft_gate
     from rap_benchmark.agents.store import RunStore
-    from rap_benchmark.artifacts import load_instance
-    from rap_benchmark.records import Condition
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.core.records import Condition
 
     inst = load_instance(args.dir)
     result = sft_gate(

@@ -85,8 +85,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_baselines(args: argparse.Namespace) -> int:
-    from rap_benchmark.artifacts import load_instance, write_json
-    from rap_benchmark.predictions import baseline_predictions, write_predictions
+    from rap_benchmark.core.artifacts import load_instance, write_json
+    from rap_benchmark.evaluation.predictions import baseline_predictions, write_predictions
 
     inst = load_instance(args.dir)
     out = args.out or args.dir.resolve().parent / f"{args.dir.resolve().name}_predictions" / "baselines.jsonl"
@@ -105,11 +105,11 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from rap_benchmark.artifacts import load_instance
-    from rap_benchmark.predictions import validate_predictions
-    from rap_benchmark.report import combine_validated
-    from rap_benchmark.report.tables import NO_MULTIPLICITY, leaderboard_markdown
-    from rap_benchmark.scoring.score import leaderboard, score_predictions
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.evaluation.predictions import validate_predictions
+    from rap_benchmark.evaluation.report import combine_validated
+    from rap_benchmark.evaluation.report.tables import NO_MULTIPLICITY, leaderboard_markdown
+    from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
 
     inst = load_instance(args.dir)
     split = _split(args.split)
@@ -149,8 +149,8 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from rap_benchmark.artifacts import load_instance
-    from rap_benchmark.report import build_report
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.evaluation.report import build_report
 
     inst = load_instance(args.dir)
     result = build_report(

@@ -46,7 +46,7 @@ def _add_options(p: argparse.ArgumentParser) -> None:
 
 
 def _engine(path: str, backend: str):
-    from rap_benchmark.artifacts import load_instance
+    from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.search import SearchEngine
 
     return SearchEngine.from_instance(load_instance(path), backend=backend, progress=sys.stderr.isatty())

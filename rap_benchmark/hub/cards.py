@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rap_benchmark.core import resources
+
 if TYPE_CHECKING:
     from rap_benchmark.hub.export import RepoTables
 
@@ -30,7 +32,7 @@ def cards_dir() -> Path:
     candidates = []
     if os.environ.get("RAP_CARDS_DIR"):
         candidates.append(Path(os.environ["RAP_CARDS_DIR"]))
-    candidates.append(Path(__file__).resolve().parents[2] / "cards")
+    candidates.append(resources.REPO_DIR / "cards")
     candidates.append(Path(sys.prefix) / "share" / "rap_benchmark" / "cards")
     for c in candidates:
         if (c / CARD_TEMPLATE).is_file():

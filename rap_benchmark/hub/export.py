@@ -36,10 +36,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.artifacts import Instance, codebook_to_dict, sha256_file, write_parquet
-from rap_benchmark.dates import add_months, parse_date
+from rap_benchmark.core.artifacts import Instance, codebook_to_dict, sha256_file, write_parquet
+from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.records import Policy, Split, episode_id
 from rap_benchmark.hub.canonical import commitments, content_hash, new_salt
-from rap_benchmark.records import Policy, Split, episode_id
 
 DEFAULT_ORG = "rap"
 PRIVATE_DIR = "_private"

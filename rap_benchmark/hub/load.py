@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.artifacts import sha256_file
+from rap_benchmark.core.artifacts import sha256_file
 from rap_benchmark.hub.export import MANIFEST_FILE
 
 

@@ -26,9 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.artifacts import CACHE_DIR, SUMS_FILE, sha256_file
-from rap_benchmark.dates import add_months, parse_date, to_days
-from rap_benchmark.records import Regime, SearchHit, SearchObservation
+from rap_benchmark.core.artifacts import CACHE_DIR, SUMS_FILE, sha256_file
+from rap_benchmark.core.dates import add_months, parse_date, to_days
+from rap_benchmark.core.records import Regime, SearchHit, SearchObservation
+from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.search.columns import (
     DISPLAY_CACHE,
     date_strings,
@@ -41,7 +42,6 @@ from rap_benchmark.search.columns import (
 from rap_benchmark.search.index import DAY_MIN, BM25Index, RankedResult, id_ranks
 from rap_benchmark.search.kernels import Backend
 from rap_benchmark.search.tokens import cached_table, token_cache_valid
-from rap_benchmark.spec import BenchmarkSpec
 
 DateArg = str | dt.date | None
 
@@ -96,7 +96,7 @@ class SearchEngine:
     # -- construction ----------------------------------------------------------------------
     @classmethod
     def from_instance(cls, inst: Any, *, backend: Backend = "auto", progress: bool = False) -> SearchEngine:
-        """Build from a loaded :class:`~rap_benchmark.artifacts.Instance` (or any object with
+        """Build from a loaded :class:`~rap_benchmark.core.artifacts.Instance` (or any object with
         ``papers``, ``assignments``, ``spec`` and optionally ``root``). Tokens are cached in
         ``<root>/.cache/``; later builds read them instead of re-tokenising."""
         root = getattr(inst, "root", None)
@@ -119,7 +119,7 @@ class SearchEngine:
         cut to ``spec.abstract_chars``) so later builds never read the full-text parquet."""
         import pyarrow.parquet as pq
 
-        from rap_benchmark.artifacts import LEDGER_FILE
+        from rap_benchmark.core.artifacts import LEDGER_FILE
 
         root = Path(root)
         ledger = json.loads((root / LEDGER_FILE).read_text(encoding="utf-8"))

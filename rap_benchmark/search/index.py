@@ -21,11 +21,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rap_benchmark.dates import parse_date, to_days
+from rap_benchmark.core.dates import parse_date, to_days
+from rap_benchmark.core.text import query_terms
 from rap_benchmark.search import kernels
 from rap_benchmark.search.kernels import Backend
 from rap_benchmark.search.tokens import TokenTable, tokenize_texts
-from rap_benchmark.text import query_terms
 
 DAY_MIN = -(2**31)
 DAY_MAX = 2**31 - 1
@@ -125,7 +125,7 @@ class BM25Index:
         b: float = 0.75,
         backend: Backend = "auto",
     ) -> BM25Index:
-        """Index arbitrary documents (tokenised with :func:`rap_benchmark.text.tokenize`).
+        """Index arbitrary documents (tokenised with :func:`rap_benchmark.core.text.tokenize`).
 
         ``dates`` are ``YYYY-MM-DD`` (longer ISO timestamps are cut to the day); ids must be
         unique. Documents are sorted internally by (date, id).

@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.dates import add_months, parse_date
-from rap_benchmark.spec import BenchmarkSpec
-from rap_benchmark.text import STOPWORDS
+from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.text import STOPWORDS
 
 _CONSONANTS = "bcdfghklmnprstvz"
 _VOWELS = "aeiou"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rap_benchmark import text as _text
+from rap_benchmark.core import text as _text
 
 CACHE_NAME = "search_tokens_v2.npz"
 
@@ -103,7 +103,7 @@ def table_from_token_ids(vocab: Sequence[str], docs: Sequence[np.ndarray] | np.n
 
 
 def tokenize_texts(texts: Iterable[str], *, progress: bool = False, total: int | None = None) -> TokenTable:
-    """Tokenise every text with :func:`rap_benchmark.text.tokenize` into a :class:`TokenTable`."""
+    """Tokenise every text with :func:`rap_benchmark.core.text.tokenize` into a :class:`TokenTable`."""
     from tqdm import tqdm
 
     token_lists = [

@@ -23,8 +23,8 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from rap_benchmark.dates import parse_date
-from rap_benchmark.records import Regime, SearchCall, SearchObservation
+from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.records import Regime, SearchCall, SearchObservation
 from rap_benchmark.search.engine import SearchEngine
 
 

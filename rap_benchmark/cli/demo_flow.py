@@ -1,0 +1,295 @@
+"""``rap demo``: build the embedded ``mini`` instance and run everything the package can do on it.
+
+The demo is a list of small steps (:data:`STEPS`). Each step takes the shared
+:class:`DemoContext`, does one thing, may leave results in ``ctx.results`` for later steps, and
+returns a short readable summary that :func:`run_demo` prints under the step's title. Later
+stages (baselines, reference agents, the report) add themselves by appending a
+:class:`DemoStep` to :data:`STEPS`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rap_benchmark.core.artifacts import Instance
+from rap_benchmark.core.spec import BenchmarkSpec, mini_spec
+
+
+@dataclass
+class DemoContext:
+    """State shared by the demo steps."""
+
+    out: Path  # the built instance folder
+    spec: BenchmarkSpec
+    progress: bool = True
+    instance: Instance | None = None
+    results: dict[str, Any] = field(default_factory=dict)
+
+    def require_instance(self) -> Instance:
+        if self.instance is None:
+            from rap_benchmark.core.artifacts import load_instance
+
+            self.instance = load_instance(self.out)
+        return self.instance
+
+
+@dataclass(frozen=True)
+class DemoStep:
+    """One titled demo step: ``run(ctx)`` returns the summary text to print."""
+
+    title: str
+    run: Callable[[DemoContext], str]
+
+
+def step_build(ctx: DemoContext) -> str:
+    from rap_benchmark.core.artifacts import load_instance, manifest_hash
+    from rap_benchmark.pipeline.build import build_instance
+
+    start = time.perf_counter()
+    build_instance(ctx.spec, ctx.out, progress=ctx.progress)
+    seconds = time.perf_counter() - start
+    ctx.instance = load_instance(ctx.out)
+    files = sorted(p.name for p in ctx.out.iterdir() if p.is_file())
+    return (
+        f"built {ctx.spec.name} in {seconds:.1f} s at {ctx.out}\n"
+        f"files: {', '.join(files)}\n"
+        f"manifest hash {manifest_hash(ctx.out)}"
+    )
+
+
+def step_verify(ctx: DemoContext) -> str:
+    from rap_benchmark.core.artifacts import verify
+
+    problems = verify(ctx.out)
+    lines = [f"verify {ctx.out}: {'OK' if not problems else f'{len(problems)} problems'}"]
+    with tempfile.TemporaryDirectory(prefix="rap-demo-tamper-") as tmp:
+        copy = Path(tmp) / "copy"
+        shutil.copytree(ctx.out, copy)
+        target = copy / "blocks.parquet"
+        data = bytearray(target.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        target.write_bytes(bytes(data))
+        tampered = verify(copy)
+    lines.append("after flipping one bit of a copy's blocks.parquet, verify reports:")
+    lines.extend(f"  {p}" for p in tampered)
+    return "\n".join(lines)
+
+
+def step_info(ctx: DemoContext) -> str:
+    from rap_benchmark.pipeline.build import format_info, instance_info
+
+    info = instance_info(ctx.require_instance())
+    ctx.results["info"] = info
+    return format_info(info)
+
+
+def step_episodes(ctx: DemoContext) -> str:
+    from rap_benchmark.core.records import DIRECTION_KEYS, Policy
+    from rap_benchmark.evaluation.scoring.metrics import rank_correlation
+
+    inst = ctx.require_instance()
+    ep = inst.episodes.loc[inst.episodes["policy"] == Policy.CANONICAL.value].reset_index(drop=True)
+    first = ep.iloc[0]
+    cb = inst.codebooks[first["field_id"]]
+
+    def fmt(vec: Any) -> str:
+        return "  ".join(f"{100 * v:5.1f}" for v in vec) if vec is not None else "(empty)"
+
+    lines = [f"episode {first['field_id']}@{first['origin']} ({cb.name}), canonical policy, shares in %:"]
+    lines.append("              " + "  ".join(f"{k:>5}" for k in DIRECTION_KEYS))
+    for k, hist in enumerate(first["history"]):
+        lines.append(f"history[{k}]    {fmt(hist)}")
+    lines.append(f"y (target)    {fmt(first['y'])}")
+    ok = ep["x"].notna() & ep["y"].notna()
+    x = np.stack(ep.loc[ok, "x"].to_numpy())
+    y = np.stack(ep.loc[ok, "y"].to_numpy())
+    rho = rank_correlation(x, y)
+    ctx.results["persistence_rho"] = float(np.nanmean(rho))
+    lines.append(
+        f"realised persistence over {ok.sum()} episodes: mean Spearman rho(x, y) = {np.nanmean(rho):.3f} "
+        f"(min {np.nanmin(rho):.3f}, max {np.nanmax(rho):.3f})"
+    )
+    return "\n".join(lines)
+
+
+def step_policies(ctx: DemoContext) -> str:
+    from rap_benchmark.core.records import Policy
+
+    inst = ctx.require_instance()
+    ep = inst.episodes
+    canonical = ep.loc[ep["policy"] == Policy.CANONICAL.value].set_index(["field_id", "origin"])
+    lines = ["counting policy   mean n_y   episodes whose top y-direction differs from canonical"]
+    for policy in Policy:
+        rows = ep.loc[ep["policy"] == policy.value].set_index(["field_id", "origin"]).loc[canonical.index]
+        ok = rows["y"].notna() & canonical["y"].notna()
+        top = np.array([int(np.argmax(v)) for v in rows.loc[ok, "y"]])
+        top_c = np.array([int(np.argmax(v)) for v in canonical.loc[ok, "y"]])
+        lines.append(f"{policy.value:<17} {rows['n_y'].mean():8.1f}   {int((top != top_c).sum())} of {int(ok.sum())}")
+    return "\n".join(lines)
+
+
+def step_search_manifest(ctx: DemoContext) -> str:
+    inst = ctx.require_instance()
+    m = inst.search_manifest
+    lines = ["search universes (papers per universe):"]
+    for regime, group in m.groupby("regime", sort=True):
+        n = group["n_papers"].to_numpy()
+        lines.append(
+            f"  {regime:<9} {len(group)} universes, min {n.min():,}, median {np.median(n):,.0f}, max {n.max():,}"
+        )
+    return "\n".join(lines)
+
+
+def step_search(ctx: DemoContext) -> str:
+    from rap_benchmark.search import SearchEngine
+    from rap_benchmark.search.tool import observation_json
+
+    inst = ctx.require_instance()
+    engine = SearchEngine.from_instance(inst)
+    ctx.results["engine"] = engine
+    field_id = inst.field_ids[0]
+    origin = inst.spec.origins[-1]
+    query = inst.codebooks[field_id].directions[0].name
+    obs = engine.search(field_id, origin, "fixed", query)
+    lines = [f"Search({query!r}) in {field_id} ({inst.codebooks[field_id].name}), fixed window before {origin}:"]
+    lines.append(f"  total_hits {obs.total_hits}")
+    lines.extend(f"  {h.score:7.3f}  {h.date}  {h.arxiv_id}  {h.title[:70]}" for h in obs.hits)
+    lines.append(f"the agent sees exactly this JSON ({len(observation_json(obs))} characters)")
+    return "\n".join(lines)
+
+
+def _leaderboard(ctx: DemoContext, files: list[Path]) -> str:
+    from rap_benchmark.evaluation.predictions import validate_predictions
+    from rap_benchmark.evaluation.report import combine_validated
+    from rap_benchmark.evaluation.report.tables import leaderboard_markdown
+    from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
+
+    inst = ctx.require_instance()
+    preds, problems = combine_validated([validate_predictions(f, inst) for f in files])
+    board = leaderboard(score_predictions(inst, preds), inst, split="test")
+    return "\n".join(
+        [*problems, "Test split, field-macro Forecast Spearman, 95% block bootstrap:", leaderboard_markdown(board)]
+    )
+
+
+def step_baselines(ctx: DemoContext) -> str:
+    from rap_benchmark.core.artifacts import write_json
+    from rap_benchmark.evaluation.predictions import baseline_predictions, write_predictions
+
+    inst = ctx.require_instance()
+    frame, ledger = baseline_predictions(inst, tune_dev=True)
+    out = ctx.out.parent / "predictions" / "baselines.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_predictions(frame, out)
+    write_json(out.with_name("baselines_ledger.json"), ledger)
+    ctx.results["baselines"] = out
+    return f"wrote {out} ({frame['model'].nunique()} baselines, tuned on Dev only)\n" + _leaderboard(ctx, [out])
+
+
+def step_reference_agents(ctx: DemoContext) -> str:
+    from rap_benchmark.agents import ReferenceBackend, run_benchmark
+    from rap_benchmark.core.records import Condition
+
+    inst = ctx.require_instance()
+    out = ctx.out.parent / "runs" / "reference-search-hits"
+    stats, preds = run_benchmark(
+        inst,
+        ReferenceBackend("reference/search-hits"),
+        out,
+        model="reference/search-hits",
+        conditions=list(Condition),
+        progress=ctx.progress,
+    )
+    ctx.results["reference"] = preds
+    files = [ctx.results["baselines"], preds] if "baselines" in ctx.results else [preds]
+    return (
+        f"reference/search-hits through the agent protocol, A0-A4: {stats.valid} valid, {stats.invalid} invalid "
+        f"units ({stats.skipped} reused from an earlier run) -> {preds}\n" + _leaderboard(ctx, files)
+    )
+
+
+def step_report(ctx: DemoContext) -> str:
+    from rap_benchmark.evaluation.report import build_report
+
+    inst = ctx.require_instance()
+    files = [ctx.results[k] for k in ("baselines", "reference") if k in ctx.results]
+    result = build_report(inst, files, ctx.out.parent / "report", audit=True, progress=ctx.progress)
+    return f"wrote {len(result.files)} files; open {result.html} in a browser (self-contained, no network)"
+
+
+def step_audit(ctx: DemoContext) -> str:
+    from rap_benchmark.audit import parallel_agreement, second_instrument, truth_agreement
+
+    inst = ctx.require_instance()
+    truth = truth_agreement(inst.assignments, inst.extras["truth"])
+    cutoff = inst.spec.codebook_cutoff
+    second = second_instrument(inst.papers, inst.assignments, cutoff, seed=inst.spec.seed)
+    _, summary = parallel_agreement(inst.papers, inst.assignments, second, cutoff, n_resamples=2000, seed=0)
+    iv = summary["overall"]
+    ch = summary["change"]
+    return (
+        f"frozen instrument vs the generator's latent directions: exact {truth['exact'].mean():.3f}, "
+        f"within declared pair {truth['within_pair'].mean():.3f}\n"
+        f"second instrument, cross-fit Hungarian agreement: {iv.estimate:.3f} [{iv.lo:.3f}, {iv.hi:.3f}], "
+        f"change from the cutoff {ch.estimate:+.3f} [{ch.lo:+.3f}, {ch.hi:+.3f}]"
+    )
+
+
+def step_citecast(ctx: DemoContext) -> str:
+    from rap_benchmark.citecast.baselines import sweep
+    from rap_benchmark.citecast.embedded import build_embedded
+    from rap_benchmark.citecast.tasks import load_tasks
+
+    out = build_embedded(ctx.out.parent / "citecast", progress=False)
+    result = sweep(list(load_tasks(out).values()))
+    return f"CiteCast embedded instance at {out}; baseline mean reward:\n{result.table()}"
+
+
+STEPS: list[DemoStep] = [
+    DemoStep("build the embedded mini instance", step_build),
+    DemoStep("verify the SHA256 manifest", step_verify),
+    DemoStep("instance figures", step_info),
+    DemoStep("episodes", step_episodes),
+    DemoStep("counting policies", step_policies),
+    DemoStep("search manifest", step_search_manifest),
+    DemoStep("search one universe", step_search),
+    DemoStep("statistical baselines (Dev-tuned) and their leaderboard", step_baselines),
+    DemoStep("reference agents through the tool protocol", step_reference_agents),
+    DemoStep("the report", step_report),
+    DemoStep("instrument audit", step_audit),
+    DemoStep("CiteCast", step_citecast),
+]
+"""The demo, in order. Later stages append their own steps."""
+
+
+def run_demo(
+    out: str | Path | None = None,
+    *,
+    steps: list[DemoStep] | None = None,
+    spec: BenchmarkSpec | None = None,
+    echo: Callable[[str], None] = print,
+    progress: bool = True,
+) -> DemoContext:
+    """Run every step (default :data:`STEPS`) on a fresh ``mini`` build in ``out``.
+
+    ``out=None`` builds into a new temporary folder (kept, and printed, so it can be inspected).
+    """
+    if out is None:
+        out = Path(tempfile.mkdtemp(prefix="rap-demo-")) / "mini"
+    ctx = DemoContext(out=Path(out), spec=spec or mini_spec(), progress=progress)
+    chosen = STEPS if steps is None else steps
+    for k, step in enumerate(chosen, 1):
+        echo(f"\n== [{k}/{len(chosen)}] {step.title} ==")
+        start = time.perf_counter()
+        summary = step.run(ctx)
+        echo(summary)
+        echo(f"({time.perf_counter() - start:.1f} s)")
+    return ctx

@@ -1,0 +1,202 @@
+"""Artifact folders: named files plus a SHA256 manifest, verified on load.
+
+A built instance is a folder (see docs/ARCHITECTURE.md for every file's columns)::
+
+    FINAL_PARAMETER_LEDGER_V1.json  spec + every derived/tuned constant
+    papers.parquet                  arxiv_id, date, title, abstract, categories, authors
+    codebooks.json                  one Codebook per field, eight directions each
+    assignments.parquet             arxiv_id, field_id, primary, secondary, type
+    blocks.parquet                  field_id, block_id, split
+    episodes.parquet                field_id, origin, policy, x/history/y compositions and counts
+    search_manifest.parquet         every episode universe's temporal bounds and shard hash
+    SHA256SUMS                      sha256 of every file above (and any other, except .cache/)
+
+``.cache/`` holds derived, rebuildable data (e.g. tokenised text) and is never hashed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rap_benchmark.core.records import Codebook, Direction
+from rap_benchmark.core.spec import BenchmarkSpec
+
+SUMS_FILE = "SHA256SUMS"
+LEDGER_FILE = "FINAL_PARAMETER_LEDGER_V1.json"
+CACHE_DIR = ".cache"
+
+
+class ArtifactError(RuntimeError):
+    """An artifact folder is missing a file or a file does not match its recorded hash."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _hashed_files(root: Path) -> list[Path]:
+    files = []
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if not path.is_file() or rel.parts[0] == CACHE_DIR or rel.as_posix() == SUMS_FILE:
+            continue
+        files.append(path)
+    return files
+
+
+def write_sums(root: str | Path) -> Path:
+    """Write ``SHA256SUMS`` over every file in ``root`` (sorted by path, ``.cache/`` excluded)."""
+    root = Path(root)
+    lines = [f"{sha256_file(p)}  {p.relative_to(root).as_posix()}\n" for p in _hashed_files(root)]
+    out = root / SUMS_FILE
+    out.write_text("".join(lines), encoding="utf-8")
+    return out
+
+
+def manifest_hash(root: str | Path) -> str:
+    """The instance's identity: sha256 of its SHA256SUMS file."""
+    return sha256_file(Path(root) / SUMS_FILE)
+
+
+def verify(root: str | Path) -> list[str]:
+    """Check every file against ``SHA256SUMS``; return the problems (empty list = verified)."""
+    root = Path(root)
+    sums = root / SUMS_FILE
+    if not sums.is_file():
+        return [f"{SUMS_FILE} is missing in {root}"]
+    problems: list[str] = []
+    recorded: dict[str, str] = {}
+    for lineno, line in enumerate(sums.read_text(encoding="utf-8").splitlines(), 1):
+        digest, sep, rel = line.partition("  ")
+        if not sep or len(digest) != 64:
+            problems.append(f"{SUMS_FILE} line {lineno} is malformed: {line!r}")
+            continue
+        recorded[rel] = digest
+    for rel, digest in recorded.items():
+        path = root / rel
+        if not path.is_file():
+            problems.append(f"{rel}: missing")
+        elif sha256_file(path) != digest:
+            problems.append(f"{rel}: sha256 mismatch (file changed after the build)")
+    for path in _hashed_files(root):
+        rel = path.relative_to(root).as_posix()
+        if rel not in recorded:
+            problems.append(f"{rel}: not listed in {SUMS_FILE}")
+    return problems
+
+
+def write_json(path: Path, payload: Any) -> None:
+    """Deterministic JSON: sorted keys, fixed separators, trailing newline."""
+    path.write_text(json.dumps(payload, sort_keys=True, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def write_parquet(path: Path, frame: pd.DataFrame) -> None:
+    """Deterministic parquet: no pandas index, fixed compression, no timestamps in metadata."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
+    pq.write_table(table, path, compression="zstd", write_statistics=False, store_schema=False)
+
+
+def codebook_to_dict(cb: Codebook) -> dict[str, Any]:
+    return {
+        "field_id": cb.field_id,
+        "name": cb.name,
+        "definition": cb.definition,
+        "directions": [
+            {
+                "key": d.key,
+                "name": d.name,
+                "definition": d.definition,
+                "inclusion": d.inclusion,
+                "exclusion": d.exclusion,
+                "exemplars": list(d.exemplars),
+            }
+            for d in cb.directions
+        ],
+    }
+
+
+def codebook_from_dict(data: dict[str, Any]) -> Codebook:
+    return Codebook(
+        field_id=data["field_id"],
+        name=data["name"],
+        definition=data["definition"],
+        directions=tuple(
+            Direction(
+                key=d["key"],
+                name=d["name"],
+                definition=d["definition"],
+                inclusion=d["inclusion"],
+                exclusion=d["exclusion"],
+                exemplars=tuple(d["exemplars"]),
+            )
+            for d in data["directions"]
+        ),
+    )
+
+
+@dataclass
+class Instance:
+    """A loaded, verified instance. Tables are pandas DataFrames with the documented columns."""
+
+    root: Path
+    spec: BenchmarkSpec
+    ledger: dict[str, Any]
+    papers: pd.DataFrame
+    codebooks: dict[str, Codebook]
+    assignments: pd.DataFrame
+    blocks: pd.DataFrame
+    episodes: pd.DataFrame
+    search_manifest: pd.DataFrame
+    manifest_hash: str
+    extras: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+    @property
+    def field_ids(self) -> list[str]:
+        return sorted(self.codebooks)
+
+
+def load_instance(root: str | Path, *, verify_hashes: bool = True) -> Instance:
+    """Load a built instance; by default every file is checked against SHA256SUMS first."""
+    root = Path(root)
+    if not root.is_dir():
+        raise ArtifactError(f"no artifact folder at {root}")
+    if verify_hashes:
+        problems = verify(root)
+        if problems:
+            raise ArtifactError(f"{root} failed verification:\n  " + "\n  ".join(problems))
+    ledger = json.loads((root / LEDGER_FILE).read_text(encoding="utf-8"))
+    spec = BenchmarkSpec.from_dict(ledger["spec"])
+    codebooks = {
+        d["field_id"]: codebook_from_dict(d) for d in json.loads((root / "codebooks.json").read_text(encoding="utf-8"))
+    }
+    extras = {
+        p.stem: pd.read_parquet(p)
+        for p in sorted(root.glob("*.parquet"))
+        if p.stem not in {"papers", "assignments", "blocks", "episodes", "search_manifest"}
+    }
+    return Instance(
+        root=root,
+        spec=spec,
+        ledger=ledger,
+        papers=pd.read_parquet(root / "papers.parquet"),
+        codebooks=codebooks,
+        assignments=pd.read_parquet(root / "assignments.parquet"),
+        blocks=pd.read_parquet(root / "blocks.parquet"),
+        episodes=pd.read_parquet(root / "episodes.parquet"),
+        search_manifest=pd.read_parquet(root / "search_manifest.parquet"),
+        manifest_hash=manifest_hash(root),
+        extras=extras,
+    )

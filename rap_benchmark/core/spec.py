@@ -1,0 +1,172 @@
+"""BenchmarkSpec: one typed, versioned object that fixes every constant of an instance.
+
+The defaults are the paper's values. A spec serialises to the parameter ledger
+(``FINAL_PARAMETER_LEDGER_V1.json``) and loads back from JSON; unknown keys are rejected so a
+typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rap_benchmark.core import resources
+from rap_benchmark.core.dates import parse_date
+
+BENCHMARK_VERSION = "1.0.0"
+"""Changes whenever what a score means changes (see cards/CHANGELOG.md)."""
+
+UNSET = "unset"
+"""Ledger marker for parameters deliberately not set (e.g. top_p of a hosted API)."""
+
+PAPER_ORIGINS: tuple[str, ...] = ("2024-01-01", "2024-07-01", "2025-01-01", "2025-07-01", "2026-01-01")
+
+
+@dataclass(frozen=True)
+class BenchmarkSpec:
+    """Every constant of a RAP instance. Dates are ISO strings so the spec is plain JSON."""
+
+    name: str = "full"
+    version: str = BENCHMARK_VERSION
+    description: str = "The paper's instance (356,357 arXiv papers, 278 fields)."
+    # corpus (SPEC 3.1)
+    categories: tuple[str, ...] = ("cs.CL", "cs.LG", "cs.AI", "cs.CV")
+    date_start: str = "2022-06-01"
+    date_end: str = "2026-07-01"  # exclusive
+    # fields and codebooks (SPEC 3.2)
+    n_directions: int = 8
+    codebook_cutoff: str = "2024-01-01"  # codebooks use only papers dated before this
+    eligibility_end: str = "2026-01-01"  # field eligibility counts memberships before this
+    min_field_papers: int = 200  # memberships through eligibility_end for a field to be kept
+    n_fields: int = 278
+    # episodes (SPEC 3.5)
+    origins: tuple[str, ...] = PAPER_ORIGINS
+    window_months: int = 6
+    history_windows: int = 3
+    # dependency blocks and split (SPEC 3.4)
+    block_min_shared: int = 10
+    block_min_overlap: float = 0.60
+    dev_seed_fields: tuple[str, ...] = ()
+    n_dev_seed_fields: int = 38  # used when dev_seed_fields is empty: drawn with split_seed
+    split_seed: int = 20240101
+    # search (SPEC 3.6)
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    top_k: int = 8
+    abstract_chars: int = 600  # abstracts in observations are cut to this many characters
+    # agent protocol (SPEC 3.7)
+    temperature: float = 0.0
+    max_search_calls: int = 20
+    max_tokens_closed: int = 1600
+    max_tokens_search: int = 1800
+    max_tokens_open_model: int = 16384
+    top_p: str = UNSET
+    sampling_seed: str = UNSET
+    # baselines (SPEC 3.11)
+    ewma_weights: tuple[float, float, float] = (0.50, 0.25, 0.25)  # newest to oldest
+    arima_phi: float = -0.400
+    holt_alpha: float = 0.850
+    holt_beta: float = 0.600
+    var_lambda: float = 133.352
+    arima_phi_grid: tuple[float, ...] = tuple(round(-0.9 + 0.1 * i, 3) for i in range(19))
+    holt_alpha_grid: tuple[float, ...] = tuple(round(0.05 * i, 3) for i in range(1, 21))
+    holt_beta_grid: tuple[float, ...] = tuple(round(0.05 * i, 3) for i in range(0, 21))
+    var_lambda_grid: tuple[float, ...] = tuple(round(10 ** (-2 + 0.25 * i), 3) for i in range(21))
+    # statistics (SPEC 3.10, 3.12)
+    bootstrap_resamples: int = 10_000
+    bootstrap_seed: int = 20260101
+    reliability_splits: int = 200
+    reliability_seed: int = 7
+    revision_horizons: tuple[int, ...] = (6, 12, 18)
+    # generation and instruments
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("date_start", "date_end", "codebook_cutoff", "eligibility_end"):
+            parse_date(getattr(self, name))
+        for origin in self.origins:
+            parse_date(origin)
+        if list(self.origins) != sorted(self.origins):
+            raise ValueError("origins must be in increasing order")
+        if self.n_directions != 8:
+            raise ValueError("RAP codebooks have exactly eight directions")
+        if not 0 < self.block_min_overlap <= 1:
+            raise ValueError("block_min_overlap must be in (0, 1]")
+        if abs(sum(self.ewma_weights) - 1.0) > 1e-12:
+            raise ValueError("ewma_weights must sum to 1")
+
+    # -- dates -------------------------------------------------------------------------------
+    @property
+    def origin_dates(self) -> tuple[dt.date, ...]:
+        return tuple(parse_date(o) for o in self.origins)
+
+    @property
+    def cutoff_date(self) -> dt.date:
+        return parse_date(self.codebook_cutoff)
+
+    # -- serialisation -----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BenchmarkSpec:
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ValueError(f"unknown spec keys: {', '.join(unknown)}")
+        kwargs: dict[str, Any] = {}
+        for key, value in data.items():
+            if isinstance(value, list):
+                value = tuple(value)
+            kwargs[key] = value
+        return cls(**kwargs)
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> BenchmarkSpec:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data.pop("_comment", None)
+        data.pop("_why", None)
+        return cls.from_dict(data)
+
+    def replace(self, **changes: Any) -> BenchmarkSpec:
+        return dataclasses.replace(self, **changes)
+
+    def ledger(self) -> dict[str, Any]:
+        """The FINAL_PARAMETER_LEDGER_V1 payload: every constant, unset ones marked."""
+        return {"ledger_version": 1, "benchmark_version": self.version, "spec": self.to_dict()}
+
+
+def mini_spec() -> BenchmarkSpec:
+    """The embedded default: generated in seconds from a seed, no network (SPEC 2)."""
+    return BenchmarkSpec(
+        name="mini",
+        description="Embedded synthetic instance: 12 fields x 8 directions generated from a seed.",
+        min_field_papers=0,
+        n_fields=12,
+        n_dev_seed_fields=3,
+        bootstrap_resamples=2000,
+        reliability_splits=50,
+        seed=20240607,
+    )
+
+
+def arxiv_sample_spec() -> BenchmarkSpec:
+    """The real instance built from the shared arXiv sample; see specs/arxiv-sample.json."""
+    return BenchmarkSpec.from_json(resources.SPECS_DIR / "arxiv-sample.json")
+
+
+def spec_for(instance: str) -> BenchmarkSpec:
+    """Look up a named instance's spec."""
+    if instance == "mini":
+        return mini_spec()
+    if instance == "arxiv-sample":
+        return arxiv_sample_spec()
+    if instance == "full":
+        return BenchmarkSpec()
+    raise ValueError(f"unknown instance {instance!r} (expected mini, arxiv-sample or full)")

@@ -1,0 +1,411 @@
+"""The report's tables: computed from validated predictions, written as CSV and markdown.
+
+``compute_tables`` runs every table builder of ``rap_benchmark.evaluation.scoring.score`` once; the display
+helpers turn a table into strings ("0.803 [0.790, 0.815]") for markdown and HTML. Numbers stay
+unformatted in the CSV files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from rap_benchmark.evaluation.predictions import BASELINE_PREFIX
+
+if TYPE_CHECKING:
+    from rap_benchmark.core.artifacts import Instance
+
+PAPER_TEST_EWMA = 0.803
+PAPER_TEST_CEILING = 0.911
+NO_MULTIPLICITY = (
+    "No multiplicity correction is applied: every interval is a two-sided 95% percentile bootstrap for its own "
+    "cell, and isolated exclusions of zero across many cells are descriptive."
+)
+
+BASELINE_LABELS: dict[str, str] = {
+    "recent": "Recent",
+    "ewma": "EWMA",
+    "arima": "ARIMA(1,1,0)",
+    "holt": "Holt",
+    "ridge_var": "ridge VAR(1)",
+    "uniform_random": "uniform random",
+}
+
+
+@dataclass(frozen=True)
+class ReportTables:
+    """Every table of the report (plain DataFrames) plus what they were computed under."""
+
+    leaderboard: pd.DataFrame
+    contrasts: pd.DataFrame
+    per_origin: pd.DataFrame
+    policy: pd.DataFrame
+    state: pd.DataFrame
+    revision: pd.DataFrame
+    exposure: pd.DataFrame
+    validation: pd.DataFrame
+    reliability: dict[str, Any] | None
+    meta: dict[str, Any] = field(default_factory=dict)
+    instrument: pd.DataFrame = field(default_factory=pd.DataFrame)  # rap_benchmark.audit rows, when asked for
+
+    def named(self) -> dict[str, pd.DataFrame]:
+        """The tables written to disk, by file stem, in reporting order."""
+        return {
+            "leaderboard": self.leaderboard,
+            "paired_contrasts": self.contrasts,
+            "per_origin": self.per_origin,
+            "strict_vs_exposed": self.exposure,
+            "policy": self.policy,
+            "state": self.state,
+            "revision_alignment": self.revision,
+            "instrument_audit": self.instrument,
+            "validation": self.validation,
+        }
+
+
+def compute_tables(
+    inst: Instance,
+    preds: pd.DataFrame,
+    *,
+    validation: pd.DataFrame | None = None,
+    exposure_masks: tuple[Mapping[tuple[str, str], bool], Mapping[tuple[str, str], bool]] | None = None,
+    split: str | None = "test",
+    n_resamples: int | None = None,
+    seed: int | None = None,
+    reliability_splits: int | None = None,
+    progress: bool = False,
+) -> ReportTables:
+    """Score ``preds`` (validated rows of one or more files) and build every table.
+
+    ``exposure_masks`` is (Forecast-Strict, Joint-Strict), each mapping (model, origin) to a flag;
+    without it the strict-vs-exposed table is empty. The reliability ceiling is computed on the
+    same split under the canonical policy.
+    """
+    from rap_benchmark.evaluation.scoring.reliability import reliability
+    from rap_benchmark.evaluation.scoring.score import (
+        episode_arrays,
+        exposure_table,
+        leaderboard,
+        paired_contrasts,
+        per_origin_table,
+        policy_table,
+        revision_table,
+        score_predictions,
+        state_table,
+    )
+
+    n_res = int(inst.spec.bootstrap_resamples if n_resamples is None else n_resamples)
+    seed_ = int(inst.spec.bootstrap_seed if seed is None else seed)
+    kw: dict[str, Any] = {"n_resamples": n_res, "seed": seed_, "split": split}
+    from tqdm.auto import tqdm
+
+    eps = episode_arrays(inst)
+    scores = score_predictions(inst, preds, episodes=eps)
+    steps: dict[str, Any] = {
+        "leaderboard": lambda: leaderboard(scores, inst, **kw),
+        "contrasts": lambda: paired_contrasts(scores, inst, **kw),
+        "per_origin": lambda: per_origin_table(scores, inst, **kw),
+        "policy": lambda: policy_table(inst, preds, **kw),
+        "state": lambda: state_table(inst, preds, **kw),
+        "revision": lambda: revision_table(inst, preds, **kw),
+        "exposure": lambda: (
+            pd.DataFrame()
+            if exposure_masks is None
+            else exposure_table(scores, inst, exposure_masks[0], joint_strict=exposure_masks[1], **kw)
+        ),
+        "reliability": lambda: reliability(inst, split=split, n_splits=reliability_splits, progress=False).to_dict(),
+    }
+    done: dict[str, Any] = {}
+    for name in tqdm(steps, desc="report tables", disable=not progress, leave=False):
+        done[name] = steps[name]()
+    return ReportTables(
+        **done,
+        validation=validation if validation is not None else pd.DataFrame(),
+        meta={
+            "instance": inst.spec.name,
+            "benchmark_version": inst.spec.version,
+            "manifest_hash": inst.manifest_hash,
+            "split": split or "all",
+            "n_resamples": n_res,
+            "seed": seed_,
+            "n_prediction_rows": len(preds),
+        },
+    )
+
+
+# -- display ---------------------------------------------------------------------------------
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    """A number with fixed digits; blanks for NaN/None; ints and strings as they are."""
+    if value is None:
+        return ""
+    if isinstance(value, bool | np.bool_):
+        return "yes" if value else "no"
+    if isinstance(value, int | np.integer):
+        return str(int(value))
+    if isinstance(value, float | np.floating):
+        v = float(value)
+        return "" if math.isnan(v) else f"{v:.{digits}f}"
+    return str(value)
+
+
+def fmt_interval(est: Any, lo: Any, hi: Any, digits: int = 3) -> str:
+    """``0.803 [0.790, 0.815]``; empty when the estimate is missing."""
+    if est is None or (isinstance(est, float) and math.isnan(est)):
+        return ""
+    return f"{fmt(est, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+
+
+def fmt_signed_interval(est: Any, lo: Any, hi: Any, digits: int = 3) -> str:
+    """``+0.012 [-0.004, +0.030]`` for contrasts."""
+    if est is None or (isinstance(est, float) and math.isnan(est)):
+        return ""
+    return f"{float(est):+.{digits}f} [{float(lo):+.{digits}f}, {float(hi):+.{digits}f}]"
+
+
+def _display(df: pd.DataFrame, columns: Sequence[tuple[str, Any]]) -> pd.DataFrame:
+    """Build a display frame: each (header, column name or function of a row) becomes strings."""
+    if df.empty:
+        return pd.DataFrame(columns=[h for h, _ in columns])
+    out: dict[str, list[str]] = {}
+    records = df.to_dict(orient="records")
+    for header, spec in columns:
+        out[header] = [spec(r) if callable(spec) else fmt(r.get(spec)) for r in records]
+    return pd.DataFrame(out)
+
+
+def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
+    """One row per contrast: Spearman difference and TV/JSD improvements side by side."""
+    if contrasts.empty:
+        return pd.DataFrame(columns=["model", "contrast"])
+    rows = []
+    for (model, contrast), g in contrasts.groupby(["model", "contrast"], sort=False):
+        by = g.set_index("metric")
+        row = {"model": model, "contrast": contrast}
+        for metric, header in (
+            ("spearman", "Δ Spearman"),
+            ("tv_improvement", "TV impr."),
+            ("jsd_improvement", "JSD impr."),
+        ):
+            if metric in by.index:
+                r = by.loc[metric]
+                mark = " *" if bool(r["excludes_zero"]) else ""
+                row[f"{header} [95% block CI]"] = fmt_signed_interval(r["estimate"], r["lo"], r["hi"]) + mark
+                if metric == "spearman":
+                    row["Δ Spearman field-clustered CI"] = f"[{float(r['field_lo']):+.3f}, {float(r['field_hi']):+.3f}]"
+        first = g.iloc[0]
+        row["cells"] = fmt(first["n_cells"])
+        row["fields"] = fmt(first["n_fields"])
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _per_origin_wide(per_origin: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, condition), one column per origin."""
+    if per_origin.empty:
+        return pd.DataFrame(columns=["model", "cond."])
+    cells = per_origin.assign(
+        cell=[
+            fmt_interval(e, lo, hi)
+            for e, lo, hi in per_origin[["spearman", "spearman_lo", "spearman_hi"]].itertuples(index=False)
+        ]
+    )
+    wide = cells.pivot(index=["model", "condition"], columns="origin", values="cell").fillna("")
+    wide = wide.reset_index().rename(columns={"condition": "cond."})
+    wide.columns.name = None
+    return wide
+
+
+def _policy_wide(policy: pd.DataFrame) -> pd.DataFrame:
+    """One row per (model, condition), one column per counting policy."""
+    if policy.empty:
+        return pd.DataFrame(columns=["model", "cond."])
+    cells = policy.assign(
+        cell=[
+            fmt_interval(e, lo, hi)
+            for e, lo, hi in policy[["spearman", "spearman_lo", "spearman_hi"]].itertuples(index=False)
+        ]
+    )
+    order = [p for p in ("canonical", "split_boundary", "single_only", "secondary") if p in set(cells["policy"])]
+    wide = cells.pivot(index=["model", "condition"], columns="policy", values="cell").fillna("")[order]
+    wide = wide.reset_index().rename(columns={"condition": "cond."})
+    wide.columns.name = None
+    return wide
+
+
+def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
+    """Every table as strings with human headers (intervals folded into one cell)."""
+    iv = fmt_interval
+    siv = fmt_signed_interval
+    return {
+        "leaderboard": _display(
+            tables.leaderboard,
+            [
+                ("model", "model"),
+                ("cond.", "condition"),
+                ("Spearman [95% block CI]", lambda r: iv(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
+                (
+                    "field-clustered CI",
+                    lambda r: f"[{fmt(r.get('spearman_field_lo'))}, {fmt(r.get('spearman_field_hi'))}]",
+                ),
+                ("cent. cosine", "centred_cosine"),
+                ("TV", "tv"),
+                ("JSD", "jsd"),
+                ("Pred-Recent", "pred_recent"),
+                ("residual vs EWMA", "residual_spearman"),
+                ("change-rich", "spearman_change_rich"),
+                ("fields", "n_fields"),
+                ("episodes", "n_episodes"),
+                ("invalid", "n_invalid"),
+            ],
+        ),
+        "paired_contrasts": _contrasts_wide(tables.contrasts),
+        "per_origin": _per_origin_wide(tables.per_origin),
+        "strict_vs_exposed": _display(
+            tables.exposure,
+            [
+                ("model", "model"),
+                ("cond.", "condition"),
+                ("stratum", "stratum"),
+                (
+                    "Spearman [95% block CI]",
+                    lambda r: iv(r.get("spearman"), r.get("spearman_lo"), r.get("spearman_hi")),
+                ),
+                ("cells", "n_cells"),
+                ("fields", "n_fields"),
+            ],
+        ),
+        "policy": _policy_wide(tables.policy),
+        "state": _display(
+            tables.state,
+            [
+                ("model", "model"),
+                ("cond.", "condition"),
+                ("scored as", "target"),
+                ("Spearman [95% block CI]", lambda r: iv(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
+                ("fields", "n_fields"),
+            ],
+        ),
+        "revision_alignment": _display(
+            tables.revision,
+            [
+                ("model", "model"),
+                ("cond.", "condition"),
+                ("h (months)", "horizon_months"),
+                (
+                    "revision alignment [95% block CI]",
+                    lambda r: siv(r["revision_alignment"], r["revision_alignment_lo"], r["revision_alignment_hi"]),
+                ),
+                ("cent. cosine", "revision_alignment_cc"),
+                ("pred. stability", "prediction_stability"),
+                ("truth stability", "truth_stability"),
+                ("pairs", "n_pairs"),
+            ],
+        ),
+        "instrument_audit": _display(
+            tables.instrument,
+            [
+                ("measure", "measure"),
+                ("estimate [95% field-resampled CI]", lambda r: iv(r["estimate"], r["lo"], r["hi"])),
+                ("fields", "n_fields"),
+            ],
+        ),
+        "validation": _display(
+            tables.validation,
+            [
+                ("file", "file"),
+                ("models", "models"),
+                ("rows read", "n_rows_read"),
+                ("usable", "n_usable"),
+                ("invalid units", "n_invalid_units"),
+                ("problems", "problems"),
+            ],
+        ),
+    }
+
+
+def to_markdown(df: pd.DataFrame) -> str:
+    """A GitHub-flavoured markdown table of a display frame (pipes escaped)."""
+    if df.empty:
+        return "_(no rows)_\n"
+
+    def cell(v: Any) -> str:
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    header = "| " + " | ".join(cell(c) for c in df.columns) + " |"
+    rule = "| " + " | ".join("---" for _ in df.columns) + " |"
+    body = ["| " + " | ".join(cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    return "\n".join([header, rule, *body]) + "\n"
+
+
+# -- the closing note ------------------------------------------------------------------------
+
+
+def baseline_rows(tables: ReportTables) -> list[tuple[str, str]]:
+    """(label, "0.754 [0.689, 0.802]") for each statistical baseline on the leaderboard."""
+    board = tables.leaderboard
+    out = []
+    if board.empty:
+        return out
+    indexed = board[board["condition"] == "A0"].set_index("model")
+    for name, label in BASELINE_LABELS.items():
+        model = BASELINE_PREFIX + name
+        if model in indexed.index:
+            r = indexed.loc[model]
+            out.append((label, fmt_interval(r["spearman"], r["spearman_lo"], r["spearman_hi"])))
+    return out
+
+
+def closing_note(tables: ReportTables, *, multiplicity: bool = True) -> str:
+    """Plain-text closing paragraph: this instance's baselines and ceiling beside the paper's anchors."""
+    meta = tables.meta
+    parts = [f"{label} {value}" for label, value in baseline_rows(tables)]
+    split = meta.get("split", "test")
+    text = f"On {meta.get('instance', 'this instance')} ({split} split, field-macro Forecast Spearman, 95% block-bootstrap intervals): "
+    text += "; ".join(parts) if parts else "no baseline predictions were scored"
+    rel = tables.reliability or {}
+    ceiling = rel.get("ceiling")
+    if ceiling is not None and not math.isnan(float(ceiling)):
+        text += (
+            f". Split-half reliability {fmt(rel.get('repeatability'))} gives an observable-score ceiling of "
+            f"{fmt(ceiling)} (sqrt of repeatability, {rel.get('n_episodes')} episodes)"
+        )
+    text += (
+        f". The paper's Test figures on the full instance, for reference: EWMA {PAPER_TEST_EWMA:.3f}, "
+        f"reliability ceiling {PAPER_TEST_CEILING:.3f}."
+    )
+    return f"{text} {NO_MULTIPLICITY}" if multiplicity else text
+
+
+def write_tables(tables: ReportTables, out_dir: str | Path) -> list[Path]:
+    """Write each table as ``<name>.csv`` (raw numbers) and ``<name>.md``, plus ``tables.md``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    shown = display_tables(tables)
+    sections = [f"# RAP report: {tables.meta.get('instance', '')}\n", closing_note(tables) + "\n"]
+    for name, frame in tables.named().items():
+        csv = out / f"{name}.csv"
+        frame.to_csv(csv, index=False, float_format="%.10g", lineterminator="\n")
+        md = out / f"{name}.md"
+        md.write_text(to_markdown(shown[name]), encoding="utf-8")
+        written += [csv, md]
+        sections.append(f"\n## {name.replace('_', ' ')}\n\n" + to_markdown(shown[name]))
+    combined = out / "tables.md"
+    combined.write_text("\n".join(sections), encoding="utf-8")
+    written.append(combined)
+    return written
+
+
+def leaderboard_markdown(board: pd.DataFrame) -> str:
+    """The leaderboard alone as a markdown table (what ``rap score`` prints)."""
+    empty = board.iloc[0:0]
+    tables = ReportTables(board, empty, empty, empty, empty, empty, empty, empty, None)
+    return to_markdown(display_tables(tables)["leaderboard"])

@@ -1,0 +1,283 @@
+"""Statistical baselines (SPEC 3.11), vectorised over episodes, with Dev-only tuning.
+
+Every baseline sees exactly the three six-month history compositions before T, as an array
+``H`` of shape ``(n, 3, 8)`` ordered oldest, middle, newest (``H[:, 2]`` is x). Outputs have shape
+``(n, 8)``, are clipped at 0 and renormalised to sum 1. When clipping leaves a row all zero the
+forecast falls back to the newest history vector (Recent), which is itself a composition.
+
+- Recent: the newest vector.
+- EWMA: weights newest to oldest (default 0.50/0.25/0.25).
+- ARIMA(1,1,0) per direction, no constant: x[t+1] = x[t] + phi (x[t] - x[t-1]). This is the
+  one-step forecast of ``statsmodels`` ``ARIMA(order=(1,1,0), trend="n")`` with ``ar.L1 = phi``.
+- Holt additive: l[0] = x_oldest, b[0] = x_middle - x_oldest, then for each of the three
+  observations l[t] = alpha x[t] + (1 - alpha)(l[t-1] + b[t-1]),
+  b[t] = beta (l[t] - l[t-1]) + (1 - beta) b[t-1]; forecast l[3] + b[3]. This is exactly
+  ``statsmodels`` ``Holt(x, initialization_method="known", initial_level=x[0],
+  initial_trend=x[1] - x[0])`` (and its ``"legacy-heuristic"`` initialisation) fitted with
+  ``optimized=False`` at the same smoothing parameters.
+- Ridge VAR(1) toward identity: A = argmin Σ_t ||x[t+1] - A x[t]||² + lambda ||A - I||²_F over the
+  two transitions, i.e. A = (Σ x[t+1] x[t]ᵀ + lambda I)(Σ x[t] x[t]ᵀ + lambda I)^-1; forecast A x.
+
+Missing history windows (a window with no counted paper has no composition): a missing window is
+replaced by the nearest available *newer* window, and a missing newest window by the nearest
+available older one (the series is treated as flat where it is unobserved). An episode whose
+three windows are all missing has no baseline forecast (NaN row, scored as invalid).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+import numpy as np
+import pandas as pd
+from numpy.typing import ArrayLike, NDArray
+
+from rap_benchmark.core.records import N_DIRECTIONS, Split
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.evaluation.scoring.aggregate import field_macro
+from rap_benchmark.evaluation.scoring.metrics import centred_cosine, spearman
+
+Array = NDArray[np.float64]
+
+BASELINE_NAMES: Final[tuple[str, ...]] = ("recent", "ewma", "arima", "holt", "ridge_var")
+"""The baselines produced by ``baseline_forecasts``, in reporting order."""
+
+TUNED_KEYS: Final[tuple[str, ...]] = ("arima_phi", "holt_alpha", "holt_beta", "var_lambda")
+
+_TIE_TOL = 1e-12
+
+
+def _history(H: ArrayLike) -> Array:
+    arr = np.asarray(H, dtype=np.float64)
+    if arr.ndim != 3 or arr.shape[1] != 3 or arr.shape[2] != N_DIRECTIONS:
+        raise ValueError(f"history must have shape (n, 3, {N_DIRECTIONS}), got {arr.shape}")
+    return arr
+
+
+def clip_renormalise(forecast: ArrayLike, newest: ArrayLike) -> Array:
+    """Clip at 0 and renormalise each row; an all-zero row falls back to ``newest``."""
+    f = np.maximum(np.asarray(forecast, dtype=np.float64), 0.0)
+    total = f.sum(axis=1, keepdims=True)
+    ok = total > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = np.where(ok, f / np.where(ok, total, 1.0), np.asarray(newest, dtype=np.float64))
+    return out
+
+
+def recent(H: ArrayLike) -> Array:
+    """Recent: the newest history vector."""
+    h = _history(H)
+    return clip_renormalise(h[:, 2], h[:, 2])
+
+
+def ewma(H: ArrayLike, weights: Sequence[float] = (0.5, 0.25, 0.25)) -> Array:
+    """EWMA with fixed effective weights, newest to oldest."""
+    h = _history(H)
+    if len(weights) != 3:
+        raise ValueError("ewma needs three weights (newest, middle, oldest)")
+    w_new, w_mid, w_old = (float(w) for w in weights)
+    return clip_renormalise(w_new * h[:, 2] + w_mid * h[:, 1] + w_old * h[:, 0], h[:, 2])
+
+
+def arima110(H: ArrayLike, phi: float) -> Array:
+    """ARIMA(1,1,0) without constant, per direction: x + phi (x - x_prev)."""
+    h = _history(H)
+    return clip_renormalise(h[:, 2] + phi * (h[:, 2] - h[:, 1]), h[:, 2])
+
+
+def holt_raw(H: ArrayLike, alpha: float, beta: float) -> Array:
+    """Additive Holt one-step forecast before clipping (see the module docstring)."""
+    h = _history(H)
+    level = h[:, 0].copy()
+    trend = h[:, 1] - h[:, 0]
+    for t in range(3):
+        new_level = alpha * h[:, t] + (1 - alpha) * (level + trend)
+        trend = beta * (new_level - level) + (1 - beta) * trend
+        level = new_level
+    return level + trend
+
+
+def holt(H: ArrayLike, alpha: float, beta: float) -> Array:
+    """Additive Holt exponential smoothing, clipped and renormalised."""
+    h = _history(H)
+    return clip_renormalise(holt_raw(h, alpha, beta), h[:, 2])
+
+
+def ridge_var_raw(H: ArrayLike, lam: float) -> Array:
+    """Ridge VAR(1) toward identity, one-step forecast A x_newest before clipping."""
+    h = _history(H)
+    if not lam > 0:
+        raise ValueError(f"ridge_var needs lambda > 0, got {lam}")
+    x0, x1, x2 = h[:, 0], h[:, 1], h[:, 2]
+    eye = np.eye(N_DIRECTIONS)
+    cross = x1[:, :, None] * x0[:, None, :] + x2[:, :, None] * x1[:, None, :] + lam * eye  # Σ x[t+1]x[t]ᵀ + λI
+    gram = x0[:, :, None] * x0[:, None, :] + x1[:, :, None] * x1[:, None, :] + lam * eye  # Σ x[t]x[t]ᵀ + λI
+    # A x2 = cross @ gram^-1 @ x2 = cross @ z with gram z = x2 (gram is symmetric positive definite)
+    z = np.linalg.solve(gram, x2[:, :, None])
+    return (cross @ z)[:, :, 0]
+
+
+def ridge_var(H: ArrayLike, lam: float) -> Array:
+    """Ridge VAR(1) shrunk toward the identity, clipped and renormalised."""
+    h = _history(H)
+    return clip_renormalise(ridge_var_raw(h, lam), h[:, 2])
+
+
+def _forecasters(params: Mapping[str, Any]) -> dict[str, Callable[[Array], Array]]:
+    return {
+        "recent": recent,
+        "ewma": lambda h: ewma(h, params["ewma_weights"]),
+        "arima": lambda h: arima110(h, params["arima_phi"]),
+        "holt": lambda h: holt(h, params["holt_alpha"], params["holt_beta"]),
+        "ridge_var": lambda h: ridge_var(h, params["var_lambda"]),
+    }
+
+
+# -- episodes tables --------------------------------------------------------------------------
+
+
+def history_array(episodes: pd.DataFrame) -> Array:
+    """The ``history`` column as an ``(n, 3, 8)`` array, NaN rows for missing windows."""
+    n = len(episodes)
+    out = np.full((n, 3, N_DIRECTIONS), np.nan)
+    for i, hist in enumerate(episodes["history"].tolist()):
+        if hist is None:
+            continue
+        if len(hist) != 3:
+            raise ValueError(f"episode row {i}: history must hold 3 windows, got {len(hist)}")
+        for j, window in enumerate(hist):
+            if window is not None:
+                out[i, j] = np.asarray(window, dtype=np.float64)
+    return out
+
+
+def composition_array(episodes: pd.DataFrame, column: str) -> Array:
+    """A composition column (``x`` or ``y``) as an ``(n, 8)`` array, NaN rows where null."""
+    out = np.full((len(episodes), N_DIRECTIONS), np.nan)
+    for i, value in enumerate(episodes[column].tolist()):
+        if value is not None:
+            out[i] = np.asarray(value, dtype=np.float64)
+    return out
+
+
+def fill_history(H: ArrayLike) -> tuple[Array, NDArray[np.bool_]]:
+    """Apply the missing-window rule; return (filled history, rows with a forecast)."""
+    h = _history(H).copy()
+    present = np.isfinite(h).all(axis=2)  # (n, 3)
+    # older windows take the nearest newer available window
+    for j in (1, 0):
+        take = ~present[:, j] & present[:, j + 1]
+        h[take, j] = h[take, j + 1]
+        present[take, j] = True
+    # a missing newest (or middle) window takes the nearest older available one
+    for j in (1, 2):
+        take = ~present[:, j] & present[:, j - 1]
+        h[take, j] = h[take, j - 1]
+        present[take, j] = True
+    ok = present.all(axis=1)
+    h[~ok] = np.nan
+    return h, ok
+
+
+def _params(spec: BenchmarkSpec, tuned: Mapping[str, Any] | None) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "ewma_weights": tuple(spec.ewma_weights),
+        "arima_phi": spec.arima_phi,
+        "holt_alpha": spec.holt_alpha,
+        "holt_beta": spec.holt_beta,
+        "var_lambda": spec.var_lambda,
+    }
+    for key in TUNED_KEYS:
+        if tuned is not None and key in tuned:
+            params[key] = float(tuned[key])
+    return params
+
+
+def baseline_forecasts(
+    episodes: pd.DataFrame, spec: BenchmarkSpec, tuned: Mapping[str, Any] | None = None
+) -> dict[str, Array]:
+    """Every baseline's ``(n, 8)`` forecasts for the rows of an episodes table (one policy).
+
+    Parameters are ``tuned`` values where given (see ``tune_on_dev``), else the spec's. Rows whose
+    history is entirely missing are NaN in every baseline.
+    """
+    filled, ok = fill_history(history_array(episodes))
+    out: dict[str, Array] = {}
+    for name, fn in _forecasters(_params(spec, tuned)).items():
+        pred = np.full((len(episodes), N_DIRECTIONS), np.nan)
+        if ok.any():
+            pred[ok] = fn(filled[ok])
+        out[name] = pred
+    return out
+
+
+# -- Dev-only tuning --------------------------------------------------------------------------
+
+
+def _select(
+    candidates: list[tuple[Any, Array]], Y: Array, field_ids: NDArray[np.str_]
+) -> tuple[Any, float, float, list[dict[str, Any]]]:
+    """Best candidate by field-macro Spearman, centred-cosine tie-break, then grid order."""
+    best: tuple[Any, float, float] | None = None
+    table: list[dict[str, Any]] = []
+    for value, pred in candidates:
+        rho = field_macro(spearman(pred, Y), field_ids)
+        cc = field_macro(centred_cosine(pred, Y), field_ids)
+        table.append({"value": value, "spearman": rho, "centred_cosine": cc})
+        if best is None or rho > best[1] + _TIE_TOL or (abs(rho - best[1]) <= _TIE_TOL and cc > best[2] + _TIE_TOL):
+            best = (value, rho, cc)
+    assert best is not None
+    return best[0], best[1], best[2], table
+
+
+def tune_on_dev(H: ArrayLike, Y: ArrayLike, field_ids: ArrayLike, spec: BenchmarkSpec) -> dict[str, Any]:
+    """Grid-search ARIMA phi, Holt (alpha, beta) and ridge-VAR lambda on Dev episodes.
+
+    The caller passes Dev episodes only (``tune_baselines`` does the filtering). The objective is
+    field-macro Forecast Spearman against Y, centred cosine breaks ties (within 1e-12), then the
+    earlier grid value wins. Returns plain JSON-ready values for the ledger's ``derived`` block:
+    ``arima_phi``, ``holt_alpha``, ``holt_beta``, ``var_lambda``, the Dev scores of each choice
+    and the grids searched.
+    """
+    h, ok = fill_history(H)
+    y = np.asarray(Y, dtype=np.float64)
+    fids = np.asarray(field_ids).astype(str)
+    keep = ok & np.isfinite(y).all(axis=1)
+    h, y, fids = h[keep], y[keep], fids[keep]
+    if not keep.any():
+        raise ValueError("no Dev episode has both a history and a target")
+    phi, phi_rho, phi_cc, _ = _select([(float(v), arima110(h, v)) for v in spec.arima_phi_grid], y, fids)
+    holt_grid = [(a, b) for a in spec.holt_alpha_grid for b in spec.holt_beta_grid]
+    (alpha, beta), holt_rho, holt_cc, _ = _select(
+        [((float(a), float(b)), holt(h, a, b)) for a, b in holt_grid], y, fids
+    )
+    lam, lam_rho, lam_cc, _ = _select([(float(v), ridge_var(h, v)) for v in spec.var_lambda_grid], y, fids)
+    return {
+        "arima_phi": phi,
+        "holt_alpha": alpha,
+        "holt_beta": beta,
+        "var_lambda": lam,
+        "dev_scores": {
+            "arima": {"spearman": phi_rho, "centred_cosine": phi_cc},
+            "holt": {"spearman": holt_rho, "centred_cosine": holt_cc},
+            "ridge_var": {"spearman": lam_rho, "centred_cosine": lam_cc},
+        },
+        "dev_n_episodes": int(keep.sum()),
+        "dev_n_fields": int(np.unique(fids).size),
+        "grids": {
+            "arima_phi": list(spec.arima_phi_grid),
+            "holt_alpha": list(spec.holt_alpha_grid),
+            "holt_beta": list(spec.holt_beta_grid),
+            "var_lambda": list(spec.var_lambda_grid),
+        },
+        "objective": "field-macro Forecast Spearman on Dev; centred cosine tie-break",
+    }
+
+
+def tune_baselines(episodes: pd.DataFrame, spec: BenchmarkSpec) -> dict[str, Any]:
+    """``tune_on_dev`` on the Dev rows of an episodes table (one policy); Test rows are never read."""
+    dev = episodes[episodes["split"].astype(str) == Split.DEV.value]
+    if dev.empty:
+        raise ValueError("the episodes table has no Dev rows to tune on")
+    return tune_on_dev(history_array(dev), composition_array(dev, "y"), dev["field_id"].to_numpy(), spec)

@@ -1,0 +1,169 @@
+"""Parse a model's final answer into eight weights on the simplex (SPEC 3.8).
+
+The answer is a JSON object with exactly the keys ``D0``..``D7`` whose values are nonnegative
+percentages that should sum to 100. A valid answer has exactly those keys, finite nonnegative
+numeric values and a positive total; its weights are renormalised to sum to 1 (so harmless
+deviations from 100 do not invalidate it). Everything else is invalid with a precise reason;
+invalid units are kept and reported, never scored.
+
+Where the object is looked for, in order:
+
+1. the last fenced code block marked ``json`` (```json ... ```), when the text has one
+   (the search below then runs inside that block only);
+2. the last top-level JSON object in the text (objects nested inside another object are part of
+   that object, not candidates of their own).
+
+An object that is opened after the last complete one but never closed (the model ran out of
+tokens while writing it) makes the answer ``truncated``, even if an earlier draft was complete.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rap_benchmark.core.records import DIRECTION_KEYS
+
+_FENCE = re.compile(r"```[ \t]*json[ \t]*\r?\n?(.*?)```", re.DOTALL | re.IGNORECASE)
+_OPEN_FENCE = re.compile(r"```[ \t]*json\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedAnswer:
+    """The parser's verdict on one answer.
+
+    ``weights`` are renormalised to sum to 1, in the order D0..D7, and are None when the answer is
+    invalid. ``raw`` is the JSON object found (None when none was found); ``reason`` says why an
+    answer is invalid (None when valid).
+    """
+
+    valid: bool
+    weights: tuple[float, ...] | None
+    raw: dict[str, Any] | None
+    reason: str | None
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+
+
+def _invalid(reason: str, raw: dict[str, Any] | None = None) -> ParsedAnswer:
+    return ParsedAnswer(valid=False, weights=None, raw=raw, reason=reason)
+
+
+def _is_truncation(text: str, err: json.JSONDecodeError) -> bool:
+    """A decode error caused by the text ending, not by a malformed character."""
+    return err.msg.startswith("Unterminated string") or err.pos >= len(text.rstrip())
+
+
+def _last_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
+    """The last top-level JSON object in ``text``, or (None, reason)."""
+    found: dict[str, Any] | None = None
+    duplicate: str | None = None
+    truncated_after_last = False
+    pos = text.find("{")
+    while pos != -1:
+        try:
+            obj, end = _DECODER.raw_decode(text, pos)
+        except _DuplicateKey as exc:
+            duplicate = str(exc)
+            found = None
+            truncated_after_last = False
+            # skip past this object: find its end with a tolerant decoder
+            try:
+                _, end = json.JSONDecoder().raw_decode(text, pos)
+            except json.JSONDecodeError:
+                end = pos + 1
+            pos = text.find("{", end)
+            continue
+        except json.JSONDecodeError as exc:
+            if _is_truncation(text, exc):
+                truncated_after_last = True
+                break
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(obj, dict):
+            found, duplicate, truncated_after_last = obj, None, False
+        pos = text.find("{", end)
+    if truncated_after_last:
+        return None, "truncated: the last JSON object is not closed (output cut off?)"
+    if found is None and duplicate is not None:
+        return None, f"duplicate key {duplicate!r} in the answer object"
+    if found is None:
+        return None, "no JSON object found in the answer"
+    return found, None
+
+
+def parse_answer(text: str | None) -> ParsedAnswer:
+    """Parse a model's final answer text (see the module docstring for the rules).
+
+    >>> parse_answer('Answer: {"D0": 50, "D1": 50, "D2": 0, "D3": 0, "D4": 0, "D5": 0, "D6": 0, "D7": 0}').weights
+    (0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    """
+    if text is None or not str(text).strip():
+        return _invalid("empty answer")
+    text = str(text)
+    fences = list(_FENCE.finditer(text))
+    if fences:
+        if _OPEN_FENCE.search(text, fences[-1].end()):
+            return _invalid("truncated: the last fenced json block is not closed")
+        text = fences[-1].group(1)
+    obj, reason = _last_object(text)
+    if obj is None:
+        return _invalid(reason or "no JSON object found in the answer")
+    return parse_weights(obj)
+
+
+def parse_weights(mapping: Mapping[str, Any]) -> ParsedAnswer:
+    """Validate a mapping of direction weights and renormalise it to the simplex.
+
+    Valid = exactly the keys D0..D7, each value a real number (not a bool or a string), finite,
+    nonnegative, with a positive total.
+    """
+    raw = dict(mapping)
+    keys = set(raw)
+    expected = set(DIRECTION_KEYS)
+    missing = [k for k in DIRECTION_KEYS if k not in keys]
+    extra = sorted(str(k) for k in keys - expected)
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing keys {', '.join(missing)}")
+        if extra:
+            parts.append(f"extra keys {', '.join(extra)}")
+        return _invalid("; ".join(parts), raw)
+    values: list[float] = []
+    for key in DIRECTION_KEYS:
+        value = raw[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return _invalid(f"{key} is not a number: {value!r}", raw)
+        value = float(value)
+        if math.isnan(value):
+            return _invalid(f"{key} is NaN", raw)
+        if math.isinf(value):
+            return _invalid(f"{key} is infinite", raw)
+        if value < 0:
+            return _invalid(f"{key} is negative: {value!r}", raw)
+        values.append(value)
+    total = math.fsum(values)
+    if not total > 0:
+        return _invalid("the weights sum to zero", raw)
+    if math.isinf(total):
+        return _invalid("the weights' total overflows", raw)
+    return ParsedAnswer(valid=True, weights=tuple(v / total for v in values), raw=raw, reason=None)

@@ -1,0 +1,365 @@
+"""Leaderboard submissions: a prediction file plus metadata, validated and scored in isolation.
+
+A submission is a prediction file (JSONL or parquet, ``rap_benchmark.evaluation.predictions`` format) and its
+metadata, given in a sidecar ``<file>.meta.json`` (or ``--meta``) or, for parquet, in the file's
+key-value metadata under ``rap_submission``::
+
+    {"model": "org/model-name", "knowledge_cutoff": "2024-10-01" | null,
+     "conditions": ["A1"], "tools": ["search"], "attempts": 1,
+     "manifest_hash": "<sha256 of the instance's SHA256SUMS>",
+     "submitter": "optional", "notes": "optional"}
+
+Validation is the prediction validator of ``rap score`` (``validate_predictions``) plus the
+metadata checks here (unknown keys rejected, one model per file, conditions and manifest hash
+agreeing with the rows and the instance). Scoring is ``rap score``'s scorer
+(``score_predictions`` + ``leaderboard``). Every submission is read, validated and scored on its
+own, so a bad file can neither crash the run nor change another submission's score. The targets
+live only in the scorer's instance folder; nothing here writes them out.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rap_benchmark.core.records import Condition
+from rap_benchmark.evaluation.predictions import (
+    DEFAULT_MAX_BYTES,
+    Problem,
+    ProblemKind,
+    Severity,
+    ValidationReport,
+    validate_predictions,
+)
+
+META_SUFFIX = ".meta.json"
+PARQUET_META_KEY = b"rap_submission"
+MAX_META_BYTES = 64 * 1024
+REQUIRED_META = ("model", "conditions", "manifest_hash")
+OPTIONAL_META = ("knowledge_cutoff", "tools", "attempts", "submitter", "notes", "benchmark_version")
+KNOWN_TOOLS = frozenset({"search"})
+
+
+@dataclass(frozen=True)
+class SubmissionMeta:
+    """The validated metadata of a submission."""
+
+    model: str
+    conditions: tuple[Condition, ...]
+    manifest_hash: str
+    knowledge_cutoff: dt.date | None = None
+    tools: tuple[str, ...] = ()
+    attempts: int | None = None
+    submitter: str | None = None
+    notes: str | None = None
+    benchmark_version: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "conditions": [c.value for c in self.conditions],
+            "manifest_hash": self.manifest_hash,
+            "knowledge_cutoff": self.knowledge_cutoff.isoformat() if self.knowledge_cutoff else None,
+            "tools": list(self.tools),
+            "attempts": self.attempts,
+            "submitter": self.submitter,
+            "notes": self.notes,
+            "benchmark_version": self.benchmark_version,
+        }
+
+
+@dataclass(frozen=True)
+class SubmissionReport:
+    """Everything known about one submission after validation."""
+
+    path: Path
+    meta: SubmissionMeta | None
+    problems: tuple[str, ...]
+    validation: ValidationReport | None = field(default=None, repr=False)
+
+    @property
+    def accepted(self) -> bool:
+        """True when the submission can be scored (no fatal problem in metadata or file)."""
+        return self.meta is not None and self.validation is not None and self.validation.scorable
+
+    def summary(self) -> str:
+        verdict = "accepted" if self.accepted else "REJECTED"
+        lines = [f"{self.path}: {verdict}"]
+        lines += [f"  {p}" for p in self.problems]
+        return "\n".join(lines)
+
+
+def _meta_problem(message: str) -> str:
+    return f"[fatal] metadata: {message}"
+
+
+def read_metadata(path: Path, meta_path: Path | None = None) -> tuple[dict[str, Any] | None, list[str]]:
+    """The raw metadata dict of a submission (sidecar, then parquet key-value metadata)."""
+    sidecar = meta_path or path.with_name(path.name + META_SUFFIX)
+    if sidecar.is_file():
+        if sidecar.stat().st_size > MAX_META_BYTES:
+            return None, [_meta_problem(f"{sidecar.name} is over {MAX_META_BYTES} bytes")]
+        try:
+            data = json.loads(sidecar.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError:
+            return None, [_meta_problem(f"{sidecar.name} is not UTF-8")]
+        except json.JSONDecodeError as exc:
+            return None, [_meta_problem(f"{sidecar.name} is not valid JSON ({exc.msg} at line {exc.lineno})")]
+        if not isinstance(data, dict):
+            return None, [_meta_problem(f"{sidecar.name} must hold a JSON object, got {type(data).__name__}")]
+        return data, []
+    if meta_path is not None:
+        return None, [_meta_problem(f"no metadata file at {meta_path}")]
+    if path.is_file() and path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        try:
+            kv = pq.read_metadata(path).metadata or {}
+        except Exception:  # noqa: BLE001 - an unreadable file is reported by the file validator
+            kv = {}
+        if PARQUET_META_KEY in kv:
+            try:
+                data = json.loads(kv[PARQUET_META_KEY].decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                return None, [_meta_problem("the parquet key 'rap_submission' is not UTF-8 JSON")]
+            if isinstance(data, dict):
+                return data, []
+            return None, [_meta_problem("the parquet key 'rap_submission' must hold a JSON object")]
+    return None, [
+        _meta_problem(f"none found: write {sidecar.name} next to the file (or rap_submission parquet metadata)")
+    ]
+
+
+def parse_metadata(data: dict[str, Any], *, instance_hash: str | None) -> tuple[SubmissionMeta | None, list[str]]:
+    """Check the metadata dict; return the typed metadata (None when unusable) and the problems."""
+    problems: list[str] = []
+    unknown = sorted(set(data) - set(REQUIRED_META) - set(OPTIONAL_META))
+    if unknown:
+        problems.append(
+            _meta_problem(f"unknown key(s) {', '.join(unknown)} (allowed: {', '.join(REQUIRED_META + OPTIONAL_META)})")
+        )
+    missing = [k for k in REQUIRED_META if k not in data]
+    if missing:
+        problems.append(_meta_problem(f"missing key(s) {', '.join(missing)}"))
+    if problems:
+        return None, problems
+    model = data["model"]
+    if not isinstance(model, str) or not model.strip():
+        problems.append(_meta_problem("model must be a non-empty string"))
+    raw_conditions = data["conditions"]
+    if isinstance(raw_conditions, str):
+        raw_conditions = [raw_conditions]
+    conditions: list[Condition] = []
+    if not isinstance(raw_conditions, list) or not raw_conditions:
+        problems.append(_meta_problem('conditions must be a non-empty list such as ["A1"]'))
+    else:
+        for c in raw_conditions:
+            try:
+                conditions.append(Condition(c))
+            except ValueError:
+                problems.append(_meta_problem(f"unknown condition {c!r} (expected A0..A4)"))
+    mh = data["manifest_hash"]
+    if not isinstance(mh, str) or len(mh) != 64:
+        problems.append(_meta_problem("manifest_hash must be the 64-hex sha256 of the instance's SHA256SUMS"))
+    elif instance_hash is not None and mh != instance_hash:
+        problems.append(
+            _meta_problem(
+                f"manifest_hash {mh[:12]}... is not this instance's ({instance_hash[:12]}...): rebuild against it"
+            )
+        )
+    cutoff = None
+    if data.get("knowledge_cutoff") is not None:
+        try:
+            cutoff = dt.date.fromisoformat(str(data["knowledge_cutoff"]))
+        except ValueError:
+            problems.append(
+                _meta_problem(f"knowledge_cutoff must be YYYY-MM-DD or null, got {data['knowledge_cutoff']!r}")
+            )
+    tools = data.get("tools") or []
+    if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
+        problems.append(_meta_problem("tools must be a list of strings"))
+        tools = []
+    elif set(tools) - KNOWN_TOOLS:
+        problems.append(_meta_problem(f"unknown tool(s) {', '.join(sorted(set(tools) - KNOWN_TOOLS))} (known: search)"))
+    attempts = data.get("attempts")
+    if attempts is not None and (isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1):
+        problems.append(_meta_problem("attempts must be a positive integer"))
+    if conditions and "search" not in tools and any(c.regime is not None for c in conditions):
+        problems.append("[warning] metadata: a Search condition is declared but tools does not list 'search'")
+    if Condition.A0 in conditions and tools:
+        problems.append("[warning] metadata: A0 is closed-book but tools are listed")
+    if any(p.startswith("[fatal]") for p in problems):
+        return None, problems
+    meta = SubmissionMeta(
+        model=model,
+        conditions=tuple(dict.fromkeys(conditions)),
+        manifest_hash=mh,
+        knowledge_cutoff=cutoff,
+        tools=tuple(tools),
+        attempts=attempts,
+        submitter=data.get("submitter"),
+        notes=data.get("notes"),
+        benchmark_version=data.get("benchmark_version"),
+    )
+    return meta, problems
+
+
+def _row_problems(report: ValidationReport, meta: SubmissionMeta) -> list[str]:
+    """Submission-level checks on the rows the validator kept: one model, the declared one."""
+    frame = report.frame
+    if not len(frame):
+        return ["[fatal] no usable rows: every row was dropped (see the problems above)"]
+    models = sorted(set(frame["model"].astype(str)))
+    if len(models) > 1:
+        return [f"[fatal] mixed models: one submission is one model, found {', '.join(models[:5])}"]
+    if models[0] != meta.model:
+        return [f"[fatal] model column {models[0]!r} differs from the metadata's {meta.model!r}"]
+    return []
+
+
+def validate_submission(
+    path: str | Path,
+    inst: Any,
+    *,
+    meta_path: str | Path | None = None,
+    split: str | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> SubmissionReport:
+    """Validate one submission against an instance; never raises on bad input."""
+    path = Path(path)
+    try:
+        data, problems = read_metadata(path, Path(meta_path) if meta_path else None)
+        meta = None
+        if data is not None:
+            meta, more = parse_metadata(data, instance_hash=inst.manifest_hash)
+            problems += more
+        validation = validate_predictions(
+            path,
+            inst,
+            expected_conditions=meta.conditions if meta else None,
+            split=split,
+            max_bytes=max_bytes,
+        )
+        problems += [str(p) for p in validation.problems]
+        if meta is not None and validation.scorable:
+            row_problems = _row_problems(validation, meta)
+            if row_problems:
+                problems += row_problems
+                meta = None
+        return SubmissionReport(path, meta, tuple(problems), validation)
+    except Exception as exc:  # noqa: BLE001 - a submission must never take the leaderboard down
+        problem = Problem(
+            ProblemKind.UNREADABLE, Severity.FATAL, f"could not be validated: {type(exc).__name__}: {exc}"
+        )
+        return SubmissionReport(path, None, (str(problem),), None)
+
+
+def score_submission(report: SubmissionReport, inst: Any, *, split: str | None = "test", **kwargs: Any) -> pd.DataFrame:
+    """``rap score``'s leaderboard rows for one accepted submission (empty when rejected)."""
+    from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
+
+    if not report.accepted or report.validation is None or not len(report.validation.frame):
+        return pd.DataFrame()
+    preds = report.validation.frame.drop(columns=["_line"], errors="ignore")
+    scores = score_predictions(inst, preds)
+    board = leaderboard(scores, inst, split=split, forecast_only=False, **kwargs)
+    meta = report.meta
+    assert meta is not None
+    board.insert(2, "knowledge_cutoff", meta.knowledge_cutoff.isoformat() if meta.knowledge_cutoff else None)
+    board.insert(3, "tools", ",".join(meta.tools))
+    board.insert(4, "submission", report.path.name)
+    return board
+
+
+@dataclass(frozen=True)
+class LeaderboardResult:
+    reports: tuple[SubmissionReport, ...]
+    board: pd.DataFrame
+
+
+def score_submissions(
+    paths: Sequence[str | Path],
+    inst: Any,
+    *,
+    split: str | None = "test",
+    n_resamples: int | None = None,
+    seed: int | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> LeaderboardResult:
+    """Validate and score each submission on its own; the board stacks the accepted ones."""
+    reports, boards = [], []
+    for p in paths:
+        rep = validate_submission(p, inst, split=split, max_bytes=max_bytes)
+        if rep.accepted:
+            try:
+                boards.append(score_submission(rep, inst, split=split, n_resamples=n_resamples, seed=seed))
+            except Exception as exc:  # noqa: BLE001 - reported, never fatal to the other submissions
+                rep = SubmissionReport(
+                    rep.path, None, (*rep.problems, f"[fatal] scoring failed: {exc}"), rep.validation
+                )
+        reports.append(rep)
+    board = (
+        pd.concat([b for b in boards if len(b)], ignore_index=True) if any(len(b) for b in boards) else pd.DataFrame()
+    )
+    if len(board):
+        board = board.sort_values(["spearman", "model", "condition"], ascending=[False, True, True], kind="stable")
+        board = board.reset_index(drop=True)
+    return LeaderboardResult(tuple(reports), board)
+
+
+def write_leaderboard(result: LeaderboardResult, out: str | Path) -> Path:
+    """``leaderboard.csv``, ``leaderboard.md`` and ``submissions.json`` (every verdict and problem)."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    result.board.to_csv(out / "leaderboard.csv", index=False)
+    (out / "leaderboard.md").write_text(_markdown(result.board), encoding="utf-8")
+    verdicts = [
+        {
+            "submission": str(r.path),
+            "accepted": r.accepted,
+            "meta": r.meta.to_dict() if r.meta else None,
+            "problems": list(r.problems),
+        }
+        for r in result.reports
+    ]
+    (out / "submissions.json").write_text(json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return out
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return "" if math.isnan(v) else f"{v:.3f}"
+    return "" if v is None else str(v)
+
+
+def _markdown(board: pd.DataFrame) -> str:
+    if board.empty:
+        return "No accepted submissions.\n"
+    cols = [
+        c
+        for c in (
+            "model",
+            "condition",
+            "knowledge_cutoff",
+            "n_fields",
+            "n_episodes",
+            "n_invalid",
+            "spearman",
+            "spearman_lo",
+            "spearman_hi",
+            "tv",
+            "jsd",
+        )
+        if c in board
+    ]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in board[cols].itertuples(index=False):
+        lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
+    return "\n".join(lines) + "\n\n95% intervals: block bootstrap over dependency blocks; no multiplicity correction.\n"

@@ -1,0 +1,344 @@
+"""The lm-eval (0.4.13) ``citecast`` task: CiteCast tasks with the research loop run inside the task.
+
+It plugs into lm-eval's evaluator exactly as :class:`~rap_benchmark.integrations.lmeval.task.RapTask` does
+(same internals, same model discovery, same batched rounds of :mod:`rap_benchmark.integrations.lmeval.rounds`):
+
+1. one document per CiteCast task of a split (the task id only: paper, band and target stay in
+   the environment); the first turn is the environment's system prompt with the text tool
+   protocol (:data:`rap_benchmark.citecast.agent.TEXT_PROTOCOL`) and its task prompt;
+2. after lm-eval's first batched ``generate_until``, ``apply_filters`` continues every task with
+   :func:`rap_benchmark.citecast.agent.run_text_agent` against an in-process client of
+   :class:`~rap_benchmark.citecast.env.CiteCastEnv`, so the research cutoff, the call limit and
+   the one-shot submission are the server's own rules; all still-open tasks go to the model
+   together, round after round: ``<web_search>q</web_search>`` and ``<web_fetch>url</web_fetch>``
+   run through the environment, and at most ``max_tool_calls`` web calls are allowed before a
+   forced ``<submit>integer</submit>``;
+3. each instance's ``resps`` holds the episode record as JSON (messages, calls, session id,
+   prediction, reward) and ``filtered_resps["none"]`` its final reply; ``process_results``
+   reads the reward the environment gave (0 when no submission was accepted).
+
+Metrics: ``reward`` (mean CiteCast reward over tasks, invalid episodes scoring 0), ``valid``
+(share of tasks with an accepted submission) and ``n_tool_calls`` (mean web calls).
+
+Metadata keys (YAML ``metadata:`` or ``--metadata``): ``citecast_dir`` (the instance folder),
+``split`` (train, test or all; default test), ``max_tool_calls`` (default 8),
+``max_observation_chars``. The instance folder is, in order: ``citecast_dir``,
+``$RAP_CITECAST_DIR``, ``instance_dir`` when it holds a CiteCast instance (``--metadata`` is
+shared by every task of a run, so a RAP ``instance_dir`` is left to the RAP tasks), else the
+embedded instance built once into the cache (``$RAP_CACHE_DIR`` or ``~/.cache/rap_benchmark``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from rap_benchmark.agents.protocol import Request
+from rap_benchmark.citecast.agent import (
+    MAX_OBSERVATION_CHARS,
+    TEXT_STOPS,
+    TextRun,
+    run_text_agent,
+    text_messages,
+)
+from rap_benchmark.citecast.client import EnvClient, InProcessClient
+from rap_benchmark.citecast.env import CiteCastEnv
+from rap_benchmark.citecast.instance import CITECAST_VERSION, MANIFEST
+from rap_benchmark.citecast.prompt import SYSTEM_PROMPT, render_prompt
+from rap_benchmark.integrations.lmeval.docs import cache_root, cached_build
+from rap_benchmark.integrations.lmeval.rounds import CheckFn, GenerateFn, run_rounds
+from rap_benchmark.integrations.lmeval.task import (
+    FILTER_KEY,
+    ToolLoopTask,
+    mean_finite,
+    render_plain,
+    valid_metric,
+    window_check,
+)
+
+CITECAST_DIR_ENV = "RAP_CITECAST_DIR"
+DOC_SPLITS = ("train", "test", "all")
+DEFAULT_MAX_TOOL_CALLS = 8
+DEFAULT_MAX_GEN_TOKS = 1024
+MODEL_LABEL = "lm-eval"
+
+
+# -- the instance and its documents ---------------------------------------------------------------
+
+
+def ensure_embedded(root: Path | None = None) -> Path:
+    """The cached embedded CiteCast instance of this CiteCast version, built on first use (seconds)."""
+    from rap_benchmark.citecast.embedded import build_embedded
+
+    out = (root or cache_root()) / "citecast" / f"embedded-{CITECAST_VERSION}"
+    return cached_build(out, build_embedded)
+
+
+def citecast_dir(metadata: Mapping[str, Any] | None = None) -> Path:
+    """The CiteCast instance folder the task runs on (see the module docstring for the order)."""
+    meta = metadata or {}
+    explicit = meta.get("citecast_dir") or os.environ.get(CITECAST_DIR_ENV)
+    if explicit:
+        return Path(explicit)
+    shared = meta.get("instance_dir")
+    if shared and (Path(shared) / MANIFEST).is_file():
+        return Path(shared)
+    return ensure_embedded()
+
+
+@cache
+def _env(path: str) -> CiteCastEnv:
+    env = CiteCastEnv.from_instance(path)
+    env.warm()
+    return env
+
+
+def citecast_env(metadata: Mapping[str, Any] | None = None) -> CiteCastEnv:
+    """The environment (verified instance, search index built) for the task's folder; one per
+    process and folder, so its sessions outlive the evaluation and can be inspected."""
+    return _env(str(citecast_dir(metadata).resolve()))
+
+
+def citecast_docs(env: CiteCastEnv, split: str = "test") -> list[dict[str, str]]:
+    """One document per task of ``split`` (train, test or all), sorted by task id: the id and its
+    split only (what an agent-facing task spec carries)."""
+    if split not in DOC_SPLITS:
+        raise ValueError(f"split must be one of {', '.join(DOC_SPLITS)}, got {split!r}")
+    ids = env.task_ids(None if split == "all" else split)
+    return [{"task_id": t, "split": env.tasks[t].split.value} for t in ids]
+
+
+def _load_docs(**metadata: Any) -> Any:
+    """``custom_dataset`` hook: lm-eval calls it with the task metadata (plus model args)."""
+    import datasets
+
+    docs = citecast_docs(citecast_env(metadata), str(metadata.get("split", "test")))
+    features = datasets.Features({"task_id": datasets.Value("string"), "split": datasets.Value("string")})
+    return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs, features=features)})
+
+
+# -- batched rounds --------------------------------------------------------------------------------
+
+
+def run_text_batched(
+    client: EnvClient,
+    jobs: Mapping[str, str],
+    *,
+    generate: GenerateFn,
+    render: Callable[[list[dict[str, str]]], str],
+    base_kwargs: dict[str, Any],
+    max_tokens: int,
+    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
+    max_observation_chars: int = MAX_OBSERVATION_CHARS,
+    first_replies: dict[str, tuple[str, str]] | None = None,
+    check: CheckFn | None = None,
+    model_name: str = MODEL_LABEL,
+) -> tuple[dict[str, TextRun], int]:
+    """Run ``jobs`` (key -> CiteCast task id) to their records over batched ``generate`` rounds;
+    return ({key: TextRun}, number of batched rounds).
+
+    The batching is :mod:`rap_benchmark.integrations.lmeval.rounds`' (one queue; a round goes out when every
+    open episode waits; a context ``check`` refuses fails that episode; a first reply is reused
+    when its context matches byte for byte); the episode loop is the environment's text agent.
+    """
+
+    def loop(task_id: str) -> Callable[[Any], Awaitable[TextRun]]:
+        async def run(backend: Any) -> TextRun:
+            async def complete(messages: list[dict[str, str]]) -> str:
+                request = Request(messages=tuple(messages), tools=None, tool_choice=None, max_tokens=max_tokens)
+                turn = await backend.complete(request, None)  # the batching backend ignores the context
+                return turn.content or ""
+
+            return await run_text_agent(
+                client, task_id, complete, max_tool_calls=max_tool_calls, max_observation_chars=max_observation_chars
+            )
+
+        return run
+
+    return run_rounds(
+        {key: loop(task_id) for key, task_id in jobs.items()},
+        generate=generate,
+        render=lambda r: render(list(r.messages)),
+        base_kwargs=base_kwargs,
+        model_name=model_name,
+        first_replies=first_replies,
+        check=check,
+    )
+
+
+# -- metric functions (module level: lm-eval deep-copies and serialises task configs) ----------
+
+
+def reward_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
+    """Placeholder named ``reward`` (values come from :meth:`CiteCastTask.process_results`)."""
+    return None
+
+
+def n_tool_calls_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
+    """Placeholder named ``n_tool_calls``."""
+    return None
+
+
+reward_metric.__name__ = "reward"
+n_tool_calls_metric.__name__ = "n_tool_calls"
+
+METRIC_LIST: list[dict[str, Any]] = [
+    {"metric": reward_metric, "aggregation": mean_finite, "higher_is_better": True},
+    {"metric": valid_metric, "aggregation": mean_finite, "higher_is_better": True},
+    {"metric": n_tool_calls_metric, "aggregation": mean_finite, "higher_is_better": True},
+]
+
+
+def episode_metrics(record: Mapping[str, Any]) -> dict[str, float]:
+    """The per-task metrics of an episode record: the environment's reward (0 without an accepted
+    submission), validity and the number of web calls."""
+    valid = bool(record.get("valid"))
+    reward = record.get("reward")
+    return {
+        "reward": float(reward) if valid and reward is not None else 0.0,
+        "valid": 1.0 if valid else 0.0,
+        "n_tool_calls": float(record.get("n_tool_calls", 0)),
+    }
+
+
+def make_text_renderer(chat_template: Callable[..., str] | None) -> Callable[[list[dict[str, str]]], str]:
+    """Chat messages -> context string (the model's chat template, or plain text without one)."""
+
+    def render(messages: list[dict[str, str]]) -> str:
+        if chat_template is None:
+            return render_plain(messages)
+        return chat_template(messages, add_generation_prompt=True)
+
+    return render
+
+
+class CiteCastTask(ToolLoopTask):
+    """CiteCast as an lm-eval task (see the module docstring)."""
+
+    VERSION = CITECAST_VERSION
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        cfg = dict(config or {})
+        cfg.pop("class", None)
+        meta = dict(cfg.get("metadata") or {})
+        meta.setdefault("version", CITECAST_VERSION)
+        self.env = citecast_env(meta)
+        self.client = InProcessClient(self.env)
+        self.max_tool_calls = int(meta.get("max_tool_calls") or DEFAULT_MAX_TOOL_CALLS)
+        self.max_observation_chars = int(meta.get("max_observation_chars") or MAX_OBSERVATION_CHARS)
+        self._lm: Any = None
+        self._chat_template: Callable[..., str] | None = None
+        self._records: dict[str, dict[str, Any]] = {}
+        full = {
+            "task": cfg.get("task") or "citecast",
+            "tag": cfg.get("tag"),
+            "custom_dataset": _load_docs,
+            "test_split": "test",
+            "output_type": "generate_until",
+            "generation_kwargs": {
+                "until": list(TEXT_STOPS),
+                "max_gen_toks": DEFAULT_MAX_GEN_TOKS,
+                "do_sample": False,
+                "temperature": 0.0,
+            },
+            "metric_list": METRIC_LIST,
+            "num_fewshot": 0,
+            "metadata": meta,
+        }
+        for key, value in cfg.items():
+            if key not in full and key != "metadata":
+                full[key] = value
+        if isinstance(cfg.get("generation_kwargs"), dict):
+            full["generation_kwargs"].update(cfg["generation_kwargs"])
+        super().__init__(config=full)
+
+    # -- documents -------------------------------------------------------------------------
+    def has_training_docs(self) -> bool:
+        return False
+
+    def has_validation_docs(self) -> bool:
+        return False
+
+    def has_test_docs(self) -> bool:
+        return True
+
+    def fewshot_docs(self) -> None:
+        return None
+
+    def first_messages(self, doc: dict[str, Any]) -> list[dict[str, str]]:
+        """The first turn of a task, as the environment's ``start`` renders it (without opening a
+        session: a session is opened when the episode runs)."""
+        paper = self.env.tasks[doc["task_id"]].paper
+        return text_messages(SYSTEM_PROMPT, render_prompt(paper))
+
+    def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
+        return self.first_messages(doc)[-1]["content"]
+
+    def doc_to_target(self, doc: dict[str, Any], doc_to_target: Any = None) -> str:
+        return ""  # the target stays in the environment
+
+    def _max_tokens(self) -> int:
+        gk = self.config.generation_kwargs or {}
+        return int(gk.get("max_gen_toks") or DEFAULT_MAX_GEN_TOKS)
+
+    # -- lm-eval hooks -----------------------------------------------------------------------
+    def fewshot_context(
+        self,
+        doc: dict[str, Any],
+        num_fewshot: int,
+        system_instruction: str | None = None,
+        apply_chat_template: bool = False,
+        fewshot_as_multiturn: bool = False,
+        chat_template: Callable[..., str] | None = None,
+        gen_prefix: str | None = None,
+    ) -> str:
+        if num_fewshot:
+            raise ValueError("the citecast task is zero-shot (num_fewshot must be 0)")
+        if system_instruction:
+            raise ValueError("the citecast task uses the environment's own system prompt; drop --system_instruction")
+        render = make_text_renderer(chat_template if apply_chat_template else None)
+        return render(self.first_messages(doc))
+
+    def apply_filters(self) -> None:
+        lm = self.evaluation_lm()
+        jobs: dict[str, str] = {}
+        first: dict[str, tuple[str, str]] = {}
+        instances: dict[str, Any] = {}
+        for inst in self._instances:
+            key = f"{inst.doc_id:08d}"
+            jobs[key] = inst.doc["task_id"]
+            first[key] = (inst.args[0], inst.resps[0] if inst.resps else "")
+            instances[key] = inst
+
+        results, _ = run_text_batched(
+            self.client,
+            jobs,
+            generate=self.batch_generate(lm),
+            render=make_text_renderer(self._chat_template),
+            base_kwargs=dict(self.config.generation_kwargs or {}),
+            max_tokens=self._max_tokens(),
+            max_tool_calls=self.max_tool_calls,
+            max_observation_chars=self.max_observation_chars,
+            first_replies=first,
+            check=window_check(lm),
+        )
+        for key, inst in instances.items():
+            record = results[key].to_dict()
+            inst.resps = [json.dumps(record, ensure_ascii=False, default=str)]  # logged samples keep it as JSON
+            inst.filtered_resps[FILTER_KEY] = record["answer_text"] or ""
+            self._records[record["task_id"]] = record
+
+    def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        if "bypass" in getattr(self, "_metric_fn_list", {}):
+            return {"bypass": None}
+        return episode_metrics(self._records.get(doc["task_id"], {}))
+
+    def higher_is_better(self) -> dict[str, bool]:
+        return dict(self._higher_is_better)
+
+    def aggregation(self) -> dict[str, Callable[..., float]]:
+        return dict(self._aggregation_list)

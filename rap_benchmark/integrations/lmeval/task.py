@@ -1,0 +1,388 @@
+"""The lm-eval (0.4.13) task: RAP episodes with the Search loop run inside the task.
+
+How it plugs into lm-eval's evaluator (``lm_eval.evaluator.evaluate``), and which internals it
+relies on (each is checked by ``tests/test_lm_eval_internals.py``):
+
+1. ``build_all_requests(..., chat_template=lm.apply_chat_template)``: the task builds the first
+   turn of every episode (system prompt, the condition's user prompt, the text tool protocol) and
+   keeps ``chat_template.__self__``, the model, for the later rounds. Without
+   ``--apply_chat_template`` the model is found in the evaluator's frame (local ``lm``).
+2. The evaluator runs every task's first-round ``generate_until`` requests in one batch, then
+   calls ``task.apply_filters()``. There the task continues every episode with the agents' episode
+   loop (:mod:`rap_benchmark.integrations.lmeval.rounds`): search calls are executed with the project's Search
+   tool, observations appended, and all still-open episodes go to ``lm.generate_until`` together,
+   round after round, until each has its final answer (at most ``max_search_calls`` calls, then a
+   forced answer).
+3. Each instance's ``resps`` then holds the unit's full record as JSON (messages, search calls,
+   events)
+   and ``filtered_resps["none"]`` its final answer text, which ``process_results`` scores with the
+   project's parser and Spearman; ``spearman`` and ``state_fidelity`` aggregate field-macro.
+
+Metadata keys (YAML ``metadata:`` or ``--metadata``): ``condition`` (A0..A4, set by each YAML),
+``instance_dir``, ``split`` (dev, test or all; default test), ``max_search_calls``,
+``answer_prefill`` (default false: open every answer turn with ``{"D0": `` for the model to
+continue, for small models that otherwise never produce the answer format; recorded per turn).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from lm_eval.api.instance import Instance as LmInstance
+from lm_eval.api.task import ConfigurableTask
+
+from rap_benchmark.agents import prompts
+from rap_benchmark.agents.protocol import Request
+from rap_benchmark.agents.runner import SearchTools, default_max_tokens, native_units
+from rap_benchmark.agents.transformers_backend import ANSWER_PREFILL
+from rap_benchmark.core.records import Condition
+from rap_benchmark.core.spec import BENCHMARK_VERSION
+from rap_benchmark.evaluation.scoring.aggregate import field_macro
+from rap_benchmark.evaluation.scoring.metrics import spearman
+from rap_benchmark.evaluation.scoring.parse import parse_answer
+from rap_benchmark.integrations.lmeval.docs import docs_dataset, episode_docs, instance_for, is_state
+from rap_benchmark.integrations.lmeval.protocol import ANSWER_STOPS, SEARCH_STOPS
+from rap_benchmark.integrations.lmeval.rounds import EpisodeJob, run_batched
+
+FILTER_KEY = "none"
+MODEL_LABEL = "lm-eval"
+
+
+# -- metric functions (module level: lm-eval deep-copies and serialises task configs) ----------
+
+
+def field_macro_pairs(items: list[Any]) -> float:
+    """Aggregate ``(field_id, value)`` pairs field-macro (mean within field over finite values,
+    then across fields), exactly as the scorer does."""
+    if not items:
+        return float("nan")
+    fids = np.array([str(i[0]) for i in items], dtype=object)
+    vals = np.array([np.nan if i[1] is None else float(i[1]) for i in items], dtype=np.float64)
+    return field_macro(vals, fids)
+
+
+def mean_finite(items: list[Any]) -> float:
+    vals = np.asarray([float(v) for v in items], dtype=np.float64)
+    return float(vals.mean()) if vals.size else float("nan")
+
+
+def spearman_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
+    """Placeholder named ``spearman`` (values come from :meth:`RapTask.process_results`)."""
+    return None
+
+
+def state_fidelity_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
+    """Placeholder named ``state_fidelity``."""
+    return None
+
+
+def valid_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
+    """Placeholder named ``valid``."""
+    return None
+
+
+def n_search_calls_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
+    """Placeholder named ``n_search_calls``."""
+    return None
+
+
+spearman_metric.__name__ = "spearman"
+state_fidelity_metric.__name__ = "state_fidelity"
+valid_metric.__name__ = "valid"
+n_search_calls_metric.__name__ = "n_search_calls"
+
+
+def _metric_list(condition: Condition) -> list[dict[str, Any]]:
+    out = [{"metric": spearman_metric, "aggregation": field_macro_pairs, "higher_is_better": True}]
+    if is_state(condition):
+        out.append({"metric": state_fidelity_metric, "aggregation": field_macro_pairs, "higher_is_better": True})
+    out.append({"metric": valid_metric, "aggregation": mean_finite, "higher_is_better": True})
+    out.append({"metric": n_search_calls_metric, "aggregation": mean_finite, "higher_is_better": True})
+    return out
+
+
+def _load_docs(**metadata: Any) -> Any:
+    """``custom_dataset`` hook: lm-eval calls it with the task metadata (plus model args)."""
+    inst = instance_for(metadata)
+    return docs_dataset(episode_docs(inst, Condition(metadata["condition"]), split=str(metadata.get("split", "test"))))
+
+
+def episode_metrics(doc: dict[str, Any], answer: str | None) -> dict[str, Any]:
+    """The per-episode metrics of a final answer (what ``process_results`` returns)."""
+    parsed = parse_answer(answer)
+    fid = doc["field_id"]
+    rho = float("nan")
+    fidelity = float("nan")
+    if parsed.valid and parsed.weights is not None:
+        p = np.asarray(parsed.weights, dtype=np.float64)[None, :]
+        if doc.get("y") is not None:
+            rho = float(spearman(p, np.asarray(doc["y"], dtype=np.float64)[None, :])[0])
+        if doc.get("x") is not None:
+            fidelity = float(spearman(p, np.asarray(doc["x"], dtype=np.float64)[None, :])[0])
+    out: dict[str, Any] = {"spearman": (fid, rho)}
+    if doc.get("task") == "state":
+        out["state_fidelity"] = (fid, fidelity)
+    out["valid"] = 1.0 if parsed.valid else 0.0
+    return out
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+
+def render_plain(messages: list[dict[str, str]]) -> str:
+    """A chat as plain text, for models run without ``--apply_chat_template``."""
+    parts = [f"{m['role'].capitalize()}:\n{m['content']}" for m in messages]
+    return "\n\n".join(parts) + "\n\nAssistant:\n"
+
+
+def make_renderer(chat_template: Callable[..., str] | None) -> Callable[[Request], str]:
+    """Request -> context string, with the agents' text-protocol rendering of the messages."""
+    from rap_benchmark.agents.transformers_backend import render_text_protocol
+
+    def render(request: Request) -> str:
+        msgs = render_text_protocol(request)
+        if chat_template is None:
+            return render_plain(msgs)
+        return chat_template(msgs, add_generation_prompt=True)
+
+    return render
+
+
+def window_check(lm: Any) -> Callable[[str, dict[str, Any]], str | None] | None:
+    """A check that refuses contexts the model would truncate (``lm.max_length`` tokens in all)."""
+    max_length = getattr(lm, "max_length", None)
+    encode = getattr(lm, "tok_encode", None)
+    if not isinstance(max_length, int) or encode is None:
+        return None
+
+    def check(ctx: str, kwargs: dict[str, Any]) -> str | None:
+        n = len(encode(ctx))
+        new = int(kwargs.get("max_gen_toks", 0))
+        if n + new > max_length:
+            return f"context overflow: {n} prompt + {new} new tokens > max_length {max_length} (raise max_length)"
+        return None
+
+    return check
+
+
+def evaluator_lm() -> Any:
+    """The model of the running ``lm_eval.evaluator.evaluate`` call (its local ``lm``)."""
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            code = frame.f_code
+            if code.co_name == "evaluate" and frame.f_globals.get("__name__") == "lm_eval.evaluator":
+                return frame.f_locals.get("lm")
+            frame = frame.f_back
+    finally:
+        del frame
+    return None
+
+
+class ToolLoopTask(ConfigurableTask):
+    """What the RAP and CiteCast tasks share: finding the evaluation's model and sending batched
+    ``generate_until`` rounds to it. Subclasses set ``self._lm = None`` and
+    ``self._chat_template = None`` before ``ConfigurableTask.__init__``."""
+
+    _lm: Any
+    _chat_template: Callable[..., str] | None
+
+    def build_all_requests(self, **kwargs: Any) -> None:
+        template = kwargs.get("chat_template") if kwargs.get("apply_chat_template") else None
+        self._chat_template = template
+        self._lm = getattr(template, "__self__", None)
+        super().build_all_requests(**kwargs)
+
+    def evaluation_lm(self) -> Any:
+        """The running evaluation's model: the chat template's owner, else the evaluator's ``lm``."""
+        lm = self._lm or evaluator_lm()
+        if lm is None:
+            raise RuntimeError(
+                f"{type(self).__name__} could not find the model of the running evaluation (lm-eval internals changed?)"
+            )
+        return lm
+
+    def batch_generate(self, lm: Any) -> Callable[[list[tuple[str, dict[str, Any]]]], list[str]]:
+        """One batched ``generate_until`` call per round: (context, kwargs) pairs in, replies out."""
+
+        def generate(batch: list[tuple[str, dict[str, Any]]]) -> list[str]:
+            reqs = [
+                LmInstance(
+                    request_type="generate_until",
+                    doc={},
+                    arguments=(ctx, kwargs),
+                    idx=0,
+                    metadata=(self.config.task, i, 1),
+                )
+                for i, (ctx, kwargs) in enumerate(batch)
+            ]
+            return list(lm.generate_until(reqs))
+
+        return generate
+
+
+class RapTask(ToolLoopTask):
+    """One RAP condition as an lm-eval task (see the module docstring)."""
+
+    VERSION = BENCHMARK_VERSION
+
+    def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        cfg = dict(config or {})
+        cfg.pop("class", None)
+        meta = dict(cfg.get("metadata") or {})
+        self.condition = Condition(meta.get("condition", Condition.A1.value))
+        meta["condition"] = self.condition.value
+        meta.setdefault("version", BENCHMARK_VERSION)
+        self.inst = instance_for(meta)
+        spec = self.inst.spec
+        if meta.get("max_search_calls") is not None:
+            spec = spec.replace(max_search_calls=int(meta["max_search_calls"]))
+        self.spec = spec
+        self.answer_prefill = bool(meta.get("answer_prefill", False))
+        self._lm: Any = None
+        self._chat_template: Callable[..., str] | None = None
+        self._tools = SearchTools(self.inst)
+        self._records: dict[str, dict[str, Any]] = {}
+        until = list(SEARCH_STOPS if self.condition.regime is not None else ANSWER_STOPS)
+        full = {
+            "task": cfg.get("task") or f"rap_{self.condition.value.lower()}",
+            "tag": cfg.get("tag"),
+            "custom_dataset": _load_docs,
+            "test_split": "test",
+            "output_type": "generate_until",
+            "generation_kwargs": {
+                "until": until,
+                "max_gen_toks": default_max_tokens(self.condition, spec),
+                "do_sample": False,
+                "temperature": 0.0,
+            },
+            "metric_list": _metric_list(self.condition),
+            "num_fewshot": 0,
+            "metadata": meta,
+        }
+        for key, value in cfg.items():
+            if key not in full and key not in ("metadata",):
+                full[key] = value
+        if isinstance(cfg.get("generation_kwargs"), dict):
+            full["generation_kwargs"].update(cfg["generation_kwargs"])
+        super().__init__(config=full)
+
+    # -- documents -------------------------------------------------------------------------
+    def has_training_docs(self) -> bool:
+        return False
+
+    def has_validation_docs(self) -> bool:
+        return False
+
+    def has_test_docs(self) -> bool:
+        return True
+
+    def fewshot_docs(self) -> None:
+        return None
+
+    def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
+        return self._unit(doc).user_prompt
+
+    def doc_to_target(self, doc: dict[str, Any], doc_to_target: Any = None) -> str:
+        target = doc.get("y")
+        return "" if target is None else json.dumps([float(v) for v in target])
+
+    # -- the unit of a document (the agents' own unit builder) ----------------------------------
+    def _unit(self, doc: dict[str, Any]) -> Any:
+        (unit,) = native_units(
+            MODEL_LABEL,
+            self.inst.codebooks,
+            [(doc["field_id"], doc["origin"])],
+            [self.condition],
+            self.spec,
+            max_tokens=self._max_tokens(),
+        )
+        return unit
+
+    def _max_tokens(self) -> int:
+        gk = self.config.generation_kwargs or {}
+        return int(gk.get("max_gen_toks") or default_max_tokens(self.condition, self.spec))
+
+    def _first_request(self, doc: dict[str, Any]) -> Request:
+        unit = self._unit(doc)
+        tools = None
+        if unit.regime is not None:
+            _, schema = self._tools.bind(doc["field_id"], doc["origin"], unit.regime)
+            tools = (schema,)
+        return Request(
+            messages=tuple(prompts.initial_messages(unit.user_prompt)),
+            tools=tools,
+            tool_choice="auto" if tools else None,
+            max_tokens=unit.max_tokens,
+            temperature=self.spec.temperature,
+        )
+
+    # -- lm-eval hooks -----------------------------------------------------------------------
+    def fewshot_context(
+        self,
+        doc: dict[str, Any],
+        num_fewshot: int,
+        system_instruction: str | None = None,
+        apply_chat_template: bool = False,
+        fewshot_as_multiturn: bool = False,
+        chat_template: Callable[..., str] | None = None,
+        gen_prefix: str | None = None,
+    ) -> str:
+        if num_fewshot:
+            raise ValueError("RAP tasks are zero-shot (num_fewshot must be 0)")
+        if system_instruction:
+            raise ValueError("RAP tasks use the benchmark's own system prompt; drop --system_instruction")
+        render = make_renderer(chat_template if apply_chat_template else None)
+        return render(self._first_request(doc))
+
+    def apply_filters(self) -> None:
+        lm = self.evaluation_lm()
+        render = make_renderer(self._chat_template)
+        jobs, first, docs = [], {}, {}
+        for inst in self._instances:
+            doc = inst.doc
+            key = f"{inst.doc_id:08d}"
+            unit = self._unit(doc)
+            fn = schema = None
+            if unit.regime is not None:
+                fn, schema = self._tools.bind(doc["field_id"], doc["origin"], unit.regime)
+            jobs.append(
+                EpisodeJob(key, unit.context, unit.user_prompt, fn, schema, unit.max_tokens, self.spec.max_search_calls)
+            )
+            first[key] = (inst.args[0], inst.resps[0] if inst.resps else "")
+            docs[key] = inst
+
+        results, _ = run_batched(
+            jobs,
+            generate=self.batch_generate(lm),
+            render=render,
+            base_kwargs=dict(self.config.generation_kwargs or {}),
+            model_name=MODEL_LABEL,
+            first_replies=first,
+            check=window_check(lm),
+            answer_prefill=ANSWER_PREFILL if self.answer_prefill else "",
+        )
+        for key, inst in docs.items():
+            record = results[key].to_dict()
+            inst.resps = [json.dumps(record, ensure_ascii=False, default=str)]  # logged samples keep it as JSON
+            inst.filtered_resps[FILTER_KEY] = record["answer_text"] or ""
+            self._records[inst.doc["episode_id"]] = record
+
+    def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
+        if "bypass" in getattr(self, "_metric_fn_list", {}):
+            return {"bypass": None}
+        answer = results[0] if results else None
+        out = episode_metrics(doc, answer)
+        record = self._records.get(doc["episode_id"], {})
+        out["n_search_calls"] = float(record.get("n_search_calls", 0))
+        return out
+
+    def higher_is_better(self) -> dict[str, bool]:
+        return dict(self._higher_is_better)
+
+    def aggregation(self) -> dict[str, Callable[..., float]]:
+        return dict(self._aggregation_list)

@@ -1,0 +1,327 @@
+"""Build an instance: corpus -> fields/codebooks -> assignments -> blocks -> episodes -> artifacts.
+
+:func:`build_instance` writes every artifact of docs/ARCHITECTURE.md into a temporary folder
+next to ``out`` and moves it into place only when the whole build succeeded, so ``out`` is always
+either the previous complete instance or the new one. The build is deterministic: the same spec
+and source give byte-identical files and so an identical ``SHA256SUMS``.
+
+Two routes:
+
+* ``source=None``: the synthetic generator (:func:`rap_benchmark.pipeline.synth.generate_mini`), codebooks
+  from its blueprints, the offline instrument, plus ``truth.parquet`` (the latent labels);
+* ``source=PATH``: :func:`rap_benchmark.pipeline.corpus.read_corpus` (parquet folder, snapshot JSON lines
+  or Atom feed), offline fields and codebooks from the text, the offline instrument.
+
+:func:`instance_info` summarises a built instance (what ``rap info`` prints).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rap_benchmark.core.artifacts import (
+    LEDGER_FILE,
+    SUMS_FILE,
+    Instance,
+    codebook_to_dict,
+    write_json,
+    write_parquet,
+    write_sums,
+)
+from rap_benchmark.core.records import AssignmentType, Codebook, Policy, Split
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.corpus import PAPER_COLUMNS
+from rap_benchmark.pipeline.instrument.offline import ASSIGNMENT_COLUMNS
+
+MAX_LEDGER_MALFORMED = 50
+
+
+def _as_object(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """Plain object columns (arrow ``string``) whatever pandas' default string dtype is."""
+    out = frame.loc[:, list(columns)].copy()
+    for col in columns:
+        if col not in ("categories", "authors"):
+            values = out[col].astype(object).to_numpy()
+            out[col] = pd.Series(
+                [None if v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v)) else str(v) for v in values],
+                dtype=object,
+                index=out.index,
+            )
+        else:
+            out[col] = pd.Series(
+                [[str(x) for x in v] if v is not None else [] for v in out[col]], dtype=object, index=out.index
+            )
+    return out.reset_index(drop=True)
+
+
+def normalise_papers(papers: pd.DataFrame) -> pd.DataFrame:
+    """The ``papers.parquet`` table: documented columns, dates as strings, sorted by (date, id)."""
+    frame = papers.copy()
+    if "authors" not in frame:
+        frame["authors"] = [[] for _ in range(len(frame))]
+    frame["date"] = frame["date"].astype(str).str.slice(0, 10)
+    frame = _as_object(frame, PAPER_COLUMNS)
+    return frame.sort_values(["date", "arxiv_id"], kind="stable").reset_index(drop=True)
+
+
+def normalise_assignments(assignments: pd.DataFrame, papers: pd.DataFrame) -> pd.DataFrame:
+    """The ``assignments.parquet`` table: v1 date denormalised in, sorted by (field, date, id)."""
+    frame = assignments.copy()
+    if "date" not in frame:
+        dates = papers.set_index("arxiv_id")["date"]
+        frame["date"] = frame["arxiv_id"].map(dates)
+    if frame["date"].isna().any():
+        missing = frame.loc[frame["date"].isna(), "arxiv_id"].head(5).tolist()
+        raise ValueError(f"assignments reference papers not in the corpus: {missing}")
+    frame["date"] = frame["date"].astype(str).str.slice(0, 10)
+    frame = _as_object(frame, ASSIGNMENT_COLUMNS)
+    unknown = set(frame["type"]) - {t.value for t in AssignmentType}
+    if unknown:
+        raise ValueError(f"unknown assignment types {sorted(unknown)}")
+    return frame.sort_values(["field_id", "date", "arxiv_id"], kind="stable").reset_index(drop=True)
+
+
+def type_shares(assignments: pd.DataFrame) -> dict[str, float]:
+    """Share of memberships per assignment type (all five types, in enum order)."""
+    counts = assignments["type"].value_counts()
+    total = max(int(counts.sum()), 1)
+    return {t.value: float(counts.get(t.value, 0)) / total for t in AssignmentType}
+
+
+def _synthetic_inputs(spec: BenchmarkSpec, progress: bool) -> dict[str, Any]:
+    from rap_benchmark.pipeline.codebook import codebooks_from_blueprint
+    from rap_benchmark.pipeline.instrument.offline import assign_offline
+    from rap_benchmark.pipeline.synth import generate_mini
+
+    mini = generate_mini(spec)
+    codebooks, prototypes = codebooks_from_blueprint(mini, spec)
+    papers = normalise_papers(mini.papers)
+    assignments = assign_offline(papers, mini.memberships, codebooks, prototypes, spec)
+    truth = mini.truth.loc[:, ["arxiv_id", "field_id", "true_direction"]]
+    truth = _as_object(truth, ("arxiv_id", "field_id", "true_direction"))
+    truth = truth.sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
+    corpus = {"route": "synthetic", "generator": "rap_benchmark.synth.generate_mini", "seed": spec.seed}
+    return {"papers": papers, "codebooks": codebooks, "assignments": assignments, "truth": truth, "corpus": corpus}
+
+
+def _source_inputs(spec: BenchmarkSpec, source: Path, progress: bool) -> dict[str, Any]:
+    from rap_benchmark.pipeline.codebook import build_codebooks
+    from rap_benchmark.pipeline.corpus import read_corpus
+    from rap_benchmark.pipeline.fields import build_fields
+    from rap_benchmark.pipeline.instrument.offline import assign_offline
+
+    papers, report = read_corpus(source, spec, progress=progress)
+    papers = normalise_papers(papers)
+    memberships, field_info = build_fields(papers, spec, progress=progress)
+    codebooks, prototypes = build_codebooks(papers, memberships, field_info, spec, progress=progress)
+    assignments = assign_offline(papers, memberships, codebooks, prototypes, spec)
+    corpus = {"route": "source", "format": _format_name(source), **report.to_dict(MAX_LEDGER_MALFORMED)}
+    return {"papers": papers, "codebooks": codebooks, "assignments": assignments, "truth": None, "corpus": corpus}
+
+
+def _format_name(source: Path) -> str:
+    from rap_benchmark.pipeline.corpus import corpus_format
+
+    return corpus_format(source)
+
+
+def _derived(
+    spec: BenchmarkSpec,
+    papers: pd.DataFrame,
+    codebooks: list[Codebook],
+    assignments: pd.DataFrame,
+    blocks: pd.DataFrame,
+    episodes: pd.DataFrame,
+    corpus: dict[str, Any],
+) -> dict[str, Any]:
+    from rap_benchmark.pipeline.blocks import dev_seed_fields
+
+    split_fields = blocks.groupby("split")["field_id"].nunique().to_dict()
+    split_blocks = blocks.groupby("split")["block_id"].nunique().to_dict()
+    canonical = episodes.loc[episodes["policy"] == Policy.CANONICAL.value]
+    flags = pd.Series([f for fl in canonical["flags"] for f in fl], dtype=object).value_counts()
+    return {
+        "corpus": corpus,
+        "n_papers": len(papers),
+        "n_fields": len(codebooks),
+        "n_memberships": len(assignments),
+        "assignment_type_shares": type_shares(assignments),
+        "n_blocks": int(blocks["block_id"].nunique()),
+        "dev_seed_fields": list(dev_seed_fields(blocks["field_id"].tolist(), spec)),
+        "n_fields_by_split": {s.value: int(split_fields.get(s.value, 0)) for s in Split},
+        "n_blocks_by_split": {s.value: int(split_blocks.get(s.value, 0)) for s in Split},
+        "n_episodes_by_split": {s.value: int((canonical["split"] == s.value).sum()) for s in Split},
+        "canonical_episode_flags": {str(k): int(v) for k, v in sorted(flags.items())},
+    }
+
+
+def _prepare_out(out: Path) -> Path:
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / SUMS_FILE).is_file() and not (out / LEDGER_FILE).is_file():
+        raise FileExistsError(f"{out} is a non-empty folder that is not a built instance; refusing to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.parent / f".{out.name}.building-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    return tmp
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    if out.exists():
+        os.rename(out, old)
+    os.rename(tmp, out)
+    if old.exists():
+        shutil.rmtree(old)
+
+
+def build_instance(
+    spec: BenchmarkSpec, out: str | Path, source: str | Path | None = None, *, progress: bool = False
+) -> Path:
+    """Build every artifact of an instance into ``out`` (replaced atomically); return ``out``.
+
+    ``source=None`` generates the synthetic corpus from ``spec`` (the mini route); otherwise
+    ``source`` is read with :func:`rap_benchmark.pipeline.corpus.read_corpus`.
+    """
+    from tqdm import tqdm
+
+    from rap_benchmark.pipeline.blocks import split_table
+    from rap_benchmark.pipeline.episodes import arrow_typed, episode_table, search_manifest
+
+    out = Path(out)
+    tmp = _prepare_out(out)
+    steps = tqdm(total=6, desc=f"build {spec.name}", unit="step", disable=not progress)
+    try:
+        steps.set_postfix_str("corpus, fields, codebooks, assignments")
+        inputs = _synthetic_inputs(spec, progress) if source is None else _source_inputs(spec, Path(source), progress)
+        papers: pd.DataFrame = inputs["papers"]
+        codebooks: list[Codebook] = sorted(inputs["codebooks"], key=lambda cb: cb.field_id)
+        assignments = normalise_assignments(inputs["assignments"], papers)
+        field_ids = [cb.field_id for cb in codebooks]
+        stray = sorted(set(assignments["field_id"]) - set(field_ids))
+        if stray:
+            raise ValueError(f"assignments for fields without a codebook: {stray[:5]}")
+        steps.update()
+
+        steps.set_postfix_str("blocks and split")
+        blocks = split_table(assignments, field_ids, spec)
+        steps.update()
+
+        steps.set_postfix_str("episodes")
+        episodes = episode_table(assignments, blocks, spec)
+        steps.update()
+
+        steps.set_postfix_str("search manifest")
+        manifest = search_manifest(assignments, field_ids, spec)
+        steps.update()
+
+        steps.set_postfix_str("writing artifacts")
+        write_parquet(tmp / "papers.parquet", papers)
+        write_json(tmp / "codebooks.json", [codebook_to_dict(cb) for cb in codebooks])
+        write_parquet(tmp / "assignments.parquet", assignments)
+        write_parquet(tmp / "blocks.parquet", blocks)
+        write_parquet(tmp / "episodes.parquet", arrow_typed(episodes))
+        write_parquet(tmp / "search_manifest.parquet", manifest)
+        if inputs["truth"] is not None:
+            write_parquet(tmp / "truth.parquet", inputs["truth"])
+        ledger = spec.ledger()
+        ledger["derived"] = _derived(spec, papers, codebooks, assignments, blocks, episodes, inputs["corpus"])
+        write_json(tmp / LEDGER_FILE, ledger)
+        steps.update()
+
+        steps.set_postfix_str("SHA256SUMS")
+        write_sums(tmp)
+        steps.update()
+        _swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        steps.close()
+    return out
+
+
+def _spread(values: pd.Series) -> dict[str, float]:
+    v = values.to_numpy(dtype=np.float64)
+    if v.size == 0:
+        return {"min": float("nan"), "median": float("nan"), "max": float("nan")}
+    return {"min": float(v.min()), "median": float(np.median(v)), "max": float(v.max())}
+
+
+def instance_info(instance: Instance) -> dict[str, Any]:
+    """The figures ``rap info`` reports, as plain JSON-able values."""
+    spec = instance.spec
+    episodes = instance.episodes
+    canonical = episodes.loc[episodes["policy"] == Policy.CANONICAL.value]
+    blocks = instance.blocks
+    directions = pd.Series([len(cb.directions) for cb in instance.codebooks.values()], dtype=np.int64)
+    splits: dict[str, dict[str, int]] = {}
+    for split in Split:
+        rows = blocks.loc[blocks["split"] == split.value]
+        splits[split.value] = {
+            "fields": int(rows["field_id"].nunique()),
+            "blocks": int(rows["block_id"].nunique()),
+            "episodes": int((canonical["split"] == split.value).sum()),
+        }
+    flags = pd.Series([f for fl in canonical["flags"] for f in fl], dtype=object).value_counts()
+    return {
+        "name": spec.name,
+        "benchmark_version": instance.ledger.get("benchmark_version"),
+        "manifest_hash": instance.manifest_hash,
+        "origins": list(spec.origins),
+        "papers": len(instance.papers),
+        "fields": len(instance.codebooks),
+        "directions_per_field": {str(k): int(v) for k, v in directions.value_counts().sort_index().items()},
+        "memberships": len(instance.assignments),
+        "assignment_type_shares": type_shares(instance.assignments),
+        "blocks": int(blocks["block_id"].nunique()),
+        "split": splits,
+        "episodes": int(len(canonical)),
+        "episode_rows": int(len(episodes)),
+        "papers_per_window": {"n_x": _spread(canonical["n_x"]), "n_y": _spread(canonical["n_y"])},
+        "canonical_flags": {str(k): int(v) for k, v in sorted(flags.items())},
+        "search_universes": int(len(instance.search_manifest)),
+        "papers_per_universe": {
+            str(regime): _spread(group["n_papers"])
+            for regime, group in instance.search_manifest.groupby("regime", sort=True)
+        },
+    }
+
+
+def format_info(info: dict[str, Any]) -> str:
+    """``instance_info`` as the readable text ``rap info`` prints."""
+    shares = ", ".join(f"{k} {100 * v:.2f}%" for k, v in info["assignment_type_shares"].items())
+    dirs = ", ".join(f"{k} directions: {v} fields" for k, v in info["directions_per_field"].items())
+    ppw = info["papers_per_window"]
+    lines = [
+        f"instance           {info['name']} (benchmark {info['benchmark_version']})",
+        f"manifest hash      {info['manifest_hash']}",
+        f"origins            {', '.join(info['origins'])}",
+        f"papers             {info['papers']:,}",
+        f"fields             {info['fields']:,} ({dirs})",
+        f"memberships        {info['memberships']:,}",
+        f"assignment types   {shares}",
+        f"blocks             {info['blocks']:,}",
+    ]
+    for split, row in info["split"].items():
+        lines.append(f"{split:<18} {row['fields']:,} fields, {row['blocks']:,} blocks, {row['episodes']:,} episodes")
+    lines.append(f"episodes           {info['episodes']:,} (x {len(Policy)} policies = {info['episode_rows']:,} rows)")
+    for key, label in (("n_x", "papers in x window"), ("n_y", "papers in y window")):
+        s = ppw[key]
+        lines.append(
+            f"{label:<18} min {s['min']:,.0f}, median {s['median']:,.1f}, max {s['max']:,.0f} (counted, canonical)"
+        )
+    flags = ", ".join(f"{k} {v}" for k, v in info["canonical_flags"].items()) or "none"
+    lines.append(f"flagged episodes   {flags}")
+    lines.append(f"search universes   {info['search_universes']:,}")
+    for regime, s in info["papers_per_universe"].items():
+        lines.append(f"  {regime:<16} min {s['min']:,.0f}, median {s['median']:,.1f}, max {s['max']:,.0f} papers")
+    return "\n".join(lines)

@@ -1,0 +1,372 @@
+"""Fields from real text: TF-IDF, seeded spherical k-means and multi-membership (SPEC 3.2).
+
+The offline deterministic path. A field is a cluster of papers dated before
+``spec.eligibility_end`` (the paper's retrospective frame): TF-IDF of title + abstract
+(:func:`rap_benchmark.core.text.tokenize`), spherical k-means with a seeded k-means++ start, then
+every paper (any date) joins each field whose frozen centroid it is close enough to (cosine at
+least ``MEMBERSHIP_RATIO`` times its best field's cosine, and at least ``MIN_MEMBERSHIP_COS``).
+Fields are kept when they have ``spec.min_field_papers`` memberships before ``eligibility_end``
+and enough papers before the codebook cutoff for eight directions; kept fields are renumbered
+``f000``, ``f001``, ... in order of their name (top terms), then of their centroid's ids.
+
+This module also holds the TF-IDF space and the spherical k-means used by the codebooks and
+the offline assignment instrument.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from rap_benchmark.core.records import N_DIRECTIONS
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.text import tokenize
+
+__all__ = [
+    "FieldInfo",
+    "TfidfSpace",
+    "TokenizedCorpus",
+    "build_fields",
+    "paper_tokens",
+    "spherical_kmeans",
+    "tokenize_papers",
+    "top_terms",
+]
+
+
+@dataclass(frozen=True)
+class FieldInfo:
+    """A field's identity and written description."""
+
+    field_id: str
+    name: str
+    definition: str
+
+
+# --------------------------------------------------------------------------------------------
+# TF-IDF
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TokenizedCorpus:
+    """Papers' tokens as integer ids into one corpus-wide vocabulary (CSR-like layout).
+
+    ``vocab``: every distinct token, sorted; doc i's token ids are
+    ``ids[indptr[i]:indptr[i + 1]]`` in text order.
+    """
+
+    vocab: tuple[str, ...]
+    indptr: np.ndarray  # int64, n_docs + 1
+    ids: np.ndarray  # int32 token ids
+
+    @property
+    def n_docs(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+    def doc_index(self) -> np.ndarray:
+        """The doc number of every token."""
+        return np.repeat(np.arange(self.n_docs, dtype=np.int64), self.lengths)
+
+    def select(self, rows: np.ndarray) -> TokenizedCorpus:
+        """The sub-corpus of ``rows`` (in that order), sharing the vocabulary."""
+        rows = np.asarray(rows, dtype=np.int64)
+        lengths = self.lengths[rows]
+        indptr = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+        if rows.size == 0:
+            return TokenizedCorpus(self.vocab, indptr, np.zeros(0, np.int32))
+        starts = np.repeat(self.indptr[rows] - indptr[:-1], lengths)
+        return TokenizedCorpus(self.vocab, indptr, self.ids[np.arange(indptr[-1]) + starts])
+
+    def tokens(self, i: int) -> list[str]:
+        return [self.vocab[j] for j in self.ids[self.indptr[i] : self.indptr[i + 1]]]
+
+
+_TOKEN_CACHE: dict[str, TokenizedCorpus] = {}
+
+
+def tokenize_papers(papers: pd.DataFrame) -> TokenizedCorpus:
+    """Tokenise each paper's ``title + " " + abstract`` (``rap_benchmark.core.text.tokenize``).
+
+    The last two results are cached by a hash of the papers' ids and text (tokenising 190k
+    abstracts takes ~20 s and fields, codebooks and assignments all need them).
+    """
+    frame = papers[["arxiv_id", "title", "abstract"]]
+    key = hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
+    if key in _TOKEN_CACHE:
+        return _TOKEN_CACHE[key]
+    docs = paper_tokens(papers)
+    lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
+    flat = [t for d in docs for t in d]
+    codes, uniques = pd.factorize(pd.Series(flat, dtype=object), sort=True)
+    corpus = TokenizedCorpus(
+        vocab=tuple(str(u) for u in uniques),
+        indptr=np.r_[0, np.cumsum(lengths)].astype(np.int64),
+        ids=np.asarray(codes, dtype=np.int32),
+    )
+    while len(_TOKEN_CACHE) >= 2:
+        _TOKEN_CACHE.pop(next(iter(_TOKEN_CACHE)))
+    _TOKEN_CACHE[key] = corpus
+    return corpus
+
+
+def paper_tokens(papers: pd.DataFrame) -> list[list[str]]:
+    """Tokens of each paper's title and abstract (``rap_benchmark.core.text.tokenize``)."""
+    titles = papers["title"].tolist()
+    abstracts = papers["abstract"].tolist()
+    return [tokenize(f"{t} {a}") for t, a in zip(titles, abstracts, strict=True)]
+
+
+@dataclass(frozen=True)
+class TfidfSpace:
+    """A frozen vocabulary with smoothed IDF: ``idf = ln((1 + n) / (1 + df)) + 1``.
+
+    Document vectors use sublinear term frequency ``1 + ln(tf)`` times IDF, L2-normalised
+    (scikit-learn's ``TfidfVectorizer(sublinear_tf=True)`` convention). Tokens outside the
+    vocabulary are ignored (and counted as unknown).
+    """
+
+    terms: tuple[str, ...]
+    idf: np.ndarray
+
+    @classmethod
+    def fit(
+        cls,
+        corpus: TokenizedCorpus,
+        *,
+        min_df: int = 2,
+        max_df_ratio: float = 0.5,
+        max_terms: int | None = None,
+    ) -> TfidfSpace:
+        """Vocabulary of terms in at least ``min_df`` and at most ``max_df_ratio`` of the docs.
+
+        With ``max_terms`` only the most frequent terms (by document frequency, ties by term)
+        are kept. Terms are sorted, so the space depends only on the documents' content.
+        """
+        n = corpus.n_docs
+        if n == 0:
+            raise ValueError("cannot fit a TF-IDF space on zero documents")
+        v = len(corpus.vocab)
+        # document frequency from a (docs x vocab) incidence matrix; np.unique on the ~30M
+        # (doc, token) pairs is orders of magnitude slower on numpy 2.4
+        incidence = sp.csr_matrix(
+            (np.ones(corpus.ids.size, dtype=np.float64), (corpus.doc_index(), corpus.ids)), shape=(n, v)
+        )
+        incidence.sum_duplicates()
+        df = np.bincount(incidence.indices, minlength=v)
+        keep = np.flatnonzero((df >= min_df) & (df <= max_df_ratio * n))
+        if max_terms is not None and keep.size > max_terms:
+            # vocab ids are in sorted term order, so a stable sort by -df breaks ties by term
+            keep = np.sort(keep[np.argsort(-df[keep], kind="stable")[:max_terms]])
+        terms = tuple(corpus.vocab[i] for i in keep)
+        idf = np.log((1.0 + n) / (1.0 + df[keep].astype(np.float64))) + 1.0
+        return cls(terms=terms, idf=idf)
+
+    @property
+    def n_terms(self) -> int:
+        return len(self.terms)
+
+    def counts(self, corpus: TokenizedCorpus) -> tuple[sp.csr_matrix, np.ndarray]:
+        """Raw term counts (docs x terms, CSR) and each doc's number of known tokens."""
+        lookup = pd.Index(self.terms).get_indexer(pd.Index(corpus.vocab, dtype=object))
+        cols = lookup[corpus.ids] if corpus.ids.size else np.zeros(0, np.int64)
+        rows = corpus.doc_index()
+        known = cols >= 0
+        mat = sp.csr_matrix(
+            (np.ones(int(known.sum()), dtype=np.float64), (rows[known], cols[known])),
+            shape=(corpus.n_docs, self.n_terms),
+        )
+        mat.sum_duplicates()
+        n_known = np.bincount(rows[known], minlength=corpus.n_docs).astype(np.int64)
+        return mat, n_known
+
+    def transform(self, corpus: TokenizedCorpus) -> tuple[sp.csr_matrix, np.ndarray]:
+        """L2-normalised TF-IDF rows (all-zero rows for docs with no known token), known counts."""
+        mat, n_known = self.counts(corpus)
+        return self.weight(mat), n_known
+
+    def weight(self, counts: sp.csr_matrix) -> sp.csr_matrix:
+        """Sublinear TF times IDF, rows L2-normalised."""
+        mat = sp.csr_matrix(counts, dtype=np.float64, copy=True)
+        mat.data = 1.0 + np.log(mat.data)
+        mat = mat @ sp.diags(self.idf)
+        return l2_normalise_rows(sp.csr_matrix(mat))
+
+
+def l2_normalise_rows(mat: sp.csr_matrix) -> sp.csr_matrix:
+    norms = np.sqrt(np.asarray(mat.multiply(mat).sum(axis=1)).ravel())
+    inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
+    return sp.csr_matrix(sp.diags(inv) @ mat)
+
+
+def _normalise_dense_rows(mat: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    return np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
+
+
+# --------------------------------------------------------------------------------------------
+# Spherical k-means
+# --------------------------------------------------------------------------------------------
+
+
+def spherical_kmeans(
+    x: sp.csr_matrix,
+    k: int,
+    rng: np.random.Generator,
+    *,
+    n_init: int = 1,
+    n_iter: int = 40,
+    tol: float = 1e-6,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cluster L2-normalised rows of ``x`` by cosine; return (labels, centroids k x terms).
+
+    Seeded k-means++ start (cosine distance ``1 - cos``), Lloyd iterations until the objective
+    (sum of each row's cosine to its centroid) improves by less than ``tol`` (relative). With
+    ``n_init > 1`` the best of that many seeded starts is kept (the first on exact ties). Ties in
+    the argmax go to the lowest cluster index. Empty clusters are re-seeded with the row
+    farthest from its centroid.
+    """
+    n = x.shape[0]
+    if n < k:
+        raise ValueError(f"cannot form {k} clusters from {n} rows")
+    x = sp.csr_matrix(x)
+    best_fit: tuple[float, np.ndarray, np.ndarray] | None = None
+    for _ in range(max(1, n_init)):
+        labels, centres = _lloyd(x, _kmeanspp(x, k, rng), n_iter, tol)
+        objective = float(np.asarray(x @ centres.T)[np.arange(n), labels].sum())
+        if best_fit is None or objective > best_fit[0]:
+            best_fit = (objective, labels, centres)
+    assert best_fit is not None
+    return best_fit[1], best_fit[2]
+
+
+def _lloyd(x: sp.csr_matrix, centres: np.ndarray, n_iter: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
+    n, k = x.shape[0], centres.shape[0]
+    prev = -np.inf
+    for _ in range(n_iter):
+        sims = np.asarray(x @ centres.T)
+        labels = sims.argmax(axis=1)
+        best = sims[np.arange(n), labels]
+        objective = float(best.sum())
+        sums = np.asarray((sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(k, n)) @ x).todense())
+        sizes = np.bincount(labels, minlength=k)
+        for empty in np.flatnonzero(sizes == 0):
+            far = int(np.argmin(best))
+            sums[empty] = x[far].toarray().ravel()
+            best[far] = np.inf
+        centres = _normalise_dense_rows(sums)
+        if objective - prev <= tol * max(abs(objective), 1.0):
+            break
+        prev = objective
+    sims = np.asarray(x @ centres.T)
+    return sims.argmax(axis=1).astype(np.int64), centres
+
+
+def _kmeanspp(x: sp.csr_matrix, k: int, rng: np.random.Generator) -> np.ndarray:
+    n = x.shape[0]
+    first = int(rng.integers(n))
+    chosen = [first]
+    best = np.asarray(x @ x[first].T.toarray()).ravel()
+    for _ in range(1, k):
+        dist = np.clip(1.0 - best, 0.0, None)
+        total = dist.sum()
+        nxt = int(rng.choice(n, p=dist / total)) if total > 0 else int(rng.integers(n))
+        chosen.append(nxt)
+        best = np.maximum(best, np.asarray(x @ x[nxt].T.toarray()).ravel())
+    return _normalise_dense_rows(x[chosen].toarray())
+
+
+def top_terms(weights: np.ndarray, terms: Sequence[str], n: int) -> list[str]:
+    """The ``n`` terms with the largest weights (ties by term)."""
+    order = np.lexsort((np.asarray(terms, dtype=object), -np.asarray(weights)))
+    return [terms[i] for i in order[:n] if weights[i] > 0]
+
+
+# --------------------------------------------------------------------------------------------
+# Fields (real text)
+# --------------------------------------------------------------------------------------------
+
+MEMBERSHIP_RATIO = 0.85
+"""A paper joins every field whose centroid cosine is at least this share of its best field's."""
+MIN_MEMBERSHIP_COS = 0.12
+"""... and at least this cosine (papers below it join only their best field)."""
+MIN_PRECUTOFF_PER_DIRECTION = 5
+"""A kept field needs at least ``8 x`` this many papers before the codebook cutoff."""
+
+
+def build_fields(
+    papers: pd.DataFrame, spec: BenchmarkSpec, *, progress: bool = False
+) -> tuple[pd.DataFrame, dict[str, FieldInfo]]:
+    """Fields from real text (see the module docstring). Returns (memberships, field_info).
+
+    ``memberships`` has columns arxiv_id, field_id for ALL papers (any date), sorted by
+    (field_id, arxiv_id). ``spec.n_fields`` is the number of k-means clusters (kept fields are
+    at most that many). ``spec.extra`` may set ``field_fit_sample`` (how many eligible papers,
+    drawn with the seed, fit the clusters; default 60,000) and ``field_max_terms``
+    (vocabulary cap, default 40,000).
+    """
+    from tqdm import tqdm
+
+    steps = tqdm(total=4, desc="fields", disable=not progress)
+    papers = papers.sort_values(["date", "arxiv_id"], kind="stable").reset_index(drop=True)
+    dates = papers["date"].astype(str).to_numpy()
+    eligible = np.flatnonzero(dates < spec.eligibility_end)
+    k = spec.n_fields
+    if eligible.size < k:
+        raise ValueError(f"{eligible.size} papers before {spec.eligibility_end}; {k} fields need more")
+    corpus = tokenize_papers(papers)
+    steps.update()
+    space = TfidfSpace.fit(
+        corpus.select(eligible),
+        min_df=3,
+        max_df_ratio=0.3,
+        max_terms=int(spec.extra.get("field_max_terms", 40_000)),
+    )
+    x, _ = space.transform(corpus)
+    steps.update()
+    rng = np.random.default_rng([spec.seed, 2])
+    n_fit = min(eligible.size, int(spec.extra.get("field_fit_sample", 60_000)))
+    fit_rows = np.sort(rng.choice(eligible, size=n_fit, replace=False))
+    _, centres = spherical_kmeans(x[fit_rows], k, rng)
+    steps.update()
+
+    sims = np.asarray(x @ centres.T)  # papers x k
+    best = sims.max(axis=1)
+    member = (sims >= MEMBERSHIP_RATIO * best[:, None]) & (sims >= MIN_MEMBERSHIP_COS)
+    member[np.arange(len(papers)), sims.argmax(axis=1)] |= best > 0
+    elig_mask = dates < spec.eligibility_end
+    pre_mask = dates < spec.codebook_cutoff
+    n_elig = member[elig_mask].sum(axis=0)
+    n_pre = member[pre_mask].sum(axis=0)
+    keep = np.flatnonzero((n_elig >= spec.min_field_papers) & (n_pre >= N_DIRECTIONS * MIN_PRECUTOFF_PER_DIRECTION))
+    names = {int(c): ", ".join(top_terms(centres[c], space.terms, 4)) for c in keep}
+    kept = sorted(keep.tolist(), key=lambda c: (names[c], c))
+    info: dict[str, FieldInfo] = {}
+    frames = []
+    ids = papers["arxiv_id"].to_numpy(dtype=object)
+    for j, c in enumerate(kept):
+        fid = f"f{j:03d}"
+        info[fid] = FieldInfo(
+            field_id=fid,
+            name=names[c],
+            definition=f"Papers whose main topic involves {', '.join(top_terms(centres[c], space.terms, 10))}.",
+        )
+        frames.append(pd.DataFrame({"arxiv_id": ids[member[:, c]], "field_id": fid}))
+    steps.update()
+    steps.close()
+    memberships = (
+        pd.concat(frames, ignore_index=True)
+        if frames
+        else pd.DataFrame({"arxiv_id": pd.Series(dtype=object), "field_id": pd.Series(dtype=object)})
+    )
+    memberships = memberships.sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
+    return memberships, info

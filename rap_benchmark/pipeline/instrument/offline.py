@@ -1,0 +1,222 @@
+"""The offline assignment instrument: similarity to direction prototypes with margin rules.
+
+For each paper-field membership, ``s_k`` is the cosine between the paper's TF-IDF vector (in
+the pre-cutoff space of :class:`~rap_benchmark.pipeline.codebook.Prototypes`) and direction k's
+prototype. With ``s1 >= s2`` the best two (ties to the lower key) and ``m_f`` the field's
+calibration level (median ``s1`` over the field's pre-cutoff memberships with enough
+evidence, frozen with the codebook), the rules are applied in this order:
+
+``low_evidence``
+    fewer than ``min_known_tokens`` tokens of the paper are in the space's vocabulary
+    (primary ``other``, no secondary).
+``other``
+    ``s1 < other_ratio * m_f``: no direction is close enough (primary ``other``).
+``bridge``
+    a tie (``s2 >= r* s1``, see below) where the paper is a *strong* member of both
+    directions (``s2 >= bridge_strength * m_f``) and the two directions are *distinct* (their
+    prototypes' cosine is at most the median cosine between the field's direction pairs): the
+    paper genuinely spans two separate programmes. Primary = best, secondary = runner-up.
+``boundary``
+    any other tie: the runner-up is within the relative margin of the best, ``s2 >= r* s1``.
+``single``
+    otherwise (no secondary).
+
+The tie ratio ``r*`` is calibrated once, on pre-cutoff evidence: it is the ``1 - tie_rate``
+quantile of ``s2 / s1`` pooled over every field's pre-cutoff memberships with enough evidence,
+so that a share ``tie_rate`` of those memberships are ties (boundary or bridge). The default
+``tie_rate`` is the paper's instrument's tie share (42.60% boundary + 1.58% bridge); a relative
+margin that is right for one corpus is wrong for another (real abstracts give much flatter
+similarity profiles than the synthetic mini corpus), while the calibrated rate transfers. Later
+papers are then labelled with the frozen ``r*``, so post-cutoff tie shares can drift.
+
+The rule constants are :class:`AssignRules`; ``spec.extra["assign_rules"]`` may override them
+(so the parameter ledger records what was used).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from rap_benchmark.core.records import DIRECTION_KEYS, AssignmentType, Codebook
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.codebook import Prototypes
+from rap_benchmark.pipeline.fields import tokenize_papers
+
+__all__ = [
+    "ASSIGNMENT_COLUMNS",
+    "AssignRules",
+    "assign_offline",
+    "calibrate_tie_ratio",
+    "classify",
+    "direction_similarities",
+    "distinct_pairs",
+    "runner_up_ratio",
+]
+
+ASSIGNMENT_COLUMNS: tuple[str, ...] = ("arxiv_id", "field_id", "date", "primary", "secondary", "type")
+
+
+@dataclass(frozen=True)
+class AssignRules:
+    """Constants of the offline instrument's margin rules (see the module docstring)."""
+
+    min_known_tokens: int = 8
+    other_ratio: float = 0.39
+    tie_rate: float = 0.4418
+    bridge_strength: float = 0.80
+
+    @classmethod
+    def from_spec(cls, spec: BenchmarkSpec) -> AssignRules:
+        overrides = dict(spec.extra.get("assign_rules", {}))
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(f"unknown assign_rules keys: {', '.join(unknown)}")
+        return cls(**overrides)
+
+
+def direction_similarities(
+    papers: pd.DataFrame, memberships: pd.DataFrame, prototypes: Prototypes
+) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """Cosine of each membership's paper to its field's eight prototypes.
+
+    Returns (memberships joined with ``date``, sorted by (field_id, date, arxiv_id);
+    similarities n x 8; known-token counts n). Papers missing from ``papers`` raise KeyError.
+    """
+    pos = pd.Series(np.arange(len(papers)), index=papers["arxiv_id"].to_numpy())
+    missing = ~memberships["arxiv_id"].isin(pos.index)
+    if missing.any():
+        raise KeyError(
+            f"{int(missing.sum())} memberships name papers not in the corpus, e.g. {memberships.loc[missing, 'arxiv_id'].iloc[0]}"
+        )
+    absent = sorted(set(memberships["field_id"]) - set(prototypes.centroids))
+    if absent:
+        raise KeyError(f"no prototypes for fields {', '.join(absent[:5])}")
+    x, n_known = prototypes.space.transform(tokenize_papers(papers))
+    m = memberships[["arxiv_id", "field_id"]].copy()
+    rows = pos.loc[m["arxiv_id"].to_numpy()].to_numpy()
+    m["date"] = papers["date"].astype(str).to_numpy()[rows]
+    m["_row"] = rows
+    m = m.sort_values(["field_id", "date", "arxiv_id"], kind="stable").reset_index(drop=True)
+    sims = np.zeros((len(m), len(DIRECTION_KEYS)), dtype=np.float64)
+    fids = m["field_id"].to_numpy().astype(str)
+    bounds = np.flatnonzero(np.r_[True, fids[1:] != fids[:-1], True])
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        cents = prototypes.centroids[fids[lo]]
+        sims[lo:hi] = np.asarray(x[m["_row"].to_numpy()[lo:hi]] @ cents.T)
+    known = n_known[m["_row"].to_numpy()]
+    return m.drop(columns="_row"), sims, known
+
+
+def assign_offline(
+    papers: pd.DataFrame,
+    memberships: pd.DataFrame,
+    codebooks: list[Codebook],
+    prototypes: Prototypes,
+    spec: BenchmarkSpec,
+) -> pd.DataFrame:
+    """Label every membership (see the module docstring).
+
+    Returns the ``assignments.parquet`` columns (:data:`ASSIGNMENT_COLUMNS`), one row per
+    membership, sorted by (field_id, date, arxiv_id).
+    """
+    rules = AssignRules.from_spec(spec)
+    cb_fields = {cb.field_id for cb in codebooks}
+    absent = sorted(set(memberships["field_id"]) - cb_fields)
+    if absent:
+        raise KeyError(f"no codebook for fields {', '.join(absent[:5])}")
+    m, sims, known = direction_similarities(papers, memberships, prototypes)
+    n = len(m)
+    best = np.argsort(-sims, axis=1, kind="stable")[:, 0]
+    s1 = sims[np.arange(n), best]
+    fids = m["field_id"].to_numpy().astype(str)
+    pre = m["date"].to_numpy().astype(str) < spec.codebook_cutoff
+    enough = known >= rules.min_known_tokens
+    level = np.zeros(n)
+    table = np.zeros(n, dtype=np.int64)  # row -> index of its field's distinct-pair table
+    tables = [np.zeros((len(DIRECTION_KEYS), len(DIRECTION_KEYS)), dtype=bool)]
+    bounds = np.flatnonzero(np.r_[True, fids[1:] != fids[:-1], True])
+    for j, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+        calib = enough[lo:hi] & pre[lo:hi]
+        if not calib.any():
+            calib = enough[lo:hi]
+        level[lo:hi] = float(np.median(s1[lo:hi][calib])) if calib.any() else 0.0
+        tables.append(distinct_pairs(prototypes.centroids[fids[lo]]))
+        table[lo:hi] = j + 1
+    tie_ratio = calibrate_tie_ratio(sims, known, pre, rules)
+    primary, secondary, kind = classify(sims, known, level, np.stack(tables), table, rules, tie_ratio)
+    out = m[["arxiv_id", "field_id", "date"]].copy()
+    out["primary"] = pd.Series(primary, index=out.index, dtype=object)
+    out["secondary"] = pd.Series(secondary, index=out.index, dtype=object)  # None, not NaN
+    out["type"] = pd.Series(kind, index=out.index, dtype=object)
+    return out.reset_index(drop=True)
+
+
+def runner_up_ratio(sims: np.ndarray) -> np.ndarray:
+    """``s2 / s1`` per row (0 where ``s1 <= 0``)."""
+    top = -np.sort(-sims, axis=1)[:, :2]
+    return np.divide(top[:, 1], top[:, 0], out=np.zeros(len(sims)), where=top[:, 0] > 0)
+
+
+def calibrate_tie_ratio(sims: np.ndarray, known: np.ndarray, pre: np.ndarray, rules: AssignRules) -> float:
+    """``r*``: the ``1 - tie_rate`` quantile of ``s2 / s1`` over pre-cutoff rows with enough
+    evidence and a positive best similarity (all such rows when none is pre-cutoff)."""
+    ratio = runner_up_ratio(sims)
+    ok = (known >= rules.min_known_tokens) & (sims.max(axis=1, initial=0.0) > 0)
+    calib = ok & pre if (ok & pre).any() else ok
+    if not calib.any():
+        return 1.0
+    return float(np.quantile(ratio[calib], 1.0 - rules.tie_rate))
+
+
+def distinct_pairs(centroids: np.ndarray) -> np.ndarray:
+    """8 x 8 booleans: directions i and j are *distinct* when their prototypes' cosine is at
+    most the median cosine over the field's 28 direction pairs."""
+    pair = centroids @ centroids.T
+    off = pair[np.triu_indices(len(DIRECTION_KEYS), 1)]
+    out = pair <= np.median(off)
+    np.fill_diagonal(out, False)
+    return out
+
+
+def classify(
+    sims: np.ndarray,
+    known: np.ndarray,
+    level: np.ndarray,
+    distinct: np.ndarray,
+    table: np.ndarray,
+    rules: AssignRules,
+    tie_ratio: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The margin rules of the module docstring, vectorised (``tie_ratio`` is ``r*``).
+
+    ``sims`` n x 8 cosines; ``known`` known-token counts; ``level`` each row's field calibration
+    level; ``distinct[table[i]]`` the 8 x 8 distinct-pair table of row i's field. Returns
+    (primary, secondary, type) object arrays.
+    """
+    n = sims.shape[0]
+    order = np.argsort(-sims, axis=1, kind="stable")
+    best, second = order[:, 0], order[:, 1]
+    s1 = sims[np.arange(n), best]
+    s2 = sims[np.arange(n), second]
+    enough = known >= rules.min_known_tokens
+    tie = s2 >= tie_ratio * s1
+    apart = distinct[table, best, second]
+    kind = np.full(n, AssignmentType.SINGLE.value, dtype=object)
+    kind[tie] = AssignmentType.BOUNDARY.value
+    kind[tie & apart & (s2 >= rules.bridge_strength * level)] = AssignmentType.BRIDGE.value
+    kind[(s1 < rules.other_ratio * level) | (s1 <= 0.0)] = AssignmentType.OTHER.value
+    kind[~enough] = AssignmentType.LOW_EVIDENCE.value
+
+    keys = np.asarray(DIRECTION_KEYS, dtype=object)
+    primary = keys[best].copy()
+    no_dir = (kind == AssignmentType.OTHER.value) | (kind == AssignmentType.LOW_EVIDENCE.value)
+    primary[no_dir] = "other"
+    secondary = np.full(n, None, dtype=object)
+    has_second = (kind == AssignmentType.BOUNDARY.value) | (kind == AssignmentType.BRIDGE.value)
+    secondary[has_second] = keys[second[has_second]]
+    return primary, secondary, kind
