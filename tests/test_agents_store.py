@@ -66,7 +66,7 @@ def test_unit_paths_are_safe_and_distinct(tmp_path):
     a = UnitKey("org/model:v1", "cs.CL/x", "2024-01-01", Condition.A1)
     b = UnitKey("org_model_v1", "cs.CL_x", "2024-01-01", Condition.A1)
     assert store.path(a) != store.path(b)
-    store.save(a, {"valid": True})
+    store.save(a, {"valid": True, "weights": [1.0] * 8})
     assert store.is_done(a) and not store.is_done(b)
     assert store.path(a).resolve().is_relative_to(tmp_path.resolve())
 
@@ -75,7 +75,9 @@ def test_temporaries_are_ignored_and_cleaned(tmp_path):
     store = RunStore(tmp_path)
     key = UnitKey("m", "f", "2024-01-01", Condition.A0)
     path = store.save(key, {"valid": False})
-    torn = path.parent / ".tmp-f@2024-01-01.json-999"
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()  # a writer that died mid-write
+    torn = path.parent / f".f@2024-01-01.json.tmp-{proc.pid}"
     torn.write_text('{"valid": tr', encoding="utf-8")
     assert [r["key"] for r in store.iter_units()] == [key.to_dict()]
     assert store.clean_temporaries() == 1 and not torn.exists()

@@ -134,6 +134,7 @@ class RunStats:
     retries: int = 0
     tokens: int = 0
     cost_usd: float = 0.0
+    unusable_files: int = 0
     invalid_reasons: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,11 +163,31 @@ async def run_units(
     Units are started in order; at most ``concurrency`` run at once. ``limit`` caps how many units
     are executed in this call (already-done units do not count).
     """
+    with store.writer():
+        return await _run_locked(
+            units, backend, store, tools, concurrency, prices or default_prices(), progress, limit, on_result
+        )
+
+
+async def _run_locked(
+    units: Sequence[UnitSpec],
+    backend: Backend,
+    store: RunStore,
+    tools: ToolProvider | None,
+    concurrency: int,
+    prices: PriceTable,
+    progress: bool,
+    limit: int | None,
+    on_result: Callable[[UnitKey, dict[str, Any]], None] | None,
+) -> RunStats:
+    """:func:`run_units` once the store's lock is held; unusable unit files are logged, then rerun."""
     from tqdm import tqdm
 
-    prices = prices or default_prices()
-    store.clean_temporaries()
     stats = RunStats(selected=len(units))
+    _, unusable = store.scan_units()
+    for why in unusable:
+        store.log_event(None, "unusable_unit_file", detail=why)
+    stats.unusable_files = len(unusable)
     todo = []
     for u in units:
         if store.is_done(u.key):
@@ -310,43 +331,45 @@ def run_benchmark(
 
     A restart with the same arguments skips units already valid in the store and reruns missing
     or invalid ones. ``run.json`` pins the model, instance manifest hash, prompt version, caps and
-    shard; a restart that disagrees on any of them is refused.
+    shard; a restart that disagrees on any of them is refused. The folder is locked for the whole
+    run (:class:`rap_benchmark.core.fsio.FolderBusy` when another process holds it).
     """
     from rap_benchmark.evaluation.predictions import write_predictions
 
     spec = inst.spec if max_search_calls is None else inst.spec.replace(max_search_calls=int(max_search_calls))
     store = RunStore(out)
-    store.init_run(
-        {
-            "model": model,
-            "backend": backend_name,
-            "manifest_hash": inst.manifest_hash,
-            "instance": inst.spec.name,
-            "benchmark_version": inst.spec.version,
-            "prompt_version": prompts.PROMPT_VERSION,
-            "max_search_calls": spec.max_search_calls,
-            "max_tokens": max_tokens,
-            "temperature": spec.temperature,
-            "shard": f"{shard[0]}/{shard[1]}",
-        },
-        must_match=MATCH_KEYS,
-    )
-    cells = episode_cells(inst, fields=fields, origins=origins)
-    units = select_shard(native_units(model, inst.codebooks, cells, conditions, spec, max_tokens=max_tokens), shard)
-    if tools is None and any(u.regime is not None for u in units):
-        tools = SearchTools(inst)
+    with store.writer():  # one writer per run folder: a second rap run on it is refused
+        store.init_run(
+            {
+                "model": model,
+                "backend": backend_name,
+                "manifest_hash": inst.manifest_hash,
+                "instance": inst.spec.name,
+                "benchmark_version": inst.spec.version,
+                "prompt_version": prompts.PROMPT_VERSION,
+                "max_search_calls": spec.max_search_calls,
+                "max_tokens": max_tokens,
+                "temperature": spec.temperature,
+                "shard": f"{shard[0]}/{shard[1]}",
+            },
+            must_match=MATCH_KEYS,
+        )
+        cells = episode_cells(inst, fields=fields, origins=origins)
+        units = select_shard(native_units(model, inst.codebooks, cells, conditions, spec, max_tokens=max_tokens), shard)
+        if tools is None and any(u.regime is not None for u in units):
+            tools = SearchTools(inst)
 
-    async def go() -> RunStats:
-        try:
-            return await run_units(
-                units, backend, store, tools, concurrency=concurrency, prices=prices, progress=progress, limit=limit
-            )
-        finally:
-            await backend.aclose()
+        async def go() -> RunStats:
+            try:
+                return await run_units(
+                    units, backend, store, tools, concurrency=concurrency, prices=prices, progress=progress, limit=limit
+                )
+            finally:
+                await backend.aclose()
 
-    stats = asyncio.run(go())
-    frame = predictions_frame(store, inst.manifest_hash, model=model)
-    path = store.root / PREDICTIONS_FILE
-    if not frame.empty:
-        write_predictions(frame, path)
+        stats = asyncio.run(go())
+        frame = predictions_frame(store, inst.manifest_hash, model=model)
+        path = store.root / PREDICTIONS_FILE
+        if not frame.empty:
+            write_predictions(frame, path)
     return stats, path

@@ -26,6 +26,7 @@ from rap_benchmark.agents.diagnostics import native_records
 from rap_benchmark.agents.prompts import format_answer
 from rap_benchmark.agents.store import RunStore, UnitKey
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Task
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def export_sft(
     counts = {"written": 0, "no_search": 0, "no_target": 0}
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
+    with atomic_open(path) as fh:
         for rec in native_records(store, conditions=conditions):
             key = UnitKey.from_dict(rec["key"])
             if (fields_s is not None and key.field_id not in fields_s) or (

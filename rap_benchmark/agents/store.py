@@ -9,18 +9,24 @@ Layout of a run directory::
     executions.jsonl         one line per unit start and finish (fsync'd), to audit reruns
     predictions.jsonl        written from the units by ``rap run`` (rap_benchmark.evaluation.predictions format)
 
-Atomicity: a unit file is written to a temporary file in the same folder, flushed and fsync'd,
-then renamed over the final name, and the folder is fsync'd. A SIGKILL at any point leaves either
-the old state or the new file, never a torn one; leftover temporary files are ignored and removed.
+Atomicity: every file is written with :mod:`rap_benchmark.core.fsio` (temporary file in the same
+folder, fsync, rename, fsync of the folder). A SIGKILL at any point leaves either the old state or
+the new file, never a torn one; temporaries of dead writers are removed. One writer at a time:
+:meth:`RunStore.writer` holds the folder's lock (``.lock`` names the holder's PID) and a second
+process is refused at once. A torn last line of ``executions.jsonl`` is cut before the next append.
 
+Unit files are checked on load (:func:`check_unit`): schema, weights, and a file name that matches
+the unit's key. An unusable file is reported, never merged into predictions, and its unit rerun.
 A restarted run skips units whose file holds a valid answer and reruns missing or invalid ones.
 The store never holds or reads targets.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
 import os
 import re
 from collections.abc import Iterator
@@ -28,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rap_benchmark.core.fsio import FolderLock, atomic_write_text, open_append_repaired, remove_stale
 from rap_benchmark.core.records import Condition
 
 RUN_FILE = "run.json"
@@ -98,29 +105,59 @@ def parse_shard(text: str | None) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+class RunFolderError(ValueError):
+    """A run folder's ``run.json`` is damaged or belongs to another run."""
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a crash leaves the old file or the new one, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".tmp-{path.name}-{os.getpid()}"
-    with tmp.open("w", encoding="utf-8") as fh:
-        fh.write(text)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+UNIT_INT_FIELDS = ("attempts", "retries", "prompt_tokens", "completion_tokens", "n_search_calls")
+UNIT_FLOAT_FIELDS = ("wall_s", "cost_usd")
+UNIT_STR_FIELDS = ("invalid_reason", "response_model")
+
+
+def check_unit(rec: Any, relpath: Path) -> str | None:
+    """Why a unit file's content cannot be used (None when it can).
+
+    The record must be an object whose ``key`` is a valid unit key that maps back to ``relpath``
+    (a copied or renamed file, e.g. ``zz-backup.json``, is not a unit), whose ``valid`` is a bool,
+    whose weights (when valid) are eight finite nonnegative numbers with a positive total, and
+    whose counters and metadata have their types.
+    """
+    if not isinstance(rec, dict):
+        return f"holds a JSON {type(rec).__name__}, not an object"
+    raw_key = rec.get("key")
+    try:
+        key = UnitKey.from_dict(raw_key)  # type: ignore[arg-type]
+        if not all(isinstance(v, str) for v in raw_key.values()) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", key.origin):
+            raise ValueError
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return "has no valid 'key' (model, field_id, origin, condition, variant)"
+    if key.relpath() != relpath:
+        return f"is named {relpath.as_posix()} but holds unit {key.id} (expected at {key.relpath().as_posix()})"
+    if rec.get("unit_id", key.id) != key.id:
+        return "has a 'unit_id' that disagrees with its 'key'"
+    valid = rec.get("valid")
+    if not isinstance(valid, bool):
+        return "has a 'valid' that is not true/false"
+    if valid:
+        w = rec.get("weights")
+        if not isinstance(w, list) or len(w) != 8:
+            return "claims valid but 'weights' is not a list of eight numbers"
+        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in w):
+            return "claims valid but has a non-numeric weight"
+        if not all(math.isfinite(v) and v >= 0 for v in w) or not math.fsum(w) > 0:
+            return "claims valid but has a negative, non-finite or all-zero weight"
+    for name in UNIT_INT_FIELDS:
+        v = rec.get(name, 0)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            return f"has a {name!r} that is not a nonnegative integer"
+    for name in UNIT_FLOAT_FIELDS:
+        v = rec.get(name)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)):
+            return f"has a {name!r} that is not a finite number"
+    for name in UNIT_STR_FIELDS:
+        if rec.get(name) is not None and not isinstance(rec.get(name), str):
+            return f"has a {name!r} that is not a string"
+    return None
 
 
 class RunStore:
@@ -129,10 +166,36 @@ class RunStore:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
 
+    # -- one writer at a time ----------------------------------------------------------------------
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[RunStore]:
+        """Hold the folder's lock (re-entrant within a process); a second process is refused.
+
+        Raises :class:`rap_benchmark.core.fsio.FolderBusy` naming the holder's PID. A lock left by a
+        killed process is taken over, and the temporary files of dead writers are removed.
+        """
+        with FolderLock(self.root):
+            self.clean_temporaries()
+            yield self
+
     # -- run metadata --------------------------------------------------------------------------
     def read_run(self) -> dict[str, Any] | None:
+        """``run.json`` (None when absent); a damaged one raises :class:`RunFolderError` naming it."""
         path = self.root / RUN_FILE
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError:
+            raise RunFolderError(f"{path} is not UTF-8 text: the run folder is damaged") from None
+        except json.JSONDecodeError as exc:
+            raise RunFolderError(
+                f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): the run folder "
+                "is damaged; restore run.json or start a new --out"
+            ) from None
+        if not isinstance(data, dict):
+            raise RunFolderError(f"{path} must hold a JSON object, got {type(data).__name__}")
+        return data
 
     def init_run(self, meta: dict[str, Any], *, must_match: tuple[str, ...] = ()) -> dict[str, Any]:
         """Create run.json, or check that an existing one agrees on the ``must_match`` keys."""
@@ -142,7 +205,7 @@ class RunStore:
             diffs = [k for k in must_match if old.get(k) != meta.get(k)]
             if diffs:
                 detail = ", ".join(f"{k}: {old.get(k)!r} != {meta.get(k)!r}" for k in diffs)
-                raise ValueError(f"{self.root} holds a different run ({detail}); use a new --out")
+                raise RunFolderError(f"{self.root} holds a different run ({detail}); use a new --out")
             return old
         atomic_write_text(self.root / RUN_FILE, json.dumps(meta, sort_keys=True, indent=1) + "\n")
         return meta
@@ -151,19 +214,30 @@ class RunStore:
     def path(self, key: UnitKey) -> Path:
         return self.root / key.relpath()
 
+    def read_unit_file(self, path: Path) -> tuple[dict[str, Any] | None, str | None]:
+        """(record, None) for a usable unit file, (None, why) otherwise; never raises on content."""
+        rel = path.relative_to(self.root)
+        try:
+            rec = json.loads(path.read_bytes().decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            return None, f"{rel.as_posix()}: not valid UTF-8 JSON ({type(exc).__name__})"
+        except OSError as exc:
+            return None, f"{rel.as_posix()}: unreadable ({exc.strerror})"
+        why = check_unit(rec, rel)
+        return (rec, None) if why is None else (None, f"{rel.as_posix()} {why}")
+
     def load(self, key: UnitKey) -> dict[str, Any] | None:
+        """The unit's record, or None when it is missing or its file is unusable (then it is rerun)."""
         path = self.path(key)
         if not path.is_file():
             return None
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return None  # cannot happen with atomic writes; treat as missing and rerun
+        rec, _ = self.read_unit_file(path)
+        return rec
 
     def is_done(self, key: UnitKey) -> bool:
-        """A unit is done when its file holds a valid answer (invalid ones are rerun)."""
+        """A unit is done when its file holds a usable, valid answer (invalid ones are rerun)."""
         rec = self.load(key)
-        return bool(rec and rec.get("valid") and rec.get("key") == key.to_dict())
+        return bool(rec and rec["valid"])
 
     def save(self, key: UnitKey, record: dict[str, Any]) -> Path:
         payload = {"key": key.to_dict(), "unit_id": key.id, **record}
@@ -171,51 +245,65 @@ class RunStore:
         atomic_write_text(path, json.dumps(payload, sort_keys=True, ensure_ascii=False, indent=1) + "\n")
         return path
 
-    def iter_units(self) -> Iterator[dict[str, Any]]:
-        """Every stored unit record, in a deterministic (path) order."""
+    def scan_units(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """(usable unit records in path order, one message per unusable file under ``units/``)."""
         base = self.root / UNITS_DIR
         if not base.is_dir():
-            return
-        for path in sorted(base.rglob("*.json")):
-            if path.name.startswith(".tmp-"):
+            return [], []
+        good, bad = [], []
+        for path in sorted(base.rglob("*")):
+            if not path.is_file() or _is_temporary(path):
                 continue
-            try:
-                yield json.loads(path.read_text(encoding="utf-8"))
-            except (json.JSONDecodeError, UnicodeDecodeError):
+            if path.suffix != ".json":
+                bad.append(f"{path.relative_to(self.root).as_posix()} is not a unit file (ignored)")
                 continue
+            rec, why = self.read_unit_file(path)
+            if rec is not None:
+                good.append(rec)
+            else:
+                bad.append(f"{why} (ignored; the unit is rerun)")
+        return good, bad
+
+    def iter_units(self) -> Iterator[dict[str, Any]]:
+        """Every usable unit record, in a deterministic (path) order; unusable files are skipped."""
+        yield from self.scan_units()[0]
 
     def clean_temporaries(self) -> int:
-        """Remove temporary files left by a killed writer; return how many."""
-        base = self.root / UNITS_DIR
-        n = 0
-        if base.is_dir():
-            for tmp in base.rglob(".tmp-*"):
-                tmp.unlink(missing_ok=True)
-                n += 1
-        return n
+        """Remove temporary files left by a killed writer (dead PIDs only); return how many."""
+        return len(remove_stale(self.root / UNITS_DIR, recursive=True)) + len(remove_stale(self.root))
 
     # -- execution log --------------------------------------------------------------------------
-    def log_event(self, key: UnitKey, event: str, **extra: Any) -> None:
-        """Append one line to executions.jsonl and fsync it."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"unit_id": key.id, "event": event, "pid": os.getpid(), **extra}, sort_keys=True)
-        with (self.root / EXEC_LOG).open("a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+    def log_event(self, key: UnitKey | None, event: str, **extra: Any) -> None:
+        """Append one line to executions.jsonl and fsync it (a torn last line is cut first)."""
+        fields = {"event": event, "pid": os.getpid(), **extra}
+        if key is not None:
+            fields["unit_id"] = key.id
+        self._append_events([fields])
+
+    def _append_events(self, events: list[dict[str, Any]]) -> None:
+        with open_append_repaired(self.root / EXEC_LOG) as fh:
+            fh.write("".join(json.dumps(e, sort_keys=True) + "\n" for e in events))
             fh.flush()
             os.fsync(fh.fileno())
 
     def events(self) -> list[dict[str, Any]]:
-        """The execution log; a final line torn by a crash is skipped."""
+        """The execution log; a line torn by a crash is skipped."""
         path = self.root / EXEC_LOG
         if not path.is_file():
             return []
         out = []
-        for line in path.read_text(encoding="utf-8").splitlines():
+        for line in path.read_bytes().decode("utf-8", "replace").splitlines():
             try:
-                out.append(json.loads(line))
+                ev = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if isinstance(ev, dict):
+                out.append(ev)
         return out
+
+
+def _is_temporary(path: Path) -> bool:
+    return path.name.startswith(".")
 
 
 def merge_stores(sources: list[str | Path], dest: str | Path) -> int:
@@ -223,29 +311,29 @@ def merge_stores(sources: list[str | Path], dest: str | Path) -> int:
 
     Shards hold disjoint unit keys, so files never collide; a key present in two sources with
     different content is an error (the shards were not disjoint runs of the same configuration).
+    The destination is locked for the whole merge.
     """
     out = RunStore(dest)
-    n = 0
-    metas = [RunStore(s).read_run() for s in sources]
-    base = {k: v for k, v in (metas[0] or {}).items() if k not in ("shard",)}
-    for src, meta in zip(sources, metas, strict=True):
-        mine = {k: v for k, v in (meta or {}).items() if k not in ("shard",)}
-        if mine != base:
-            raise ValueError(f"{src}: run.json differs from {sources[0]}; refusing to merge different runs")
-    out.init_run({**base, "shard": None, "merged_from": [str(s) for s in sources]})
-    for src in sources:
-        store = RunStore(src)
-        for rec in store.iter_units():
-            key = UnitKey.from_dict(rec["key"])
-            existing = out.load(key)
-            if existing is not None and existing != rec:
-                if existing.get("valid") and not rec.get("valid"):
-                    continue
-                if not (rec.get("valid") and not existing.get("valid")):
-                    raise ValueError(f"unit {key.id} differs between shard stores")
-            out.save(key, {k: v for k, v in rec.items() if k not in ("key", "unit_id")})
-            n += 1
-        for ev in store.events():
-            with (out.root / EXEC_LOG).open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(ev, sort_keys=True) + "\n")
-    return n
+    with out.writer():
+        n = 0
+        metas = [RunStore(s).read_run() for s in sources]
+        base = {k: v for k, v in (metas[0] or {}).items() if k not in ("shard",)}
+        for src, meta in zip(sources, metas, strict=True):
+            mine = {k: v for k, v in (meta or {}).items() if k not in ("shard",)}
+            if mine != base:
+                raise RunFolderError(f"{src}: run.json differs from {sources[0]}; refusing to merge different runs")
+        out.init_run({**base, "shard": None, "merged_from": [str(s) for s in sources]})
+        for src in sources:
+            store = RunStore(src)
+            for rec in store.iter_units():
+                key = UnitKey.from_dict(rec["key"])
+                existing = out.load(key)
+                if existing is not None and existing != rec:
+                    if existing.get("valid") and not rec.get("valid"):
+                        continue
+                    if not (rec.get("valid") and not existing.get("valid")):
+                        raise RunFolderError(f"unit {key.id} differs between shard stores")
+                out.save(key, {k: v for k, v in rec.items() if k not in ("key", "unit_id")})
+                n += 1
+            out._append_events(store.events())
+        return n

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.audit.align import direction_index
+from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Codebook
 
 CELLS: tuple[str, ...] = ("single/pre", "single/post", "boundary/pre", "boundary/post")
@@ -312,9 +313,11 @@ def save_sample(sample: AuditSample, out_dir) -> dict[str, str]:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sample.sheet.to_csv(out / "sheet.csv", index=False)
-    (out / "sheet.html").write_text(sheet_html(sample.sheet), encoding="utf-8")
-    sample.key.to_csv(out / "key.private.csv", index=False)
+    with atomic_path(out / "sheet.csv") as tmp:
+        sample.sheet.to_csv(tmp, index=False)
+    atomic_write_text(out / "sheet.html", sheet_html(sample.sheet))
+    with atomic_path(out / "key.private.csv") as tmp:
+        sample.key.to_csv(tmp, index=False)
     meta = {"n_items": len(sample.sheet), "fields": sorted(set(sample.key["field_id"]))}
-    (out / "sample.json").write_text(json.dumps(meta, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    atomic_write_text(out / "sample.json", json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return {"sheet": str(out / "sheet.csv"), "form": str(out / "sheet.html"), "key": str(out / "key.private.csv")}

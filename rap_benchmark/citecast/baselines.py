@@ -23,6 +23,7 @@ import pandas as pd
 
 from rap_benchmark.citecast.records import CiteTask, TaskSplit
 from rap_benchmark.citecast.reward import rewards
+from rap_benchmark.core.fsio import atomic_open, atomic_path, atomic_write_text
 
 CONSTANT_GRID: np.ndarray = np.unique(
     np.concatenate([np.arange(0, 201), np.round(np.geomspace(200, 100_000, 300))]).astype(np.int64)
@@ -122,10 +123,12 @@ def write_sweep(result: SweepResult, out_dir: str | Path) -> list[Path]:
         out / "sweep_summary.csv",
         out / "sweep_fitted.json",
     ]
-    with paths[0].open("w", encoding="utf-8") as fh:
+    with atomic_open(paths[0]) as fh:
         for row in result.per_task.to_dict(orient="records"):
             fh.write(json.dumps(row, sort_keys=True) + "\n")
-    result.per_task.to_csv(paths[1], index=False, float_format="%.12g")
-    result.summary.to_csv(paths[2], index=False, float_format="%.6f")
-    paths[3].write_text(json.dumps(result.fitted, sort_keys=True, indent=1) + "\n", encoding="utf-8")
+    with atomic_path(paths[1]) as tmp:
+        result.per_task.to_csv(tmp, index=False, float_format="%.12g")
+    with atomic_path(paths[2]) as tmp:
+        result.summary.to_csv(tmp, index=False, float_format="%.6f")
+    atomic_write_text(paths[3], json.dumps(result.fitted, sort_keys=True, indent=1) + "\n")
     return paths

@@ -45,6 +45,7 @@ from rap_benchmark.citecast.records import (
     TaskSpec,
     TaskSplit,
 )
+from rap_benchmark.core.fsio import atomic_open
 
 FULL_TOTAL = 2200
 FULL_TEST = 200
@@ -283,8 +284,7 @@ def build_tasks(
 
 # -- files ---------------------------------------------------------------------------------------
 def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
+    with atomic_open(path) as fh:
         for row in rows:
             fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
 

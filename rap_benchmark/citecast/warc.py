@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 
+from rap_benchmark.core.fsio import atomic_open
+
 
 class WarcError(ValueError):
     """A WARC file is malformed."""
@@ -219,8 +221,7 @@ def write_warc(path: str | Path, pages: Iterable[WarcPage], *, gzipped: bool = F
     import hashlib
     import html as html_mod
 
-    out = Path(path).open("wb")
-    with out:
+    with atomic_open(path, "wb") as out:
         for page in pages:
             body = (
                 f"<!DOCTYPE html><html><head><title>{html_mod.escape(page.title)}</title></head>"

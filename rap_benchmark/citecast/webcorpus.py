@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from rap_benchmark.citecast.records import SubCorpus, WebDocument
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.text import query_terms
 
 BM25_K1 = 1.5
@@ -169,8 +170,7 @@ class WebCorpus:
 
     def to_jsonl(self, path: str | Path) -> None:
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w", encoding="utf-8") as fh:
+        with atomic_open(path) as fh:
             for d in self.documents:
                 fh.write(json.dumps(d.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
 

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from rap_benchmark.core.fsio import atomic_write_text
+
 EPILOG = """examples:
   rap audit parallel build/mini --out audit/parallel.csv
   rap audit truth build/mini
@@ -31,7 +33,7 @@ def _parallel(args: argparse.Namespace) -> int:
     )
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        table.to_csv(args.out, index=False)
+        atomic_write_text(args.out, table.to_csv(index=False))
     print(f"parallel-instrument agreement over {len(table)} fields (cross-fit Hungarian, field-resampled 95% CI)")
     for name in ("overall", "pre", "post", "change"):
         label = {"pre": f"before {cutoff}", "post": f"from {cutoff}", "change": "paired change (post - pre)"}.get(

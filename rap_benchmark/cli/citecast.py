@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from rap_benchmark.core.fsio import atomic_write_text
+
 EPILOG = """examples:
   rap citecast build --instance embedded --out build/citecast
   rap citecast build --instance embedded --out build/citecast --arxiv-source ../shared/data/arxiv
@@ -149,7 +151,7 @@ def _leak_probe(args: argparse.Namespace) -> int:
     rows = run_leak_probe(_client(args), list(inst.tasks.values()), args.n, progress=True)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text("".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+        atomic_write_text(args.out, "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in rows))
     print(f"{'arxiv_id':<12}{'target':>8}{'band':>8}{'band_lo':>8}{'max_any':>9}{'max_about':>10}  leak")
     for r in rows:
         print(
@@ -187,7 +189,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     rows = [one(t) for t in tqdm(ids, desc="citecast run", file=sys.stderr)]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in rows), encoding="utf-8")
+    atomic_write_text(args.out, "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in rows))
     done = [r.reward for r in rows if r.reward is not None]
     mean = sum(done) / len(done) if done else float("nan")
     print(f"{len(rows)} tasks, {len(done)} finished, mean reward {mean:.3f}")

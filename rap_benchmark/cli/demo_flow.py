@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from rap_benchmark.core.artifacts import Instance
+from rap_benchmark.core.fsio import atomic_write_bytes
 from rap_benchmark.core.spec import BenchmarkSpec, mini_spec
 
 
@@ -76,7 +77,7 @@ def step_verify(ctx: DemoContext) -> str:
         target = copy / "blocks.parquet"
         data = bytearray(target.read_bytes())
         data[len(data) // 2] ^= 0x01
-        target.write_bytes(bytes(data))
+        atomic_write_bytes(target, bytes(data))
         tampered = verify(copy)
     lines.append("after flipping one bit of a copy's blocks.parquet, verify reports:")
     lines.extend(f"  {p}" for p in tampered)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
+
+from rap_benchmark.core.fsio import atomic_write_text
 
 RUN_EPILOG = """examples:
   # reference agent on the embedded mini instance (no model needed)
@@ -84,45 +87,56 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
 def cmd_run(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.pricing import load_prices
     from rap_benchmark.agents.runner import run_benchmark
-    from rap_benchmark.agents.store import parse_shard
+    from rap_benchmark.agents.store import RunFolderError, parse_shard
     from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.core.fsio import FolderBusy
     from rap_benchmark.core.records import Condition
 
     inst = load_instance(args.dir)
     conditions = [Condition(c) for c in _csv(args.conditions) or []]
     backend, model = _backend(args)
-    stats, path = run_benchmark(
-        inst,
-        backend,
-        args.out,
-        model=model,
-        conditions=conditions,
-        fields=_csv(args.fields),
-        origins=_csv(args.origins),
-        concurrency=args.concurrency,
-        limit=args.limit,
-        shard=parse_shard(args.shard),
-        max_tokens=args.max_tokens,
-        max_search_calls=args.max_search_calls,
-        backend_name=args.backend,
-        prices=load_prices(args.prices),
-        progress=not args.no_progress,
-    )
+    try:
+        stats, path = run_benchmark(
+            inst,
+            backend,
+            args.out,
+            model=model,
+            conditions=conditions,
+            fields=_csv(args.fields),
+            origins=_csv(args.origins),
+            concurrency=args.concurrency,
+            limit=args.limit,
+            shard=parse_shard(args.shard),
+            max_tokens=args.max_tokens,
+            max_search_calls=args.max_search_calls,
+            backend_name=args.backend,
+            prices=load_prices(args.prices),
+            progress=not args.no_progress,
+        )
+    except (FolderBusy, RunFolderError) as exc:  # until the CLI's UserError boundary prints these
+        print(f"rap run: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps({"predictions": str(path), **stats.to_dict()}, sort_keys=True))
     return 0
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.runner import PREDICTIONS_FILE, predictions_frame
-    from rap_benchmark.agents.store import RunStore, merge_stores
+    from rap_benchmark.agents.store import RunFolderError, RunStore, merge_stores
+    from rap_benchmark.core.fsio import FolderBusy
     from rap_benchmark.evaluation.predictions import write_predictions
 
-    n = merge_stores(args.sources, args.out)
     store = RunStore(args.out)
-    meta = store.read_run() or {}
-    frame = predictions_frame(store, str(meta.get("manifest_hash", "")))
-    if not frame.empty:
-        write_predictions(frame, store.root / PREDICTIONS_FILE)
+    try:
+        with store.writer():
+            n = merge_stores(args.sources, args.out)
+            meta = store.read_run() or {}
+            frame = predictions_frame(store, str(meta.get("manifest_hash", "")))
+            if not frame.empty:
+                write_predictions(frame, store.root / PREDICTIONS_FILE)
+    except (FolderBusy, RunFolderError) as exc:  # until the CLI's UserError boundary prints these
+        print(f"rap merge-runs: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps({"merged_units": n, "out": str(args.out)}))
     return 0
 
@@ -209,9 +223,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             from pathlib import Path
 
             out = Path(args.out)
-            pairs.to_csv(out.with_name(out.stem + "_pairs.csv"), index=False)
+            atomic_write_text(out.with_name(out.stem + "_pairs.csv"), pairs.to_csv(index=False))
     if args.out:
-        table.to_csv(args.out, index=False)
+        atomic_write_text(args.out, table.to_csv(index=False))
     _print(summary)
     return 0 if summary.get("exact", True) else 1
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import Codebook, Direction
 from rap_benchmark.core.spec import BenchmarkSpec
 
@@ -58,9 +59,7 @@ def write_sums(root: str | Path) -> Path:
     """Write ``SHA256SUMS`` over every file in ``root`` (sorted by path, ``.cache/`` excluded)."""
     root = Path(root)
     lines = [f"{sha256_file(p)}  {p.relative_to(root).as_posix()}\n" for p in _hashed_files(root)]
-    out = root / SUMS_FILE
-    out.write_text("".join(lines), encoding="utf-8")
-    return out
+    return atomic_write_text(root / SUMS_FILE, "".join(lines))
 
 
 def manifest_hash(root: str | Path) -> str:
@@ -97,7 +96,7 @@ def verify(root: str | Path) -> list[str]:
 
 def write_json(path: Path, payload: Any) -> None:
     """Deterministic JSON: sorted keys, fixed separators, trailing newline."""
-    path.write_text(json.dumps(payload, sort_keys=True, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    atomic_write_text(path, json.dumps(payload, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
 
 
 def write_parquet(path: Path, frame: pd.DataFrame) -> None:
@@ -106,7 +105,8 @@ def write_parquet(path: Path, frame: pd.DataFrame) -> None:
     import pyarrow.parquet as pq
 
     table = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
-    pq.write_table(table, path, compression="zstd", write_statistics=False, store_schema=False)
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd", write_statistics=False, store_schema=False)
 
 
 def codebook_to_dict(cb: Codebook) -> dict[str, Any]:

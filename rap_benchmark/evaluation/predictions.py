@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition
 
 if TYPE_CHECKING:
@@ -397,7 +398,8 @@ def write_predictions(df: pd.DataFrame, path: str | Path) -> Path:
     """Write a prediction frame as JSONL (``.jsonl``) or parquet (``.parquet``), deterministically.
 
     Rows are sorted by (model, condition, field_id, origin); columns are the required ones then
-    any known metadata columns present. Unknown columns are refused.
+    any known metadata columns present. Unknown columns are refused. The file is replaced
+    atomically (:mod:`rap_benchmark.core.fsio`).
     """
     path = Path(path)
     unknown = [c for c in df.columns if c not in ALL_COLUMNS and c != _LINE]
@@ -417,7 +419,7 @@ def write_predictions(df: pd.DataFrame, path: str | Path) -> Path:
     if path.suffix.lower() != ".jsonl":
         raise ValueError(f"prediction files are .jsonl or .parquet, got {path.name}")
     int_cols = set(META_INT_COLUMNS)
-    with path.open("w", encoding="utf-8", newline="\n") as fh:
+    with atomic_open(path) as fh:  # a kill mid-write leaves the old file or none, never a cut one
         for rec in out.to_dict(orient="records"):
             row: dict[str, Any] = {}
             for col in cols:

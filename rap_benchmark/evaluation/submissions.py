@@ -29,6 +29,7 @@ from typing import Any
 
 import pandas as pd
 
+from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Condition
 from rap_benchmark.evaluation.predictions import (
     DEFAULT_MAX_BYTES,
@@ -318,8 +319,8 @@ def write_leaderboard(result: LeaderboardResult, out: str | Path) -> Path:
     """``leaderboard.csv``, ``leaderboard.md`` and ``submissions.json`` (every verdict and problem)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    result.board.to_csv(out / "leaderboard.csv", index=False)
-    (out / "leaderboard.md").write_text(_markdown(result.board), encoding="utf-8")
+    atomic_write_text(out / "leaderboard.csv", result.board.to_csv(index=False, lineterminator="\n"))
+    atomic_write_text(out / "leaderboard.md", _markdown(result.board))
     verdicts = [
         {
             "submission": str(r.path),
@@ -329,7 +330,7 @@ def write_leaderboard(result: LeaderboardResult, out: str | Path) -> Path:
         }
         for r in result.reports
     ]
-    (out / "submissions.json").write_text(json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    atomic_write_text(out / "submissions.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
     return out
 
 

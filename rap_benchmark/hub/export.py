@@ -38,6 +38,7 @@ import pandas as pd
 
 from rap_benchmark.core.artifacts import Instance, codebook_to_dict, sha256_file, write_parquet
 from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Policy, Split, episode_id
 from rap_benchmark.hub.canonical import commitments, content_hash, new_salt
 
@@ -429,8 +430,8 @@ def write_repo(
                     priv = private_dir / tables.name / held_name / f"{split}.parquet"
                     priv.parent.mkdir(parents=True, exist_ok=True)
                     write_parquet(priv, wh.targets)
-    (repo_dir / MANIFEST_FILE).write_text(json.dumps(manifest, sort_keys=True, indent=1) + "\n", encoding="utf-8")
-    (repo_dir / "README.md").write_text(render_card(tables, manifest, context), encoding="utf-8")
+    atomic_write_text(repo_dir / MANIFEST_FILE, json.dumps(manifest, sort_keys=True, indent=1) + "\n")
+    atomic_write_text(repo_dir / "README.md", render_card(tables, manifest, context))
     return repo_dir
 
 
@@ -444,8 +445,7 @@ def _load_salt(salt_file: Path | None, private_dir: Path) -> bytes:
     if salt_file is not None:
         raise FileNotFoundError(f"no salt file at {salt_file}")
     salt = new_salt()
-    private_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(salt.hex() + "\n", encoding="ascii")
+    atomic_write_text(path, salt.hex() + "\n")
     return salt
 
 
@@ -456,8 +456,7 @@ def _keep_salt(salt: bytes, private_dir: Path) -> None:
         if bytes.fromhex(path.read_text(encoding="ascii").strip()) != salt:
             raise ValueError(f"{path} holds another salt; export to a fresh folder or pass that salt")
         return
-    private_dir.mkdir(parents=True, exist_ok=True)
-    path.write_text(salt.hex() + "\n", encoding="ascii")
+    atomic_write_text(path, salt.hex() + "\n")
 
 
 def export_instance(
@@ -515,7 +514,8 @@ def export_instance(
             t, hub_dir / org / t.name, org=org, context=context, private_dir=private_dir if needs_salt else None
         )
     if any_withheld:
-        (private_dir / "README.md").write_text(
+        atomic_write_text(
+            private_dir / "README.md",
             "PRIVATE: the salt and the withheld targets of the public repos next to this folder.\n"
             "Never publish this folder before the reveal; `rap publish` never uploads it.\n"
             "To reveal, publish it as is; anyone can then run `rap leaderboard verify-reveal`.\n",

@@ -34,6 +34,7 @@ from rap_benchmark.core.artifacts import (
     write_parquet,
     write_sums,
 )
+from rap_benchmark.core.fsio import fsync_dir, remove_stale, temp_name
 from rap_benchmark.core.records import AssignmentType, Codebook, Policy, Split
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.corpus import PAPER_COLUMNS
@@ -167,7 +168,8 @@ def _prepare_out(out: Path) -> Path:
     if out.is_dir() and any(out.iterdir()) and not (out / SUMS_FILE).is_file() and not (out / LEDGER_FILE).is_file():
         raise FileExistsError(f"{out} is a non-empty folder that is not a built instance; refusing to replace it")
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.building-{os.getpid()}"
+    remove_stale(out.parent, name=out.name)  # what killed builds of this folder left behind
+    tmp = temp_name(out, "building")
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
@@ -175,10 +177,11 @@ def _prepare_out(out: Path) -> Path:
 
 
 def _swap_into_place(tmp: Path, out: Path) -> None:
-    old = out.parent / f".{out.name}.old-{os.getpid()}"
+    old = temp_name(out, "old")
     if out.exists():
         os.rename(out, old)
     os.rename(tmp, out)
+    fsync_dir(out.parent)
     if old.exists():
         shutil.rmtree(old)
 

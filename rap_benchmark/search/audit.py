@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import Regime, SearchCall
 from rap_benchmark.search.engine import SearchEngine
 
@@ -66,7 +67,7 @@ def call_from_dict(data: Mapping[str, Any]) -> SearchCall:
 def write_calls(path: str | Path, calls: Iterable[SearchCall]) -> int:
     """Write recorded calls as JSON lines; returns how many were written."""
     n = 0
-    with Path(path).open("w", encoding="utf-8") as fh:
+    with atomic_open(path) as fh:
         for call in calls:
             fh.write(json.dumps(call_to_dict(call), sort_keys=True, ensure_ascii=False) + "\n")
             n += 1

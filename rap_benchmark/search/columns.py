@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rap_benchmark.core.fsio import atomic_path
+
 
 def strings(column: Any) -> Any:
     """An Arrow string column as one contiguous array (``large_string`` past 2 GiB of text)."""
@@ -60,12 +62,9 @@ def write_display(path: Path, key: str, table: Any) -> None:
     import pyarrow as pa
 
     table = table.replace_schema_metadata({"key": key})
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with pa.OSFile(str(tmp), "wb") as fh, pa.ipc.new_file(fh, table.schema) as writer:
+        with atomic_path(path) as tmp, pa.OSFile(str(tmp), "wb") as fh, pa.ipc.new_file(fh, table.schema) as writer:
             writer.write_table(table)
-        tmp.replace(path)
     except OSError:
         pass  # a read-only folder still serves; it just reads the parquet next time
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from rap_benchmark.core import text as _text
+from rap_benchmark.core.fsio import atomic_open
 
 CACHE_NAME = "search_tokens_v2.npz"
 
@@ -122,9 +123,7 @@ def tokenize_texts(texts: Iterable[str], *, progress: bool = False, total: int |
 
 def save_table(path: Path, table: TokenTable, key: str) -> None:
     """Write ``table`` to ``path`` (uncompressed npz; written atomically)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as fh:
+    with atomic_open(path, "wb") as fh:
         np.savez(
             fh,
             key=np.frombuffer(key.encode("utf-8"), dtype=np.uint8),
@@ -134,7 +133,6 @@ def save_table(path: Path, table: TokenTable, key: str) -> None:
             tf=table.tf,
             doc_len=table.doc_len,
         )
-    tmp.replace(path)
     for stale in path.parent.glob("search_tokens_v*.npz"):  # caches of older formats
         if stale.name != path.name:
             stale.unlink(missing_ok=True)

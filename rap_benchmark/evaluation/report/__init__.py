@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.evaluation.report.tables import ReportTables, closing_note, compute_tables, write_tables
 
 if TYPE_CHECKING:
@@ -187,8 +188,7 @@ def build_report(
         problems=[*problems, *notes],
         title=f"RAP benchmark report: {inst.spec.name}",
     )
-    html_path = out / "report.html"
-    html_path.write_text(html, encoding="utf-8")
+    html_path = atomic_write_text(out / "report.html", html)
     summary: dict[str, Any] = {
         "meta": tables.meta,
         "reliability": tables.reliability,

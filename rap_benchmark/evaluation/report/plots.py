@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from rap_benchmark.core.fsio import atomic_path
 from rap_benchmark.core.records import DIRECTION_KEYS
 from rap_benchmark.evaluation.predictions import BASELINE_PREFIX
 
@@ -41,8 +42,8 @@ def _figure(width: float, height: float) -> Figure:
 
 def _save(fig: Figure, path: str | Path) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", metadata={"Software": None})
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", metadata={"Software": None})
     return path
 
 

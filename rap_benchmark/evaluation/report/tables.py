@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.evaluation.predictions import BASELINE_PREFIX
 
 if TYPE_CHECKING:
@@ -393,13 +394,12 @@ def write_tables(tables: ReportTables, out_dir: str | Path) -> list[Path]:
     sections = [f"# RAP report: {tables.meta.get('instance', '')}\n", closing_note(tables) + "\n"]
     for name, frame in tables.named().items():
         csv = out / f"{name}.csv"
-        frame.to_csv(csv, index=False, float_format="%.10g", lineterminator="\n")
-        md = out / f"{name}.md"
-        md.write_text(to_markdown(shown[name]), encoding="utf-8")
+        with atomic_path(csv) as tmp:
+            frame.to_csv(tmp, index=False, float_format="%.10g", lineterminator="\n")
+        md = atomic_write_text(out / f"{name}.md", to_markdown(shown[name]))
         written += [csv, md]
         sections.append(f"\n## {name.replace('_', ' ')}\n\n" + to_markdown(shown[name]))
-    combined = out / "tables.md"
-    combined.write_text("\n".join(sections), encoding="utf-8")
+    combined = atomic_write_text(out / "tables.md", "\n".join(sections))
     written.append(combined)
     return written
 

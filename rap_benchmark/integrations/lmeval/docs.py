@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from rap_benchmark.core.artifacts import SUMS_FILE, Instance, load_instance
+from rap_benchmark.core.fsio import remove_stale, temp_name
 from rap_benchmark.core.records import Condition, Policy, Task, episode_id
 from rap_benchmark.core.spec import BENCHMARK_VERSION
 
@@ -32,7 +32,10 @@ def cached_build(out: Path, build: Callable[[Path], object]) -> Path:
     if (out / SUMS_FILE).is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    remove_stale(out.parent, name=out.name)  # what killed builds left behind
+    tmp = temp_name(out, "building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
     try:
         build(tmp / "build")
         if not (out / SUMS_FILE).is_file():

@@ -13,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rap_benchmark.core import resources
+from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Condition
 from rap_benchmark.core.spec import BENCHMARK_VERSION
 from rap_benchmark.integrations.lmeval.docs import cache_root
@@ -81,7 +82,7 @@ def write_task_dir(out: str | Path) -> Path:
     for name, text in task_files().items():
         path = out / name
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            path.write_text(text, encoding="utf-8")
+            atomic_write_text(path, text)
     return out
 
 

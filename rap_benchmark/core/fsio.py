@@ -1,0 +1,260 @@
+"""Crash-safe file writing and the folder lock: the one place the package touches the disk to write.
+
+Every file the package writes goes through :func:`atomic_path` (or its shorthands
+:func:`atomic_write_bytes`, :func:`atomic_write_text`, :func:`atomic_open`): the content goes to a
+temporary file in the destination's folder (``.NAME.tmp-PID``), is flushed and fsync'd, then
+renamed over ``NAME``, and the folder is fsync'd. A kill at any point leaves the old file or the
+new one, never a torn or empty one. Temporary names carry the writer's PID so that
+:func:`remove_stale` can clear what a dead writer left without touching a live writer's files.
+
+:class:`FolderLock` gives one writer at a time a folder (a run store, say). It holds an OS lock
+(``flock``) on ``FOLDER/.lock``, whose content names the holder's PID; the kernel drops the lock
+when its holder dies, so a lock left by a killed process is simply taken over.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+LOCK_FILE = ".lock"
+_STALE = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|building|old)-(?P<pid>\d+)$")
+
+
+def fsync_dir(path: str | Path) -> None:
+    """fsync a folder so that a rename inside it survives a power cut (no-op where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def temp_name(path: Path, kind: str = "tmp") -> Path:
+    """``FOLDER/.NAME.KIND-PID``: a sibling that :func:`remove_stale` recognises."""
+    return path.parent / f".{path.name}.{kind}-{os.getpid()}"
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path to write ``path``'s new content to; on success it replaces ``path``.
+
+    For writers that want a path (pyarrow, pandas ``to_csv``, matplotlib, numpy). The temporary
+    file is fsync'd, renamed over ``path`` and the folder fsync'd; on an exception it is removed
+    and ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_name(path)
+    try:
+        yield tmp
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_open(path: str | Path, mode: str = "w", *, encoding: str | None = "utf-8", newline: str | None = "\n"):
+    """``open()`` for writing, atomically: the file appears complete at ``path`` when the block ends."""
+    if "b" in mode:
+        encoding = newline = None
+    with atomic_path(path) as tmp, open(tmp, mode, encoding=encoding, newline=newline) as fh:  # noqa: PTH123
+        yield fh
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; return ``path``."""
+    with atomic_open(path, "wb") as fh:
+        fh.write(data)
+    return Path(path)
+
+
+def atomic_write_text(path: str | Path, text: str, *, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` atomically (no newline translation); return ``path``."""
+    return atomic_write_bytes(path, text.encode(encoding))
+
+
+def pid_alive(pid: int) -> bool:
+    """True when a process with this PID exists (on this machine)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale(folder: str | Path, *, name: str | None = None, recursive: bool = False) -> list[Path]:
+    """Remove ``.NAME.{tmp,building,old}-PID`` files and folders whose PID is dead; return them.
+
+    Those are what a killed writer of this module (or a killed build) left behind; a live
+    process's temporaries are left alone. ``name`` limits the sweep to the temporaries of one
+    destination ``NAME``.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    candidates = folder.rglob(".*") if recursive else folder.glob(".*")
+    removed = []
+    for entry in sorted(candidates):
+        m = _STALE.match(entry.name)
+        if not m or (name is not None and m.group("name") != name) or pid_alive(int(m.group("pid"))):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
+
+
+class FolderBusy(RuntimeError):
+    """Another live process holds the folder's lock."""
+
+    def __init__(self, folder: Path, holder: str) -> None:
+        self.folder = folder
+        self.holder = holder
+        super().__init__(
+            f"{folder} is in use by {holder} (lock {folder / LOCK_FILE}); "
+            "wait for it to finish or choose another folder"
+        )
+
+
+class FolderLock:
+    """An exclusive, crash-released lock on a folder; ``FOLDER/.lock`` names the holder's PID.
+
+    Use as a context manager. A second process on the same folder gets :class:`FolderBusy` at
+    once; a lock whose holder died is taken over. Within one process the lock is re-entrant
+    (nested holders share it; the last release frees it).
+    """
+
+    _held: dict[str, list[int]] = {}  # real folder path -> [fd, depth], this process's locks
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_FILE
+        self._key: str | None = None
+
+    def acquire(self) -> FolderLock:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        key = os.path.realpath(self.folder)
+        if key in FolderLock._held:
+            FolderLock._held[key][1] += 1
+        else:
+            FolderLock._held[key] = [self._lock_fd(), 1]
+        self._key = key
+        return self
+
+    def _lock_fd(self) -> int:
+        import fcntl
+
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = self._holder(fd)
+                os.close(fd)
+                raise FolderBusy(self.folder, holder) from None
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)  # the previous holder removed the file between our open and our lock: retry
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()}\n".encode())
+        os.fsync(fd)
+        return fd
+
+    @staticmethod
+    def _holder(fd: int) -> str:
+        try:
+            text = os.pread(fd, 200, 0).decode("utf-8", "replace").strip()
+        except OSError:
+            text = ""
+        m = re.fullmatch(r"pid (\d+)", text)
+        return f"process {m.group(1)}" if m else "another process"
+
+    def release(self) -> None:
+        if self._key is None:
+            return
+        entry = FolderLock._held[self._key]
+        entry[1] -= 1
+        if entry[1] == 0:
+            del FolderLock._held[self._key]
+            self.path.unlink(missing_ok=True)  # unlink first, while holding it: see the inode check above
+            os.close(entry[0])
+        self._key = None
+
+    def __enter__(self) -> FolderLock:
+        return self.acquire()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+
+def write_lines(path: str | Path, lines: Iterator[str] | list[str]) -> Path:
+    """Write text lines (each given without its newline) atomically, one ``\\n`` after each."""
+    with atomic_open(path) as fh:
+        for line in lines:
+            fh.write(line)
+            fh.write("\n")
+    return Path(path)
+
+
+def open_append_repaired(path: str | Path) -> IO[str]:
+    """Open a JSON-lines log for appending after cutting a torn last line (a crash mid-append).
+
+    Everything after the last ``\\n`` is an incomplete line: it is truncated away so that the next
+    line starts on a line of its own.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fh = open(path, "a+b")  # noqa: SIM115, PTH123 - returned to the caller, text-wrapped below
+    size = fh.seek(0, os.SEEK_END)
+    if size:
+        keep = _end_of_last_line(fh, size)
+        if keep != size:
+            fh.truncate(keep)
+            fh.flush()
+            os.fsync(fh.fileno())
+    import io
+
+    return io.TextIOWrapper(fh, encoding="utf-8", newline="\n", write_through=True)
+
+
+def _end_of_last_line(fh: IO[bytes], size: int) -> int:
+    """The offset just after the last ``\\n`` of the file (0 when there is none)."""
+    pos = size
+    block = 1 << 16
+    while pos > 0:
+        start = max(0, pos - block)
+        fh.seek(start)
+        chunk = fh.read(pos - start)
+        i = chunk.rfind(b"\n")
+        if i >= 0:
+            return start + i + 1
+        pos = start
+    return 0
