@@ -293,7 +293,7 @@ def _instance_dir(name: str, work: Path) -> Path:
 
 
 def _paper_scale_dir(work: Path, n_papers: int, n_fields: int, seed: int) -> tuple[Path, dict]:
-    from rap_benchmark.core.artifacts import LEDGER_FILE, write_json, write_parquet, write_sums
+    from rap_benchmark.core.artifacts import LEDGER_FILE, write_json, write_sums, write_table
     from rap_benchmark.core.spec import BenchmarkSpec
     from rap_benchmark.search import SearchEngine
     from rap_benchmark.search.synthetic import zipf_corpus
@@ -304,8 +304,8 @@ def _paper_scale_dir(work: Path, n_papers: int, n_fields: int, seed: int) -> tup
     t0 = time.perf_counter()
     papers, assignments = zipf_corpus(n_papers, n_fields, seed=seed, vocab_size=200_000)
     gen_s = time.perf_counter() - t0
-    write_parquet(root / "papers.parquet", papers)
-    write_parquet(root / "assignments.parquet", assignments)
+    write_table(root, "papers", papers)
+    write_table(root, "assignments", assignments)
     write_json(root / LEDGER_FILE, BenchmarkSpec().ledger())
     write_sums(root)
     n_memberships = len(assignments)

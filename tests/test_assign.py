@@ -12,10 +12,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from rap_benchmark.core.records import DIRECTION_KEYS, Assignment
+from rap_benchmark.core.schemas import ASSIGNMENTS
 from rap_benchmark.core.spec import mini_spec
 from rap_benchmark.pipeline.codebook import codebooks_from_blueprint
 from rap_benchmark.pipeline.instrument.offline import (
-    ASSIGNMENT_COLUMNS,
     AssignRules,
     assign_offline,
     calibrate_tie_ratio,
@@ -111,7 +111,7 @@ def test_distinct_pairs_is_the_lower_half_of_prototype_similarities() -> None:
 
 def test_output_contract_on_mini(mini_assigned) -> None:
     corpus, _, _, out = mini_assigned
-    assert tuple(out.columns) == ASSIGNMENT_COLUMNS
+    assert out.columns.tolist() == ASSIGNMENTS.names
     assert len(out) == len(corpus.memberships)
     assert not out.duplicated(["arxiv_id", "field_id"]).any()
     assert out.equals(out.sort_values(["field_id", "date", "arxiv_id"]).reset_index(drop=True))

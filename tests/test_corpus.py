@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rap_benchmark.core.schemas import PAPERS
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.corpus import (
-    PAPER_COLUMNS,
     CorpusError,
     normalize_arxiv_id,
     normalize_text,
@@ -42,7 +42,7 @@ def test_snapshot_counts_every_record():
     assert (report.n_kept, report.n_filtered_date, report.n_filtered_category) == (7, 2, 2)
     assert (report.n_duplicates, report.n_malformed) == (1, 6)
     assert report.balanced()
-    assert list(papers.columns) == list(PAPER_COLUMNS)
+    assert papers.columns.tolist() == PAPERS.names
     assert papers["arxiv_id"].tolist() == [
         "2206.07682",
         "2210.03629",

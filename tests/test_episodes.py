@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from rap_benchmark.core.dates import add_months
 from rap_benchmark.core.records import DIRECTION_KEYS, AssignmentType, Policy, Regime
+from rap_benchmark.core.schemas import EPISODES, conform
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.episodes import (
-    arrow_typed,
     episode_records,
     episode_table,
     search_manifest,
@@ -141,7 +141,7 @@ def test_empty_fields_are_flagged_and_typed():
     assert all({"x_empty", "y_empty", "history_empty"} <= set(f) for f in table["flags"])
     import pyarrow as pa
 
-    schema = pa.Table.from_pandas(arrow_typed(table), preserve_index=False).schema
+    schema = conform(table, EPISODES, where="episodes.parquet").schema
     assert schema.field("history").type == pa.list_(pa.list_(pa.float64()))
     assert schema.field("x").type == pa.list_(pa.float64())
 

@@ -12,11 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from rap_benchmark.core.artifacts import codebook_to_dict, sha256_file
+from rap_benchmark.core.schemas import ASSIGNMENT_LABELS, EPISODE_TARGET_FLAGS, EPISODE_TARGETS
 from rap_benchmark.hub import export_instance, publish, read_manifest, verify_reveal
-from rap_benchmark.hub.canonical import commitment, content_hash
+from rap_benchmark.hub.canonical import commitment, content_hash, target_values
 from rap_benchmark.hub.cards import read_front_matter
-from rap_benchmark.hub.export import ASSIGNMENT_TARGET_COLUMNS, EPISODE_TARGET_COLUMNS, PRIVATE_DIR, REPO_NAMES
-from rap_benchmark.hub.reveal import target_values
+from rap_benchmark.hub.export import REPO_NAMES
+from rap_benchmark.hub.layout import PRIVATE_DIR
 
 datasets = pytest.importorskip("datasets")
 SALT = bytes(range(32))
@@ -146,7 +147,7 @@ def test_no_public_repo_holds_a_withheld_target(withheld_hub: Path, mini) -> Non
     cols = _public_columns(withheld_hub)
     for (_repo, config, _split), names in cols.items():
         if config.endswith("_heldout"):
-            assert not set(names) & (set(EPISODE_TARGET_COLUMNS) | set(ASSIGNMENT_TARGET_COLUMNS) | {"y_empty"})
+            assert not set(names) & (set(EPISODE_TARGETS) | set(ASSIGNMENT_LABELS) | set(EPISODE_TARGET_FLAGS))
             assert "target_sha256" in names
     ep = pd.read_parquet(withheld_hub / "rap/episodes/data/canonical/test.parquet")
     assert (ep["origin"] < last).all(), (
@@ -173,7 +174,7 @@ def test_commitments_verify_against_the_reveal_and_catch_tampering(withheld_hub:
         assert report.checked > 0
     held = pd.read_parquet(private / "episodes/canonical_heldout/test.parquet")
     public = pd.read_parquet(withheld_hub / "rap/episodes/data/canonical_heldout/test.parquet")
-    targets = target_values(held, (*EPISODE_TARGET_COLUMNS, "y_empty"))
+    targets = target_values(held, (*EPISODE_TARGETS, *EPISODE_TARGET_FLAGS))
     assert commitment(SALT, held["key"][0], targets[0]) == public["target_sha256"][0]
     # a changed target, or a wrong salt, no longer verifies
     import shutil

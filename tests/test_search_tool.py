@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 
 from rap_benchmark.cli import main
-from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance, verify, write_json, write_parquet, write_sums
+from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance, verify, write_json, write_sums, write_table
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.records import Regime, SearchCall, SearchHit, SearchObservation
+from rap_benchmark.core.schemas import EPISODES
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.core.text import tokenize
 from rap_benchmark.search import (
@@ -46,7 +47,7 @@ def _manifest(papers: pd.DataFrame, assignments: pd.DataFrame, spec: BenchmarkSp
                         "field_id": field_id,
                         "origin": origin,
                         "regime": regime,
-                        "start": start,
+                        "start": start or spec.date_start,  # the expanding regime starts at the corpus start
                         "end": origin,
                         "n_papers": len(ids),
                         "shard_hash": shard_hash(ids),
@@ -66,11 +67,11 @@ def instance_dir(tmp_path_factory) -> Path:
     root.mkdir()
     write_json(root / LEDGER_FILE, spec.ledger())
     write_json(root / "codebooks.json", [])
-    write_parquet(root / "papers.parquet", papers)
-    write_parquet(root / "assignments.parquet", synth.assignments)
-    write_parquet(root / "blocks.parquet", pd.DataFrame({"field_id": ["F000"], "block_id": ["b0"], "split": ["dev"]}))
-    write_parquet(root / "episodes.parquet", pd.DataFrame({"field_id": ["F000"], "origin": [ORIGIN]}))
-    write_parquet(root / "search_manifest.parquet", _manifest(papers, synth.assignments, spec))
+    write_table(root, "papers", papers)
+    write_table(root, "assignments", synth.assignments)
+    write_table(root, "blocks", pd.DataFrame({"field_id": ["F000"], "block_id": ["b0"], "split": ["dev"]}))
+    write_table(root, "episodes", pd.DataFrame({c: [] for c in EPISODES.names}))
+    write_table(root, "search_manifest", _manifest(papers, synth.assignments, spec))
     write_sums(root)
     return root
 

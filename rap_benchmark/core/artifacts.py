@@ -11,6 +11,9 @@ A built instance is a folder (see docs/ARCHITECTURE.md for every file's columns)
     search_manifest.parquet         every episode universe's temporal bounds and shard hash
     SHA256SUMS                      sha256 of every file above (and any other, except .cache/)
 
+Every parquet table has one Arrow schema (:mod:`rap_benchmark.core.schemas`), checked when it
+is written and when it is loaded.
+
 ``.cache/`` holds derived, rebuildable data (e.g. tokenised text) and is never hashed.
 """
 
@@ -23,14 +26,18 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import Codebook, Direction
+from rap_benchmark.core.schemas import ARTIFACT_TABLES, SchemaError, check_table, conform
 from rap_benchmark.core.spec import BenchmarkSpec
 
 SUMS_FILE = "SHA256SUMS"
 LEDGER_FILE = "FINAL_PARAMETER_LEDGER_V1.json"
 CACHE_DIR = ".cache"
+OPTIONAL_TABLES: tuple[str, ...] = ("truth",)
+"""Artifact tables only some instances hold (loaded into ``Instance.extras``)."""
 
 
 class ArtifactError(RuntimeError):
@@ -99,14 +106,40 @@ def write_json(path: Path, payload: Any) -> None:
     atomic_write_text(path, json.dumps(payload, sort_keys=True, indent=1, ensure_ascii=False) + "\n")
 
 
-def write_parquet(path: Path, frame: pd.DataFrame) -> None:
-    """Deterministic parquet: no pandas index, fixed compression, no timestamps in metadata."""
-    import pyarrow as pa
+def write_parquet(path: Path, frame: pd.DataFrame, schema: pa.Schema | None) -> None:
+    """Deterministic parquet (no pandas index, fixed compression, no metadata) of ``frame``
+    checked against ``schema`` (:func:`rap_benchmark.core.schemas.conform`, which raises
+    :class:`~rap_benchmark.core.schemas.SchemaError` naming the column).
+
+    ``schema=None`` takes the frame's own types: only for derived tables outside an instance
+    folder (the Hub export's views), never for an artifact table.
+    """
     import pyarrow.parquet as pq
 
-    table = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
+    if schema is None:
+        table = pa.Table.from_pandas(frame, preserve_index=False).replace_schema_metadata(None)
+    else:
+        table = conform(frame, schema, where=path.name)
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp, compression="zstd", write_statistics=False, store_schema=False)
+
+
+def write_table(root: Path, name: str, frame: pd.DataFrame) -> Path:
+    """Write the artifact table ``name`` (a key of ``ARTIFACT_TABLES``) as ``root/<name>.parquet``."""
+    path = root / f"{name}.parquet"
+    write_parquet(path, frame, ARTIFACT_TABLES[name])
+    return path
+
+
+def read_table(root: Path, name: str) -> pd.DataFrame:
+    """Read the artifact table ``name`` and check it against its schema (a :class:`SchemaError`
+    names the file and the column)."""
+    import pyarrow.parquet as pq
+
+    path = root / f"{name}.parquet"
+    table = pq.read_table(path)
+    check_table(table, ARTIFACT_TABLES[name], where=str(path))
+    return table.to_pandas()
 
 
 def codebook_to_dict(cb: Codebook) -> dict[str, Any]:
@@ -182,21 +215,20 @@ def load_instance(root: str | Path, *, verify_hashes: bool = True) -> Instance:
     codebooks = {
         d["field_id"]: codebook_from_dict(d) for d in json.loads((root / "codebooks.json").read_text(encoding="utf-8"))
     }
-    extras = {
-        p.stem: pd.read_parquet(p)
-        for p in sorted(root.glob("*.parquet"))
-        if p.stem not in {"papers", "assignments", "blocks", "episodes", "search_manifest"}
-    }
+    unknown = sorted(p.name for p in root.glob("*.parquet") if p.stem not in ARTIFACT_TABLES)
+    if unknown:
+        raise SchemaError(f"{root}: unknown artifact table(s) {', '.join(unknown)}")
+    extras = {name: read_table(root, name) for name in OPTIONAL_TABLES if (root / f"{name}.parquet").is_file()}
     return Instance(
         root=root,
         spec=spec,
         ledger=ledger,
-        papers=pd.read_parquet(root / "papers.parquet"),
+        papers=read_table(root, "papers"),
         codebooks=codebooks,
-        assignments=pd.read_parquet(root / "assignments.parquet"),
-        blocks=pd.read_parquet(root / "blocks.parquet"),
-        episodes=pd.read_parquet(root / "episodes.parquet"),
-        search_manifest=pd.read_parquet(root / "search_manifest.parquet"),
+        assignments=read_table(root, "assignments"),
+        blocks=read_table(root, "blocks"),
+        episodes=read_table(root, "episodes"),
+        search_manifest=read_table(root, "search_manifest"),
         manifest_hash=manifest_hash(root),
         extras=extras,
     )

@@ -1,26 +1,25 @@
-"""Frozen, typed records: one per pipeline stage.
+"""Frozen, typed records and the benchmark's fixed vocabularies.
 
-Every stage of the data flow hands the next one immutable records (or columnar tables whose
-columns are named after these records' fields). Fixed vocabularies are enums; constructing a
-record with a value outside its vocabulary raises ``ValueError``.
+Bulk data moves between stages as Arrow/pandas tables whose contract is their schema
+(:mod:`rap_benchmark.core.schemas`: papers, assignments, blocks, episodes, search manifest,
+predictions). The records here are what code constructs one at a time:
 
-    corpus -> Paper
     fields/codebook -> Direction, Codebook
-    assignments -> Assignment
+    instruments -> Assignment (one label, checked)
     blocks/splits -> Block
-    episodes -> Episode
+    episodes -> Episode (typed view of an ``episodes`` row)
     search -> SearchHit, SearchObservation, SearchCall
-    agent rollouts -> Rollout
-    predictions -> Prediction
-    scoring -> EpisodeScore
+
+Fixed vocabularies are enums; constructing a record or enum with a value outside its vocabulary
+raises ``ValueError``. :func:`parse_enum` is the boundary check for user-given strings.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 
 N_DIRECTIONS = 8
 DIRECTION_KEYS: tuple[str, ...] = tuple(f"D{i}" for i in range(N_DIRECTIONS))
@@ -81,30 +80,29 @@ class Split(StrEnum):
     TEST = "test"
 
 
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def parse_enum(kind: type[_E], value: object, *, what: str | None = None) -> _E:
+    """``value`` as a member of ``kind`` (a member passes through; a string must be one of its
+    values). Anything else raises ``ValueError`` naming the allowed values, e.g.
+    ``unknown split 'train' (expected one of: dev, test)``."""
+    if isinstance(value, kind):
+        return value
+    try:
+        return kind(value)
+    except ValueError:
+        label = what or kind.__name__.lower()
+        allowed = ", ".join(m.value for m in kind)
+        raise ValueError(f"unknown {label} {value!r} (expected one of: {allowed})") from None
+
+
 def _check_direction_key(key: str | None, *, allow_other: bool, allow_none: bool) -> None:
     if key is None and allow_none:
         return
     if key in DIRECTION_KEYS or (allow_other and key == "other"):
         return
     raise ValueError(f"not a direction key: {key!r} (expected one of {', '.join(DIRECTION_KEYS)})")
-
-
-@dataclass(frozen=True, slots=True)
-class Paper:
-    """One arXiv paper: new-style id without version, v1 date, text and categories."""
-
-    arxiv_id: str
-    date: dt.date  # v1 submission date
-    title: str
-    abstract: str
-    categories: tuple[str, ...]
-    authors: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not self.arxiv_id:
-            raise ValueError("Paper.arxiv_id is empty")
-        if not isinstance(self.date, dt.date):
-            raise ValueError(f"Paper.date must be a date, got {self.date!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,53 +222,3 @@ class SearchCall:
     end: dt.date | None
     result_ids: tuple[str, ...]
     total_hits: int
-
-
-@dataclass(frozen=True, slots=True)
-class Prediction:
-    """One row of a prediction file: eight weights for one (model, condition, episode)."""
-
-    model: str
-    condition: Condition
-    field_id: str
-    origin: dt.date
-    weights: tuple[float, ...] | None  # None when the unit is invalid
-    valid: bool
-    invalid_reason: str | None = None
-    meta: dict[str, object] = field(default_factory=dict, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "condition", Condition(self.condition))
-        if self.valid:
-            w = self.weights
-            if w is None or len(w) != N_DIRECTIONS or not all(math.isfinite(v) and v >= 0 for v in w):
-                raise ValueError(f"valid prediction needs 8 finite nonnegative weights, got {w!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class Rollout:
-    """One agent unit (model, field, origin, condition) with its full trajectory."""
-
-    model: str
-    field_id: str
-    origin: dt.date
-    condition: Condition
-    messages: tuple[dict[str, object], ...]
-    search_calls: tuple[SearchCall, ...]
-    answer_text: str | None
-    prediction: Prediction
-    response_model: str | None
-    attempts: int
-    prompt_tokens: int
-    completion_tokens: int
-    wall_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class EpisodeScore:
-    field_id: str
-    origin: dt.date
-    spearman: float
-    centred_cosine: float
-    tv: float
-    jsd: float

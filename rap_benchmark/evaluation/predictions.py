@@ -41,20 +41,30 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition
+from rap_benchmark.core.schemas import (
+    PREDICTION_KEY,
+    PREDICTION_META,
+    PREDICTION_REQUIRED,
+    PREDICTIONS,
+    columns_of,
+    select,
+)
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
 
-KEY_COLUMNS: tuple[str, ...] = ("model", "condition", "field_id", "origin")
-REQUIRED_COLUMNS: tuple[str, ...] = (*KEY_COLUMNS, *DIRECTION_KEYS, "valid", "invalid_reason", "manifest_hash")
-META_INT_COLUMNS: tuple[str, ...] = ("attempts", "prompt_tokens", "completion_tokens", "n_search_calls")
-META_FLOAT_COLUMNS: tuple[str, ...] = ("cost_usd", "wall_s")
-META_STR_COLUMNS: tuple[str, ...] = ("response_model",)
-META_COLUMNS: tuple[str, ...] = (*META_INT_COLUMNS, *META_FLOAT_COLUMNS, *META_STR_COLUMNS)
-ALL_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, *META_COLUMNS)
+# Column groups of the prediction file, all read off its schema (rap_benchmark.core.schemas.PREDICTIONS).
+KEY_COLUMNS: tuple[str, ...] = PREDICTION_KEY
+REQUIRED_COLUMNS: tuple[str, ...] = PREDICTION_REQUIRED
+META_INT_COLUMNS: tuple[str, ...] = columns_of(PREDICTIONS, pa.int64(), PREDICTION_META)
+META_FLOAT_COLUMNS: tuple[str, ...] = columns_of(PREDICTIONS, pa.float64(), PREDICTION_META)
+META_STR_COLUMNS: tuple[str, ...] = columns_of(PREDICTIONS, pa.string(), PREDICTION_META)
+META_COLUMNS: tuple[str, ...] = PREDICTION_META
+ALL_COLUMNS: tuple[str, ...] = tuple(PREDICTIONS.names)
 
 DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 """Files larger than this are refused unread (40k episodes x 5 conditions is about 60 MB)."""
@@ -414,7 +424,7 @@ def write_predictions(df: pd.DataFrame, path: str | Path) -> Path:
     if path.suffix.lower() == ".parquet":
         from rap_benchmark.core.artifacts import write_parquet
 
-        write_parquet(path, _canonical(out))
+        write_parquet(path, _canonical(out), select(PREDICTIONS, cols))
         return path
     if path.suffix.lower() != ".jsonl":
         raise ValueError(f"prediction files are .jsonl or .parquet, got {path.name}")

@@ -84,3 +84,11 @@ def commitment(salt: bytes, key: str, target: Any) -> str:
 
 def commitments(salt: bytes, keys: Iterable[str], targets: Iterable[Any]) -> list[str]:
     return [commitment(salt, k, t) for k, t in zip(keys, targets, strict=True)]
+
+
+def target_values(frame: pd.DataFrame, target_columns: tuple[str, ...] | list[str]) -> list[Any]:
+    """The committed value of each row: the single target column's value, or a dict of them."""
+    cols = list(target_columns)
+    if len(cols) == 1:
+        return [to_plain(v) for v in frame[cols[0]]]
+    return [to_plain(r) for r in frame[cols].to_dict(orient="records")]

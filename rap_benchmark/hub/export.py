@@ -40,17 +40,12 @@ from rap_benchmark.core.artifacts import Instance, codebook_to_dict, sha256_file
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Policy, Split, episode_id
-from rap_benchmark.hub.canonical import commitments, content_hash, new_salt
+from rap_benchmark.core.schemas import ASSIGNMENT_LABELS, EPISODE_TARGET_FLAGS, EPISODE_TARGETS
+from rap_benchmark.hub.canonical import commitments, content_hash, new_salt, target_values
+from rap_benchmark.hub.layout import COMMITMENT_COLUMN, HELDOUT_SUFFIX, MANIFEST_FILE, PRIVATE_DIR, SALT_FILE
 
 DEFAULT_ORG = "rap"
-PRIVATE_DIR = "_private"
-MANIFEST_FILE = "rap_manifest.json"
-SALT_FILE = "salt.hex"
-COMMITMENT_COLUMN = "target_sha256"
-HELDOUT_SUFFIX = "_heldout"
-
-EPISODE_TARGET_COLUMNS: tuple[str, ...] = ("y", "y_counts", "n_y")
-ASSIGNMENT_TARGET_COLUMNS: tuple[str, ...] = ("primary", "secondary", "type")
+(_Y_EMPTY,) = EPISODE_TARGET_FLAGS  # withheld with the target columns
 REPO_NAMES: tuple[str, ...] = ("papers", "assignments", "fields", "splits", "episodes", "search_manifests")
 CITECAST_REPO = "citecast_tasks"
 
@@ -107,8 +102,6 @@ def _as_date_strings(values: pd.Series) -> pd.Series:
 
 def _commit(salt: bytes | None, keys: list[str], priv: pd.DataFrame, target_columns: Sequence[str]) -> list[str]:
     """Commit to each private row's target exactly as :func:`verify_reveal` will recompute it."""
-    from rap_benchmark.hub.reveal import target_values
-
     if salt is None:
         raise ValueError("withholding needs a salt")
     return commitments(salt, keys, target_values(priv, tuple(target_columns)))
@@ -167,12 +160,12 @@ def assignments_table(inst: Instance, salt: bytes | None, withhold_from: dt.date
         if hide.any():
             hidden = test.loc[hide].reset_index(drop=True)
             keys = (hidden["arxiv_id"] + "/" + hidden["field_id"]).tolist()
-            priv = hidden[["arxiv_id", "field_id", *ASSIGNMENT_TARGET_COLUMNS]].copy()
+            priv = hidden[["arxiv_id", "field_id", *ASSIGNMENT_LABELS]].copy()
             priv.insert(0, "key", keys)
             public = hidden[["arxiv_id", "field_id", "date"]].copy()
             public.insert(0, "key", keys)
-            public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, ASSIGNMENT_TARGET_COLUMNS)
-            withheld[Split.TEST.value] = Withheld(ASSIGNMENT_TARGET_COLUMNS, "key", public, priv)
+            public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, ASSIGNMENT_LABELS)
+            withheld[Split.TEST.value] = Withheld(ASSIGNMENT_LABELS, "key", public, priv)
             splits[Split.TEST.value] = test.loc[~hide].reset_index(drop=True)
     cfg = ConfigTable(
         "default",
@@ -259,12 +252,12 @@ def episodes_table(inst: Instance, salt: bytes | None, withhold_from: dt.date | 
             if hide.any():
                 hidden = test.loc[hide].reset_index(drop=True)
                 keys = (hidden["episode_id"] + "/" + policy.value).tolist()
-                target_cols = (*EPISODE_TARGET_COLUMNS, "y_empty")
-                priv = hidden[["episode_id", *EPISODE_TARGET_COLUMNS]].copy()
-                priv["y_empty"] = hidden["flags"].map(lambda fl: "y_empty" in list(fl if fl is not None else []))
+                target_cols = (*EPISODE_TARGETS, _Y_EMPTY)
+                priv = hidden[["episode_id", *EPISODE_TARGETS]].copy()
+                priv[_Y_EMPTY] = hidden["flags"].map(lambda fl: _Y_EMPTY in list(fl if fl is not None else []))
                 priv.insert(0, "key", keys)
-                public = hidden.drop(columns=list(EPISODE_TARGET_COLUMNS)).copy()
-                public["flags"] = public["flags"].map(lambda fl: [f for f in list(fl) if f != "y_empty"])
+                public = hidden.drop(columns=list(EPISODE_TARGETS)).copy()
+                public["flags"] = public["flags"].map(lambda fl: [f for f in list(fl) if f != _Y_EMPTY])
                 public.insert(1, "key", keys)
                 public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, target_cols)
                 withheld[Split.TEST.value] = Withheld(target_cols, "key", public, priv)
@@ -381,7 +374,7 @@ def _write_table(repo_dir: Path, config: str, split: str, frame: pd.DataFrame) -
     rel = _rel_data_path(config, split)
     path = repo_dir / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_parquet(path, frame)
+    write_parquet(path, frame, None)  # a derived view: its columns are listed in rap_manifest.json
     return {
         "path": rel,
         "rows": len(frame),
@@ -429,7 +422,7 @@ def write_repo(
                 if private_dir is not None:
                     priv = private_dir / tables.name / held_name / f"{split}.parquet"
                     priv.parent.mkdir(parents=True, exist_ok=True)
-                    write_parquet(priv, wh.targets)
+                    write_parquet(priv, wh.targets, None)
     atomic_write_text(repo_dir / MANIFEST_FILE, json.dumps(manifest, sort_keys=True, indent=1) + "\n")
     atomic_write_text(repo_dir / "README.md", render_card(tables, manifest, context))
     return repo_dir

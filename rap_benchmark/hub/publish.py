@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from rap_benchmark.hub.export import MANIFEST_FILE, PRIVATE_DIR
+from rap_benchmark.hub.layout import MANIFEST_FILE, PRIVATE_DIR
 from rap_benchmark.hub.load import verify_repo
 
 

@@ -11,21 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.hub.canonical import commitment, to_plain
-from rap_benchmark.hub.export import COMMITMENT_COLUMN, SALT_FILE
+from rap_benchmark.hub.canonical import commitment, target_values
+from rap_benchmark.hub.layout import COMMITMENT_COLUMN, SALT_FILE
 from rap_benchmark.hub.load import read_manifest
-
-
-def target_values(frame: pd.DataFrame, target_columns: tuple[str, ...] | list[str]) -> list[Any]:
-    """The committed value of each row: the single target column's value, or a dict of them."""
-    cols = list(target_columns)
-    if len(cols) == 1:
-        return [to_plain(v) for v in frame[cols[0]]]
-    return [to_plain(r) for r in frame[cols].to_dict(orient="records")]
 
 
 @dataclass(frozen=True)

@@ -31,14 +31,13 @@ from rap_benchmark.core.artifacts import (
     Instance,
     codebook_to_dict,
     write_json,
-    write_parquet,
     write_sums,
+    write_table,
 )
 from rap_benchmark.core.fsio import fsync_dir, remove_stale, temp_name
 from rap_benchmark.core.records import AssignmentType, Codebook, Policy, Split
+from rap_benchmark.core.schemas import ASSIGNMENTS, PAPERS
 from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.pipeline.corpus import PAPER_COLUMNS
-from rap_benchmark.pipeline.instrument.offline import ASSIGNMENT_COLUMNS
 
 MAX_LEDGER_MALFORMED = 50
 
@@ -67,7 +66,7 @@ def normalise_papers(papers: pd.DataFrame) -> pd.DataFrame:
     if "authors" not in frame:
         frame["authors"] = [[] for _ in range(len(frame))]
     frame["date"] = frame["date"].astype(str).str.slice(0, 10)
-    frame = _as_object(frame, PAPER_COLUMNS)
+    frame = _as_object(frame, tuple(PAPERS.names))
     return frame.sort_values(["date", "arxiv_id"], kind="stable").reset_index(drop=True)
 
 
@@ -81,7 +80,7 @@ def normalise_assignments(assignments: pd.DataFrame, papers: pd.DataFrame) -> pd
         missing = frame.loc[frame["date"].isna(), "arxiv_id"].head(5).tolist()
         raise ValueError(f"assignments reference papers not in the corpus: {missing}")
     frame["date"] = frame["date"].astype(str).str.slice(0, 10)
-    frame = _as_object(frame, ASSIGNMENT_COLUMNS)
+    frame = _as_object(frame, tuple(ASSIGNMENTS.names))
     unknown = set(frame["type"]) - {t.value for t in AssignmentType}
     if unknown:
         raise ValueError(f"unknown assignment types {sorted(unknown)}")
@@ -197,7 +196,7 @@ def build_instance(
     from tqdm import tqdm
 
     from rap_benchmark.pipeline.blocks import split_table
-    from rap_benchmark.pipeline.episodes import arrow_typed, episode_table, search_manifest
+    from rap_benchmark.pipeline.episodes import episode_table, search_manifest
 
     out = Path(out)
     tmp = _prepare_out(out)
@@ -227,14 +226,14 @@ def build_instance(
         steps.update()
 
         steps.set_postfix_str("writing artifacts")
-        write_parquet(tmp / "papers.parquet", papers)
+        write_table(tmp, "papers", papers)
         write_json(tmp / "codebooks.json", [codebook_to_dict(cb) for cb in codebooks])
-        write_parquet(tmp / "assignments.parquet", assignments)
-        write_parquet(tmp / "blocks.parquet", blocks)
-        write_parquet(tmp / "episodes.parquet", arrow_typed(episodes))
-        write_parquet(tmp / "search_manifest.parquet", manifest)
+        write_table(tmp, "assignments", assignments)
+        write_table(tmp, "blocks", blocks)
+        write_table(tmp, "episodes", episodes)
+        write_table(tmp, "search_manifest", manifest)
         if inputs["truth"] is not None:
-            write_parquet(tmp / "truth.parquet", inputs["truth"])
+            write_table(tmp, "truth", inputs["truth"])
         ledger = spec.ledger()
         ledger["derived"] = _derived(spec, papers, codebooks, assignments, blocks, episodes, inputs["corpus"])
         write_json(tmp / LEDGER_FILE, ledger)

@@ -41,9 +41,8 @@ from typing import Any
 import pandas as pd
 
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.schemas import PAPERS
 from rap_benchmark.core.spec import BenchmarkSpec
-
-PAPER_COLUMNS: tuple[str, ...] = ("arxiv_id", "date", "title", "abstract", "categories", "authors")
 
 _NEW_ID = re.compile(r"^(\d{4}\.\d{4,5})(v\d+)?$")
 _OLD_ID = re.compile(r"^([a-z][a-z\-]*(?:\.[A-Z]{2})?/\d{7})(v\d+)?$")
@@ -454,7 +453,7 @@ def _read_parquet_dir(path: Path, collector: _Collector, progress: bool) -> None
     files = sorted(path.glob("*.parquet")) if path.is_dir() else [path]
     if not files:
         raise CorpusError(f"no *.parquet files in {path}")
-    wanted = list(PAPER_COLUMNS)
+    wanted = list(PAPERS.names)
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     bar = tqdm(total=total, desc=f"reading {path.name}", unit=" rows", disable=not progress)
     for file in files:
@@ -518,7 +517,7 @@ def read_corpus(
 ) -> tuple[pd.DataFrame, CorpusReport]:
     """Read, normalise, filter and deduplicate a corpus source.
 
-    Returns the papers table (columns ``PAPER_COLUMNS``: ``date`` as ``YYYY-MM-DD``, lists for
+    Returns the papers table (columns of :data:`rap_benchmark.core.schemas.PAPERS`: ``date`` as ``YYYY-MM-DD``, lists for
     ``categories`` and ``authors``; sorted by (date, arxiv_id)) and the report. ``strict=True``
     raises CorpusError at the first malformed record.
     """

@@ -29,25 +29,9 @@ import pandas as pd
 
 from rap_benchmark.core.dates import add_months, parse_date, to_days
 from rap_benchmark.core.records import N_DIRECTIONS, Episode, Policy, Regime
+from rap_benchmark.core.schemas import EPISODES
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.policies import composition, direction_weights
-
-EPISODE_COLUMNS: tuple[str, ...] = (
-    "field_id",
-    "origin",
-    "policy",
-    "block_id",
-    "split",
-    "x",
-    "y",
-    "history",
-    "x_counts",
-    "y_counts",
-    "history_counts",
-    "n_x",
-    "n_y",
-    "flags",
-)
 
 
 def window_edges(origin: dt.date, spec: BenchmarkSpec) -> list[dt.date]:
@@ -113,7 +97,7 @@ def episode_table(assignments: pd.DataFrame, blocks: pd.DataFrame, spec: Benchma
     start, end = parse_date(spec.date_start), parse_date(spec.date_end)
     censored = [(window_edges(o, spec)[0] < start, window_edges(o, spec)[-1] > end) for o in spec.origin_dates]
 
-    records: dict[str, list[object]] = {c: [] for c in EPISODE_COLUMNS}
+    records: dict[str, list[object]] = {c: [] for c in EPISODES.names}
     for f, field_id in enumerate(field_ids):
         for o, origin in enumerate(spec.origins):
             for p, policy in enumerate(policies):
@@ -151,27 +135,6 @@ def episode_table(assignments: pd.DataFrame, blocks: pd.DataFrame, spec: Benchma
             for col, values in records.items()
         }
     )
-
-
-def arrow_typed(table: pd.DataFrame) -> pd.DataFrame:
-    """The episode table with Arrow list types pinned, so parquet keeps them even when a column
-    is all null (e.g. a field without papers); what :func:`episode_table` output is written as."""
-    import pyarrow as pa
-
-    vec = pa.list_(pa.float64())
-    types = {
-        "x": vec,
-        "y": vec,
-        "history": pa.list_(vec),
-        "x_counts": vec,
-        "y_counts": vec,
-        "history_counts": pa.list_(vec),
-        "flags": pa.list_(pa.string()),
-    }
-    out = table.copy()
-    for col, typ in types.items():
-        out[col] = pd.Series(pa.array(table[col].tolist(), type=typ), dtype=pd.ArrowDtype(typ), index=table.index)
-    return out
 
 
 def episode_records(table: pd.DataFrame) -> list[Episode]:

@@ -47,7 +47,6 @@ from rap_benchmark.pipeline.codebook import Prototypes
 from rap_benchmark.pipeline.fields import tokenize_papers
 
 __all__ = [
-    "ASSIGNMENT_COLUMNS",
     "AssignRules",
     "assign_offline",
     "calibrate_tie_ratio",
@@ -56,8 +55,6 @@ __all__ = [
     "distinct_pairs",
     "runner_up_ratio",
 ]
-
-ASSIGNMENT_COLUMNS: tuple[str, ...] = ("arxiv_id", "field_id", "date", "primary", "secondary", "type")
 
 
 @dataclass(frozen=True)
@@ -121,7 +118,7 @@ def assign_offline(
 ) -> pd.DataFrame:
     """Label every membership (see the module docstring).
 
-    Returns the ``assignments.parquet`` columns (:data:`ASSIGNMENT_COLUMNS`), one row per
+    Returns the ``assignments.parquet`` columns (:data:`rap_benchmark.core.schemas.ASSIGNMENTS`), one row per
     membership, sorted by (field_id, date, arxiv_id).
     """
     rules = AssignRules.from_spec(spec)
