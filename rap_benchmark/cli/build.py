@@ -17,6 +17,14 @@ BUILD_EPILOG = """examples:
   rap build --instance arxiv-sample --out build/as --source /data/arxiv_parquet_folder
   rap build --spec my-spec.json --source arxiv-metadata-oai-snapshot.json --out build/full
 
+  # the paper's LLM construction (names, programs, two drafts, absorption, revision, union,
+  # exact-eight consolidation, batched assignment) through OpenAI-compatible endpoints:
+  rap build --spec full.json --source snapshot.jsonl --out build/full --instrument llm \
+      --base-url http://gpu1:8000/v1,http://gpu2:8000/v1 --model Qwen/Qwen3-32B \
+      --draft-models Qwen/Qwen3-32B,meta-llama/Llama-3.3-70B-Instruct --dry-run   # estimate first
+  (same command without --dry-run sends; rerunning it resumes from build/full.llm-store)
+  # recipe serving the models with vLLM: examples/vllm_llm_instrument.sh
+
 The arxiv-sample source defaults to $RAP_SHARED_ARXIV, else ../shared/data/arxiv next to the
 repository. --source accepts a folder of parquet files, a metadata snapshot (.jsonl/.json, may be
 .gz) or an arXiv API Atom feed (.xml/.atom).
@@ -50,6 +58,77 @@ def default_arxiv_source() -> Path | None:
     return None
 
 
+def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None]:
+    """(LLMInstrument or None, error message)."""
+    if args.instrument != "llm":
+        given = [o for o in ("base_url", "model", "draft_models", "max_spend_usd", "llm_store") if getattr(args, o)]
+        if given or args.dry_run:
+            return None, "--base-url, --model, --draft-models, --dry-run and --max-spend-usd need --instrument llm"
+        return None, None
+    from rap_benchmark.pipeline.instrument.llm import LLMInstrument, LLMSettings, PipelineConfig
+
+    if not args.model:
+        return None, "--instrument llm needs --model"
+    urls = tuple(u.strip() for u in (args.base_url or "").split(",") if u.strip())
+    if not urls and not args.dry_run:
+        return None, "--instrument llm needs --base-url URL[,URL...] (an OpenAI-compatible endpoint)"
+    drafts = tuple(m.strip() for m in (args.draft_models or f"{args.model},{args.model}").split(","))
+    if len(drafts) != 2 or not all(drafts):
+        return None, f"--draft-models needs two model names A,B, got {args.draft_models!r}"
+    if args.max_spend_usd is not None and args.max_spend_usd <= 0:
+        return None, "--max-spend-usd must be positive"
+    store = Path(args.llm_store) if args.llm_store else Path(f"{str(args.out).rstrip('/')}.llm-store")
+    config = PipelineConfig(
+        model=args.model, draft_models=drafts, assign_batch=args.assign_batch, max_attempts=args.max_attempts
+    )
+    settings = LLMSettings(
+        base_urls=urls,
+        store_dir=store,
+        max_in_flight=args.max_in_flight,
+        timeout_s=args.timeout_s,
+        max_spend_usd=args.max_spend_usd,
+        prices_path=args.prices,
+    )
+    return LLMInstrument(config, settings), None
+
+
+def _dry_run(spec: object, source: Path, instrument: object, quiet: bool) -> int:
+    from rap_benchmark.pipeline.build import normalise_papers
+    from rap_benchmark.pipeline.corpus import read_corpus
+    from rap_benchmark.pipeline.fields import build_fields
+    from rap_benchmark.pipeline.instrument.llm import estimate
+
+    papers, _ = read_corpus(source, spec, progress=not quiet)
+    papers = normalise_papers(papers)
+    memberships, candidates = build_fields(papers, spec, progress=not quiet)
+    table = estimate(
+        papers,
+        memberships,
+        candidates,
+        spec,
+        instrument.config,
+        store_dir=instrument.settings.store_dir,
+        prices_path=instrument.settings.prices_path,
+    )
+    print(format_estimate(table))
+    return 0
+
+
+def format_estimate(table: dict[str, dict[str, object]]) -> str:
+    """The dry run's table: requests to send (and already stored), tokens and price per stage."""
+    lines = [
+        f"{'stage':<16}{'requests':>10}{'to send':>10}{'stored':>9}{'prompt tok':>14}{'compl. tok':>13}{'USD':>12}"
+    ]
+    for stage, row in table.items():
+        usd = "unknown" if row["cost_usd"] is None else f"{row['cost_usd']:.2f}"
+        lines.append(
+            f"{stage:<16}{row['requests']:>10,}{row['sent']:>10,}{row['from_store']:>9,}"
+            f"{row['prompt_tokens']:>14,}{row['completion_tokens']:>13,}{usd:>12}"
+        )
+    lines.append("(dry run: nothing was sent; replies not yet stored are estimated with typical sizes)")
+    return "\n".join(lines)
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     import time
 
@@ -68,8 +147,22 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if source is None and instance != "mini":
         print(f"rap build: instance {instance!r} needs --source (only mini is generated)", file=sys.stderr)
         return 2
+    instrument, problem = _llm_instrument(args)
+    if problem is None and instrument is not None and source is None:
+        problem = "--instrument llm needs --source (a corpus to build from)"
+    if problem is not None:
+        print(f"rap build: {problem}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        return _dry_run(spec, Path(source), instrument, args.quiet)
+    from rap_benchmark.pipeline.instrument.llm import StopRun, StoreBusy
+
     start = time.perf_counter()
-    out = build_instance(spec, args.out, source=source, progress=not args.quiet)
+    try:
+        out = build_instance(spec, args.out, source=source, progress=not args.quiet, instrument=instrument)
+    except (StopRun, StoreBusy) as exc:
+        print(f"rap build: {exc}", file=sys.stderr)
+        return 2
     seconds = time.perf_counter() - start
     print(f"built {spec.name} at {out} in {seconds:.1f} s")
     print(format_info(instance_info(load_instance(out))))
@@ -129,6 +222,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--source", help="corpus: parquet folder, snapshot .jsonl/.json(.gz) or Atom .xml")
     p.add_argument("--spec", help="spec JSON file (overrides the named instance's spec)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    g = p.add_argument_group("LLM instrument (--instrument llm)")
+    g.add_argument(
+        "--instrument", choices=["offline", "llm"], default="offline", help="assignment instrument (default offline)"
+    )
+    g.add_argument("--base-url", help="OpenAI-compatible endpoint(s), comma-separated (e.g. http://host:8000/v1)")
+    g.add_argument("--model", help="model for naming, programs, consolidation and assignment")
+    g.add_argument("--draft-models", help="the two drafting models A,B (default: --model twice)")
+    g.add_argument("--llm-store", help="request store folder (default: OUT.llm-store); rerunning resumes from it")
+    g.add_argument("--max-in-flight", type=int, default=64, help="open requests per endpoint (default 64)")
+    g.add_argument("--assign-batch", type=int, default=8, help="papers per assignment request (default 8)")
+    g.add_argument("--max-attempts", type=int, default=3, help="tries per unit before it is recorded invalid")
+    g.add_argument("--timeout-s", type=float, default=300.0, help="seconds per request before it is retried")
+    g.add_argument("--max-spend-usd", type=float, help="stop cleanly (resumable) before spending more than this")
+    g.add_argument("--prices", help="price table JSON (default: the packaged agents price table)")
+    g.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and price per stage; send nothing")
     p.set_defaults(func=_cmd_build)
 
     p = subparsers.add_parser(

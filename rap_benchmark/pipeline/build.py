@@ -10,7 +10,9 @@ Two routes:
 * ``source=None``: the synthetic generator (:func:`rap_benchmark.pipeline.synth.generate_mini`), codebooks
   from its blueprints, the offline instrument, plus ``truth.parquet`` (the latent labels);
 * ``source=PATH``: :func:`rap_benchmark.pipeline.corpus.read_corpus` (parquet folder, snapshot JSON lines
-  or Atom feed), offline fields and codebooks from the text, the offline instrument.
+  or Atom feed), offline fields and codebooks from the text, the offline instrument; or, with
+  ``instrument=LLMInstrument(...)``, the offline candidate fields named, merged, codified and
+  labelled by the LLM construction (:mod:`rap_benchmark.pipeline.instrument.llm`).
 
 :func:`instance_info` summarises a built instance (what ``rap info`` prints).
 """
@@ -110,7 +112,7 @@ def _synthetic_inputs(spec: BenchmarkSpec, progress: bool) -> dict[str, Any]:
     return {"papers": papers, "codebooks": codebooks, "assignments": assignments, "truth": truth, "corpus": corpus}
 
 
-def _source_inputs(spec: BenchmarkSpec, source: Path, progress: bool) -> dict[str, Any]:
+def _source_inputs(spec: BenchmarkSpec, source: Path, progress: bool, instrument: Any = None) -> dict[str, Any]:
     from rap_benchmark.pipeline.codebook import build_codebooks
     from rap_benchmark.pipeline.corpus import read_corpus
     from rap_benchmark.pipeline.fields import build_fields
@@ -119,9 +121,19 @@ def _source_inputs(spec: BenchmarkSpec, source: Path, progress: bool) -> dict[st
     papers, report = read_corpus(source, spec, progress=progress)
     papers = normalise_papers(papers)
     memberships, field_info = build_fields(papers, spec, progress=progress)
+    corpus = {"route": "source", "format": _format_name(source), **report.to_dict(MAX_LEDGER_MALFORMED)}
+    if instrument is not None:
+        result, entry = instrument.run(papers, memberships, field_info, spec, progress=progress)
+        return {
+            "papers": papers,
+            "codebooks": result.codebooks,
+            "assignments": result.assignments,
+            "truth": None,
+            "corpus": corpus,
+            "instrument": entry,
+        }
     codebooks, prototypes = build_codebooks(papers, memberships, field_info, spec, progress=progress)
     assignments = assign_offline(papers, memberships, codebooks, prototypes, spec)
-    corpus = {"route": "source", "format": _format_name(source), **report.to_dict(MAX_LEDGER_MALFORMED)}
     return {"papers": papers, "codebooks": codebooks, "assignments": assignments, "truth": None, "corpus": corpus}
 
 
@@ -139,6 +151,7 @@ def _derived(
     blocks: pd.DataFrame,
     episodes: pd.DataFrame,
     corpus: dict[str, Any],
+    instrument: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     from rap_benchmark.pipeline.blocks import dev_seed_fields
 
@@ -146,7 +159,9 @@ def _derived(
     split_blocks = blocks.groupby("split")["block_id"].nunique().to_dict()
     canonical = episodes.loc[episodes["policy"] == Policy.CANONICAL.value]
     flags = pd.Series([f for fl in canonical["flags"] for f in fl], dtype=object).value_counts()
+    extra = {} if instrument is None else {"instrument": instrument}
     return {
+        **extra,
         "corpus": corpus,
         "n_papers": len(papers),
         "n_fields": len(codebooks),
@@ -186,13 +201,21 @@ def _swap_into_place(tmp: Path, out: Path) -> None:
 
 
 def build_instance(
-    spec: BenchmarkSpec, out: str | Path, source: str | Path | None = None, *, progress: bool = False
+    spec: BenchmarkSpec,
+    out: str | Path,
+    source: str | Path | None = None,
+    *,
+    progress: bool = False,
+    instrument: Any = None,
 ) -> Path:
     """Build every artifact of an instance into ``out`` (replaced atomically); return ``out``.
 
     ``source=None`` generates the synthetic corpus from ``spec`` (the mini route); otherwise
-    ``source`` is read with :func:`rap_benchmark.pipeline.corpus.read_corpus`.
+    ``source`` is read with :func:`rap_benchmark.pipeline.corpus.read_corpus`. ``instrument``:
+    None for the offline instrument, or an ``LLMInstrument`` (source route only).
     """
+    if instrument is not None and source is None:
+        raise ValueError("the LLM instrument needs a source corpus (the mini route uses its blueprints)")
     from tqdm import tqdm
 
     from rap_benchmark.pipeline.blocks import split_table
@@ -203,7 +226,11 @@ def build_instance(
     steps = tqdm(total=6, desc=f"build {spec.name}", unit="step", disable=not progress)
     try:
         steps.set_postfix_str("corpus, fields, codebooks, assignments")
-        inputs = _synthetic_inputs(spec, progress) if source is None else _source_inputs(spec, Path(source), progress)
+        inputs = (
+            _synthetic_inputs(spec, progress)
+            if source is None
+            else _source_inputs(spec, Path(source), progress, instrument)
+        )
         papers: pd.DataFrame = inputs["papers"]
         codebooks: list[Codebook] = sorted(inputs["codebooks"], key=lambda cb: cb.field_id)
         assignments = normalise_assignments(inputs["assignments"], papers)
@@ -235,7 +262,9 @@ def build_instance(
         if inputs["truth"] is not None:
             write_table(tmp, "truth", inputs["truth"])
         ledger = spec.ledger()
-        ledger["derived"] = _derived(spec, papers, codebooks, assignments, blocks, episodes, inputs["corpus"])
+        ledger["derived"] = _derived(
+            spec, papers, codebooks, assignments, blocks, episodes, inputs["corpus"], inputs.get("instrument")
+        )
         write_json(tmp / LEDGER_FILE, ledger)
         steps.update()
 

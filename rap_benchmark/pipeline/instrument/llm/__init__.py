@@ -1,0 +1,204 @@
+"""The LLM instrument (SPEC 3.2-3.3): the paper's codebook construction and assignment through
+any OpenAI-compatible endpoint, resumable, concurrent, priced.
+
+Verbs: :func:`run_llm_instrument` (send, or answer from the store, every request of the
+pipeline in :mod:`.stages`) and :func:`estimate` (the dry run: the same pipeline with typical
+stand-in replies, nothing sent, tokens and price per stage). Request handling is in
+:mod:`.client` and :mod:`.store`, validation in :mod:`.validate`, the review file in
+:mod:`.review`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd
+
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.fields import FieldInfo
+from rap_benchmark.pipeline.instrument.llm.client import (
+    EndpointsFailed,
+    LLMClient,
+    SpendCapReached,
+    StandInClient,
+    StopRun,
+)
+from rap_benchmark.pipeline.instrument.llm.prompts import prompt_hashes
+from rap_benchmark.pipeline.instrument.llm.stages import Pipeline, PipelineConfig, PipelineResult, stage_sizes
+from rap_benchmark.pipeline.instrument.llm.store import RequestStore, StoreBusy
+from rap_benchmark.pipeline.instrument.llm.validate import InvalidOutput
+
+__all__ = [
+    "EndpointsFailed",
+    "InvalidOutput",
+    "LLMInstrument",
+    "LLMSettings",
+    "PipelineConfig",
+    "PipelineResult",
+    "SpendCapReached",
+    "StopRun",
+    "StoreBusy",
+    "estimate",
+    "run_llm_instrument",
+]
+
+SUMMARY_FILE = "summary.json"
+REVIEW_FILE = "review.md"
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Where the requests go and what they may cost (not part of the artifacts)."""
+
+    base_urls: tuple[str, ...]
+    store_dir: Path
+    max_in_flight: int = 64
+    timeout_s: float = 300.0
+    max_transport_retries: int = 8
+    max_spend_usd: float | None = None
+    prices_path: str | None = None
+
+
+@dataclass(frozen=True)
+class LLMInstrument:
+    """The LLM instrument as ``build_instance`` uses it: what to ask and where to send it."""
+
+    config: PipelineConfig
+    settings: LLMSettings
+
+    def run(
+        self,
+        papers: pd.DataFrame,
+        memberships: pd.DataFrame,
+        candidates: dict[str, FieldInfo],
+        spec: BenchmarkSpec,
+        *,
+        progress: bool = False,
+    ) -> tuple[PipelineResult, dict[str, Any]]:
+        return run_llm_instrument(papers, memberships, candidates, spec, self.config, self.settings, progress=progress)
+
+
+def _prices(path: str | None) -> Any:
+    from rap_benchmark.agents.pricing import load_prices
+
+    return load_prices(path)
+
+
+def _check_prices(config: PipelineConfig, settings: LLMSettings) -> None:
+    if settings.max_spend_usd is None:
+        return
+    prices = _prices(settings.prices_path)
+    for model in {config.model, *config.draft_models}:
+        if prices.cost_usd(model, 1, 1) is None:
+            raise ValueError(
+                f"--max-spend-usd needs a price for model {model!r}: add it to a price table and pass --prices"
+            )
+
+
+def run_llm_instrument(
+    papers: pd.DataFrame,
+    memberships: pd.DataFrame,
+    candidates: dict[str, FieldInfo],
+    spec: BenchmarkSpec,
+    config: PipelineConfig,
+    settings: LLMSettings,
+    *,
+    progress: bool = False,
+) -> tuple[PipelineResult, dict[str, Any]]:
+    """Run the pipeline through the endpoints; (result, ledger entry). Writes the store's
+    ``review.md`` and ``summary.json``. Raises :class:`StopRun` (spend cap, no endpoint) after
+    storing every answer received: rerunning resumes."""
+    from rap_benchmark.agents.store import atomic_write_text
+    from rap_benchmark.pipeline.instrument.llm.review import review_markdown
+
+    _check_prices(config, settings)
+    config = PipelineConfig(**{**config.__dict__, "concurrency": settings.max_in_flight * len(settings.base_urls)})
+    with RequestStore(settings.store_dir) as store:
+
+        async def main() -> tuple[PipelineResult, LLMClient]:
+            client = LLMClient(
+                settings.base_urls,
+                store,
+                _prices(settings.prices_path),
+                max_in_flight=settings.max_in_flight,
+                timeout_s=settings.timeout_s,
+                max_transport_retries=settings.max_transport_retries,
+                max_spend_usd=settings.max_spend_usd,
+            )
+            async with client:
+                result = await Pipeline(client, config, spec, progress).run(papers, memberships, candidates)
+            return result, client
+
+        try:
+            result, client = asyncio.run(main())
+        finally:
+            store.flush()
+        summary = {
+            "stages": client.accounting.table(),
+            "store_records": len(store.records),
+            "loaded_from_store": store.loaded,
+            "repaired_bytes": store.repaired_bytes,
+            "transport_errors": client.transport_errors,
+            "spent_usd_in_store": round(client.spent, 6),
+        }
+        atomic_write_text(settings.store_dir / SUMMARY_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
+        entry = ledger_entry(config, result)
+        atomic_write_text(settings.store_dir / REVIEW_FILE, review_markdown(result, _review_header(entry)))
+    return result, entry
+
+
+def ledger_entry(config: PipelineConfig, result: PipelineResult) -> dict[str, Any]:
+    """What the ledger records about the LLM construction (deterministic)."""
+    return {
+        "name": "llm",
+        "config": config.to_dict(),
+        "prompts_sha256": prompt_hashes(),
+        **stage_sizes(result),
+        "notes": list(result.notes),
+    }
+
+
+def _review_header(entry: dict[str, Any]) -> dict[str, Any]:
+    cfg = entry["config"]
+    return {"model": cfg["model"], "drafting models": ", ".join(cfg["draft_models"])}
+
+
+def estimate(
+    papers: pd.DataFrame,
+    memberships: pd.DataFrame,
+    candidates: dict[str, FieldInfo],
+    spec: BenchmarkSpec,
+    config: PipelineConfig,
+    *,
+    store_dir: Path | None = None,
+    prices_path: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The dry run: requests, tokens and price per stage, sending nothing.
+
+    Walks the real pipeline; answers already in the store (``store_dir``, read only) are used
+    and counted as ``from_store``; every other request is rendered exactly and answered with a
+    typical stand-in reply (:mod:`.standin`) so that the later prompts can be rendered too.
+    """
+    records: dict[str, dict[str, Any]] = {}
+    path = None if store_dir is None else Path(store_dir) / "requests.jsonl"
+    if path is not None and path.is_file():
+        for line in path.read_bytes().splitlines():
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            records.setdefault(rec["key"], rec)
+    client = StandInClient(records, _prices(prices_path))
+    asyncio.run(Pipeline(client, config, spec).run(papers, memberships, candidates))
+    table = client.accounting.table()
+    total = {
+        k: sum(v[k] for v in table.values())
+        for k in ("requests", "sent", "from_store", "prompt_tokens", "completion_tokens")
+    }
+    costs = [v["cost_usd"] for v in table.values()]
+    total["cost_usd"] = None if any(c is None for c in costs) else round(sum(costs), 6)
+    return {**table, "total": total}

@@ -1,0 +1,364 @@
+"""Sending the pipeline's requests: keyed store, several endpoints, accounting, spend cap.
+
+:class:`LLMClient` sends chat requests (temperature 0) to one or more OpenAI-compatible
+endpoints. Every request is keyed by the sha256 of its canonical body (:func:`request_body`);
+a key already in the :class:`~.store.RequestStore` is answered from it and never sent, and two
+identical requests in flight are sent once. Each endpoint has at most ``max_in_flight``
+requests open; a request goes to the open endpoint with the fewest in flight. A transport
+failure (refused, reset, timeout, HTTP 5xx or 429, a torn response body) is retried on
+another endpoint with backoff; an endpoint that fails three times in a row is rested for a
+while. Results never depend on which endpoint answered or in which order answers arrived: the
+pipeline reads them by request, not by arrival.
+
+:class:`StandInClient` has the same interface and sends nothing: it answers with
+:mod:`.standin`'s typical replies, so the dry run walks the real pipeline and renders every
+real prompt.
+
+Spend: cost is priced per answer from the price table (agents/pricing.py). With a cap, a
+request is sent only while the spend recorded in the store plus the worst case of everything in
+flight (estimated prompt tokens plus ``max_tokens`` of completion) stays within the cap; when it
+would not, the run stops cleanly (:class:`SpendCapReached`) after the requests in flight are
+answered and written, and a rerun with a higher cap resumes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from rap_benchmark.agents.pricing import PriceTable
+from rap_benchmark.pipeline.instrument.llm.http import Endpoint, TransportError
+from rap_benchmark.pipeline.instrument.llm.store import RequestStore
+from rap_benchmark.pipeline.instrument.llm.tokens import count_prompt_tokens, count_tokens
+
+FAILURES_BEFORE_REST = 3
+REST_S = (1.0, 30.0)  # first and longest rest of a failing endpoint
+FLUSH_EVERY_S = 0.05
+
+
+class StopRun(RuntimeError):
+    """The run stopped cleanly; everything answered so far is in the store."""
+
+
+class SpendCapReached(StopRun):
+    pass
+
+
+class EndpointsFailed(StopRun):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    content: str | None  # None when the request was refused (HTTP 4xx) or the run stopped
+    error: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    cached: bool
+
+
+@dataclass
+class StageUsage:
+    requests: int = 0  # answers used by the pipeline (sent now, or read from the store)
+    sent: int = 0
+    cached: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float | None = 0.0
+
+    def add(self, prompt: int, completion: int, cost: float | None, *, cached: bool) -> None:
+        self.requests += 1
+        self.cached += cached
+        self.sent += not cached
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion
+        self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "sent": self.sent,
+            "from_store": self.cached,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
+        }
+
+
+def request_body(model: str, messages: Sequence[dict[str, str]], max_tokens: int) -> bytes:
+    """The canonical request: compact JSON, sorted keys; its sha256 is the request's key."""
+    return orjson.dumps(
+        {"model": model, "messages": list(messages), "temperature": 0.0, "max_tokens": max_tokens},
+        option=orjson.OPT_SORT_KEYS,
+    )
+
+
+def request_key(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+@dataclass
+class Accounting:
+    prices: PriceTable
+    stages: dict[str, StageUsage] = field(default_factory=lambda: defaultdict(StageUsage))
+
+    def cost(self, model: str, prompt: int, completion: int) -> float | None:
+        return self.prices.cost_usd(model, prompt, completion)
+
+    def record(self, stage: str, model: str, prompt: int, completion: int, *, cached: bool) -> None:
+        self.stages[stage].add(prompt, completion, self.cost(model, prompt, completion), cached=cached)
+
+    def table(self) -> dict[str, dict[str, Any]]:
+        return {k: v.to_dict() for k, v in self.stages.items()}
+
+
+class LLMClient:
+    """Requests through the store to several endpoints (see the module docstring)."""
+
+    def __init__(
+        self,
+        base_urls: Sequence[str],
+        store: RequestStore,
+        prices: PriceTable,
+        *,
+        max_in_flight: int = 64,
+        timeout_s: float = 300.0,
+        max_transport_retries: int = 8,
+        max_spend_usd: float | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        if not base_urls:
+            raise ValueError("at least one base URL is needed")
+        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.endpoints = [Endpoint(u, timeout_s=timeout_s, api_key=key) for u in base_urls]
+        self._free = [max_in_flight] * len(self.endpoints)
+        self._failures = [0] * len(self.endpoints)
+        self._rest_until = [0.0] * len(self.endpoints)
+        self._slot = asyncio.Condition()
+        self.store = store
+        self.accounting = Accounting(prices)
+        self.max_transport_retries = max_transport_retries
+        self.max_spend_usd = max_spend_usd
+        self.spent = self._stored_spend()
+        self._reserved = 0.0
+        self._inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self.stop_reason: StopRun | None = None
+        self.transport_errors = 0
+        self._flusher: asyncio.Task[None] | None = None
+
+    def _stored_spend(self) -> float:
+        total = 0.0
+        for rec in self.store.records.values():
+            cost = self.accounting.cost(rec["model"], rec["prompt_tokens"], rec["completion_tokens"])
+            total += cost or 0.0
+        return total
+
+    async def __aenter__(self) -> LLMClient:
+        self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._flusher is not None:
+            self._flusher.cancel()
+        self.store.flush()
+        for ep in self.endpoints:
+            ep.close()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_EVERY_S)
+            self.store.flush()
+
+    # -- one request ---------------------------------------------------------------------------
+    async def complete(self, stage: str, model: str, messages: list[dict[str, str]], max_tokens: int) -> Reply:
+        body = request_body(model, messages, max_tokens)
+        key = request_key(body)
+        rec = self.store.get(key)
+        cached = rec is not None
+        if rec is None:
+            fut = self._inflight.get(key)
+            if fut is not None:
+                rec = await asyncio.shield(fut)
+                cached = True
+            else:
+                fut = asyncio.get_running_loop().create_future()
+                self._inflight[key] = fut
+                try:
+                    rec = await self._send(stage, model, key, body, messages, max_tokens)
+                except BaseException as exc:
+                    fut.set_exception(exc)
+                    fut.exception()  # mark retrieved
+                    raise
+                finally:
+                    self._inflight.pop(key, None)
+                fut.set_result(rec)
+        if rec.get("error") is not None:
+            return Reply(None, rec["error"], 0, 0, False)
+        self.accounting.record(stage, model, rec["prompt_tokens"], rec["completion_tokens"], cached=cached)
+        return Reply(rec["content"], None, rec["prompt_tokens"], rec["completion_tokens"], cached)
+
+    def _worst_case(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:
+        cost = self.accounting.cost(model, count_prompt_tokens(messages), max_tokens)
+        return cost or 0.0
+
+    async def _acquire(self) -> int:
+        async with self._slot:
+            while True:
+                now = time.monotonic()
+                open_ = [i for i in range(len(self.endpoints)) if self._rest_until[i] <= now and self._free[i] > 0]
+                if open_:
+                    i = max(open_, key=lambda j: (self._free[j], -j))
+                    self._free[i] -= 1
+                    return i
+                resting = [t for t in self._rest_until if t > now]
+                wait = (min(resting) - now) if resting and all(f > 0 for f in self._free) else None
+                try:
+                    await asyncio.wait_for(self._slot.wait(), timeout=wait)
+                except TimeoutError:
+                    pass
+
+    async def _release(self, i: int, ok: bool) -> None:
+        async with self._slot:
+            self._free[i] += 1
+            if ok:
+                self._failures[i] = 0
+            else:
+                self._failures[i] += 1
+                if self._failures[i] >= FAILURES_BEFORE_REST:
+                    k = self._failures[i] - FAILURES_BEFORE_REST
+                    self._rest_until[i] = time.monotonic() + min(REST_S[0] * 2**k, REST_S[1])
+            self._slot.notify_all()
+
+    async def _send(
+        self, stage: str, model: str, key: str, body: bytes, messages: list[dict[str, str]], max_tokens: int
+    ) -> dict[str, Any]:
+        if self.stop_reason is not None:
+            raise self.stop_reason
+        reserve = 0.0
+        if self.max_spend_usd is not None:
+            reserve = self._worst_case(model, messages, max_tokens)
+            if self.spent + self._reserved + reserve > self.max_spend_usd:
+                self.stop_reason = SpendCapReached(
+                    f"spend cap ${self.max_spend_usd:.2f} reached (${self.spent:.4f} spent); "
+                    "rerun with a higher --max-spend-usd to resume"
+                )
+                raise self.stop_reason
+            self._reserved += reserve
+        try:
+            last = ""
+            for attempt in range(self.max_transport_retries + 1):
+                if attempt:
+                    await asyncio.sleep(min(0.05 * 2 ** (attempt - 1), 2.0))
+                i = await self._acquire()
+                ok = False
+                try:
+                    status, data = await self.endpoints[i].post(body)
+                    if status == 200:
+                        rec = _parse_completion(data, key, stage, model)
+                        ok = rec is not None
+                        if ok:
+                            break
+                        last = f"{self.endpoints[i].base_url}: malformed response body"
+                    elif status == 429 or status >= 500:
+                        last = f"{self.endpoints[i].base_url}: HTTP {status}"
+                    else:  # the request itself is refused: not retried, not stored, recorded by the unit
+                        ok = True
+                        return {"error": f"HTTP {status}: {data[:300].decode('utf-8', 'replace')}"}
+                except TransportError as exc:
+                    last = str(exc)
+                finally:
+                    await self._release(i, ok)
+                self.transport_errors += 1
+            else:
+                self.stop_reason = EndpointsFailed(
+                    f"no endpoint answered after {self.max_transport_retries + 1} tries (last: {last}); "
+                    "rerun the same command to resume"
+                )
+                raise self.stop_reason
+        finally:
+            self._reserved -= reserve
+        self.store.put(rec)
+        cost = self.accounting.cost(model, rec["prompt_tokens"], rec["completion_tokens"])
+        self.spent += cost or 0.0
+        return rec
+
+
+def _parse_completion(data: bytes, key: str, stage: str, model: str) -> dict[str, Any] | None:
+    try:
+        obj = orjson.loads(data)
+        message = obj["choices"][0]["message"]
+        content = message.get("content")
+        usage = obj.get("usage") or {}
+        return {
+            "key": key,
+            "stage": stage,
+            "model": model,
+            "content": content if isinstance(content, str) else None,
+            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+            "completion_tokens": int(usage.get("completion_tokens") or 0),
+            "response_model": obj.get("model"),
+        }
+    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None
+
+
+class StandInClient:
+    """The dry run's client: answers from the store when it can, else with typical replies."""
+
+    def __init__(self, store_records: dict[str, dict[str, Any]], prices: PriceTable) -> None:
+        from rap_benchmark.pipeline.instrument.llm.standin import respond
+
+        self._respond = respond
+        self.records = store_records
+        self.accounting = Accounting(prices)
+        self.stop_reason: StopRun | None = None
+
+    async def complete(self, stage: str, model: str, messages: list[dict[str, str]], max_tokens: int) -> Reply:
+        rec = self.records.get(request_key(request_body(model, messages, max_tokens)))
+        if rec is not None:
+            self.accounting.record(stage, model, rec["prompt_tokens"], rec["completion_tokens"], cached=True)
+            return Reply(rec["content"], None, rec["prompt_tokens"], rec["completion_tokens"], True)
+        content = self._respond(messages, typical=True)
+        prompt, completion = count_prompt_tokens(messages), count_tokens(content)
+        self.accounting.record(stage, model, prompt, completion, cached=False)
+        return Reply(content, None, prompt, completion, False)
+
+
+async def run_all(
+    client: LLMClient | StandInClient, jobs: Sequence[Callable[[], Awaitable[Any]]], concurrency: int
+) -> list[Any]:
+    """Run ``jobs`` with at most ``concurrency`` at a time; results in job order.
+
+    When the client stops (spend cap, no endpoint), no further job starts, the jobs running are
+    allowed to finish (their answers are stored), and the stop is raised.
+    """
+    results: list[Any] = [None] * len(jobs)
+    it = iter(range(len(jobs)))
+    first_error: list[BaseException] = []
+
+    async def worker() -> None:
+        for i in it:
+            if client.stop_reason is not None or first_error:
+                return
+            try:
+                results[i] = await jobs[i]()
+            except StopRun:
+                return
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after the others drained
+                first_error.append(exc)
+                return
+
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(jobs))))))
+    if first_error:
+        raise first_error[0]
+    if client.stop_reason is not None:
+        raise client.stop_reason
+    return results

@@ -1,0 +1,132 @@
+"""The pipeline's prompts: package files (``rap_benchmark/prompts/<name>.txt``, ``string.Template``)
+and the line formats they are filled with. The parsers at the end read those lines back (the
+stand-in replies of the dry run and the scripted server use them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import string
+from collections.abc import Iterable, Sequence
+from functools import cache
+from typing import Any
+
+from rap_benchmark.core import resources
+from rap_benchmark.core.records import Codebook
+
+TASKS = {
+    "field_name": "field_name",
+    "field_merge": "field_merge",
+    "programs": "programs_extract",
+    "programs_dedupe": "programs_dedupe",
+    "draft": "codebook_draft",
+    "absorb": "codebook_absorb",
+    "revise": "codebook_revise",
+    "consolidate": "codebook_consolidate",
+    "assign": "assign_papers",
+}
+"""Pipeline stage -> prompt file."""
+
+
+@cache
+def load_prompt(name: str) -> string.Template:
+    """A prompt template shipped in ``rap_benchmark/prompts/<name>.txt``."""
+    return string.Template((resources.PROMPTS_DIR / f"{name}.txt").read_text(encoding="utf-8"))
+
+
+def prompt_hashes() -> dict[str, str]:
+    """sha256 of every prompt file the pipeline uses (recorded in the ledger)."""
+    return {
+        name: hashlib.sha256((resources.PROMPTS_DIR / f"{name}.txt").read_bytes()).hexdigest()
+        for name in sorted(TASKS.values())
+    }
+
+
+def render(stage: str, **values: Any) -> str:
+    return load_prompt(TASKS[stage]).substitute(**values)
+
+
+def _cut(text: str, limit: int) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit].rstrip() + " ..."
+
+
+def paper_lines(rows: Iterable[tuple[str, str, str]], abstract_chars: int | None) -> str:
+    """``[id] title -- abstract`` per paper (abstract cut), or ``[id] title`` when chars is None."""
+    if abstract_chars is None:
+        return "\n".join(f"[{pid}] {' '.join(str(title).split())}" for pid, title, _ in rows)
+    return "\n".join(f"[{pid}] {' '.join(str(t).split())} -- {_cut(a, abstract_chars)}" for pid, t, a in rows)
+
+
+def direction_line(label: str, d: dict[str, Any], absorbed: int | None = None) -> str:
+    line = (
+        f"{label}. {d['name']}: {d['definition']} Include: {d['inclusion']} Exclude: {d['exclusion']} "
+        f"Exemplars: {', '.join(d['exemplars'])}"
+    )
+    return line if absorbed is None else f"{line} Absorbed: {absorbed}"
+
+
+def codebook_lines(codebook: Codebook) -> str:
+    return "\n".join(
+        f"{d.key}: {d.name}. {d.definition} Include: {d.inclusion} Exclude: {d.exclusion}" for d in codebook.directions
+    )
+
+
+# -- reading the lines back (stand-in replies) ------------------------------------------------
+
+_TASK = re.compile(r"^# Task: (.+)$", re.MULTILINE)
+_PAPER = re.compile(r"^\[([^\]\s]+)\] (.*?)(?: -- .*)?$", re.MULTILINE)
+_DIRECTION = re.compile(
+    r"^(C?\d+)\. (.+?): (.+?) Include: (.+?) Exclude: (.+?) Exemplars: ([^\n]*?)(?: Absorbed: \d+)?$", re.MULTILINE
+)
+_PROGRAM = re.compile(r"^(P\d+)\. (.+?): ", re.MULTILINE)
+_FIELD = re.compile(r"^([A-Za-z0-9_.-]+): (.+?)\. ", re.MULTILINE)
+_KEYED = re.compile(r"^(D\d): (.+?)\. ", re.MULTILINE)
+
+_TASK_BY_HEADING = {
+    "name a research field": "field_name",
+    "merge synonymous research fields": "field_merge",
+    "extract atomic research programs": "programs",
+    "deduplicate research programs": "programs_dedupe",
+    "draft a codebook of research directions": "draft",
+    "absorb papers into a draft codebook": "absorb",
+    "revise a draft codebook": "revise",
+    "consolidate candidate directions into exactly eight": "consolidate",
+    "label papers against a frozen codebook": "assign",
+}
+
+
+def task_of(prompt: str) -> str | None:
+    m = _TASK.search(prompt)
+    return _TASK_BY_HEADING.get(m.group(1).strip()) if m else None
+
+
+def papers_in(prompt: str) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in _PAPER.finditer(prompt)]
+
+
+def directions_in(prompt: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "label": m.group(1),
+            "name": m.group(2),
+            "definition": m.group(3),
+            "inclusion": m.group(4),
+            "exclusion": m.group(5),
+            "exemplars": [e for e in m.group(6).split(", ") if e],
+        }
+        for m in _DIRECTION.finditer(prompt)
+    ]
+
+
+def programs_in(prompt: str) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in _PROGRAM.finditer(prompt)]
+
+
+def fields_in(prompt: str) -> list[tuple[str, str]]:
+    return [(m.group(1), m.group(2)) for m in _FIELD.finditer(prompt)]
+
+
+def keys_in(prompt: str) -> Sequence[str]:
+    return [m.group(1) for m in _KEYED.finditer(prompt)]

@@ -1,0 +1,76 @@
+"""The maintainers' review file: per field, the programs, both drafts (frozen revisions with their
+absorption counts), the anonymous union, the consolidated codebook and every note (retries,
+repairs, failures). Markdown, deterministic."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rap_benchmark.pipeline.instrument.llm.stages import FieldReport, PipelineResult
+
+
+def _directions(dirs: Sequence[dict[str, Any]], counts: Sequence[int] | None = None) -> list[str]:
+    out = []
+    for i, d in enumerate(dirs):
+        n = f" (absorbed {counts[i]})" if counts is not None and i < len(counts) else ""
+        out.append(f"{i + 1}. **{d['name']}**{n}: {d['definition']}")
+        out.append(f"   - include: {d['inclusion']}")
+        out.append(f"   - exclude: {d['exclusion']}")
+        out.append(f"   - exemplars: {', '.join(d['exemplars'])}")
+    return out
+
+
+def _field(r: FieldReport) -> list[str]:
+    lines = [f"## {r.field_id}: {r.name}", ""]
+    lines.append(f"Candidate fields merged: {', '.join(r.sources)}; pre-cutoff papers: {r.n_pre}.")
+    lines.append("")
+    lines.append(f"### Atomic research programs ({len(r.programs)} after deduplication)")
+    lines += [f"- {p.name}: {p.description} ({len(p.papers)} papers)" for p in r.programs] or ["- none"]
+    for which in ("A", "B"):
+        lines += ["", f"### Draft {which}"]
+        draft = r.drafts.get(which)
+        if draft is None:
+            lines.append("invalid (see notes)")
+            continue
+        lines.append(f"{len(draft)} directions; unplaced at absorption: {r.unplaced.get(which, 0)}")
+        lines += _directions(draft, r.absorbed.get(which))
+        revised = r.revised.get(which)
+        if revised is not None and revised != draft:
+            lines += ["", f"#### Draft {which}, frozen revision ({len(revised)} directions)"]
+            lines += _directions(revised)
+    lines += ["", f"### Anonymous union ({len(r.union)} candidates)"]
+    lines += [f"- C{i + 1}. {d['name']}" for i, d in enumerate(r.union)] or ["- none"]
+    lines += ["", "### Consolidated codebook"]
+    if r.codebook is None:
+        lines.append("none: the field is dropped")
+    else:
+        for d in r.codebook.directions:
+            lines.append(f"- **{d.key} {d.name}**: {d.definition}")
+            lines.append(f"  - include: {d.inclusion}")
+            lines.append(f"  - exclude: {d.exclusion}")
+            lines.append(f"  - exemplars: {', '.join(d.exemplars)}")
+    if r.notes:
+        lines += ["", "### Notes"] + [f"- {n}" for n in r.notes]
+    return lines + [""]
+
+
+def review_markdown(result: PipelineResult, header: dict[str, Any]) -> str:
+    lines = ["# LLM codebook construction: review", ""]
+    lines += [f"- {k}: {v}" for k, v in header.items()]
+    lines += [
+        f"- fields kept: {len(result.codebooks)} of {len(result.reports)}",
+        f"- memberships labelled: {len(result.assignments)} ({len(result.invalid_assignments)} invalid, kept as "
+        "low_evidence)",
+        "",
+    ]
+    if result.notes:
+        lines += ["## Pipeline notes", ""] + [f"- {n}" for n in result.notes] + [""]
+    for r in result.reports:
+        lines += _field(r)
+    if result.invalid_assignments:
+        lines += ["## Invalid assignments", ""]
+        lines += [f"- {x['field_id']} {x['arxiv_id']}: {x['reason']}" for x in result.invalid_assignments[:1000]]
+        if len(result.invalid_assignments) > 1000:
+            lines.append(f"- ... and {len(result.invalid_assignments) - 1000} more")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,642 @@
+"""The paper's LLM construction, stage by stage (SPEC 3.2-3.3).
+
+1. ``field_name``: each candidate field (a cluster of the offline field step) is named by a
+   human phrase and defined, from a sample of its titles;
+2. ``field_merge``: one request groups synonymous field names; a group becomes one field (the
+   union of its memberships); fields are renumbered ``f000``... in order of name;
+3. ``programs``: batches of each field's pre-cutoff papers -> atomic research programs, then
+   exact-name deduplication and ``programs_dedupe`` (one request per field) for reworded ones;
+4. ``draft``: two independent, variable-size drafts (4-16 directions), one per drafting model,
+   from the programs and a sample of papers shown in a different order to each;
+5. ``absorb``: further pre-cutoff papers, in batches, are absorbed into each draft;
+6. ``revise``: each draft is revised once from its absorption counts, then frozen;
+7. union: the two frozen drafts pooled anonymously (sorted by name, drafter removed);
+8. ``consolidate``: exactly eight directions; retried when invalid, a count other than eight
+   is repaired deterministically (:func:`~.validate.repair_consolidation`) after the retries;
+9. ``assign``: every membership, several papers per request: primary, secondary, type.
+
+Every stage sends all its requests concurrently and reads answers back by request, so the
+result does not depend on completion order. An invalid reply is retried with the reason
+(``max_attempts`` in all); what stays invalid is recorded: a field keeps its offline name, a
+draft its unrevised form, a field without a valid consolidation is dropped, and a membership
+without a valid label is kept as ``low_evidence`` (never counted) and listed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rap_benchmark.core.records import Assignment, AssignmentType, Codebook
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.fields import FieldInfo
+from rap_benchmark.pipeline.instrument.llm import prompts as P
+from rap_benchmark.pipeline.instrument.llm.client import LLMClient, StandInClient, run_all
+from rap_benchmark.pipeline.instrument.llm.validate import (
+    FieldName,
+    InvalidOutput,
+    Program,
+    parse_json_reply,
+    repair_consolidation,
+    validate_absorption,
+    validate_codebook,
+    validate_draft,
+    validate_field_name,
+    validate_groups,
+    validate_label_batch,
+    validate_programs,
+)
+
+MAX_TOKENS = {
+    "field_name": 200,
+    "field_merge": 4000,
+    "programs": 2000,
+    "programs_dedupe": 1000,
+    "draft": 4000,
+    "absorb": 1500,
+    "revise": 4000,
+    "consolidate": 4000,
+}
+ASSIGN_TOKENS_PER_PAPER = 40
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """What the LLM construction asks, and of whom (stored in the ledger)."""
+
+    model: str
+    draft_models: tuple[str, str]
+    max_attempts: int = 3
+    name_titles: int = 30
+    program_papers: int = 120
+    program_batch: int = 20
+    draft_papers: int = 40
+    absorb_papers: int = 80
+    absorb_batch: int = 20
+    assign_batch: int = 8
+    abstract_chars: int = 400
+    assign_abstract_chars: int = 800
+    concurrency: int = 64
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if k != "concurrency"}
+
+
+@dataclass
+class Outcome:
+    """A unit's value (None when it stayed invalid), the last reason and raw reply, attempts."""
+
+    value: Any
+    reason: str | None
+    raw: str | None
+    attempts: int
+
+
+@dataclass
+class FieldReport:
+    """What the review file shows for one field."""
+
+    field_id: str
+    name: str
+    sources: tuple[str, ...]  # candidate field ids merged into it
+    n_pre: int
+    programs: list[Program] = field(default_factory=list)
+    drafts: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)
+    revised: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)
+    absorbed: dict[str, list[int]] = field(default_factory=dict)
+    unplaced: dict[str, int] = field(default_factory=dict)
+    union: list[dict[str, Any]] = field(default_factory=list)
+    codebook: Codebook | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class PipelineResult:
+    codebooks: list[Codebook]
+    field_info: dict[str, FieldInfo]
+    memberships: pd.DataFrame
+    assignments: pd.DataFrame
+    reports: list[FieldReport]
+    invalid_assignments: list[dict[str, str]]
+    notes: list[str]
+
+
+Client = LLMClient | StandInClient
+
+
+def _order(seed: int, salt: str, ids: Sequence[str]) -> list[str]:
+    """``ids`` in a deterministic pseudo-random order (sha256 of seed, salt and id)."""
+    return sorted(ids, key=lambda i: hashlib.sha256(f"{seed}|{salt}|{i}".encode()).digest())
+
+
+async def ask(
+    client: Client, stage: str, model: str, prompt: str, validate: Callable[[dict[str, Any]], Any], max_attempts: int
+) -> Outcome:
+    """Ask until ``validate(parsed reply)`` passes; the retry quotes the reply and the reason."""
+    messages = [{"role": "user", "content": prompt}]
+    reason: str | None = None
+    raw: str | None = None
+    for attempt in range(1, max_attempts + 1):
+        reply = await client.complete(stage, model, messages, MAX_TOKENS[stage])
+        raw = reply.content
+        if reply.content is None:
+            return Outcome(None, f"request refused: {reply.error}", None, attempt)
+        try:
+            return Outcome(validate(parse_json_reply(reply.content)), None, raw, attempt)
+        except InvalidOutput as exc:
+            reason = str(exc)
+        messages = [
+            *messages,
+            {"role": "assistant", "content": reply.content},
+            {"role": "user", "content": f"Your reply was invalid: {reason}. Reply again with the JSON object only."},
+        ]
+    return Outcome(None, f"invalid after {max_attempts} attempts: {reason}", raw, max_attempts)
+
+
+class Pipeline:
+    """One LLM construction over a corpus (see the module docstring)."""
+
+    def __init__(self, client: Client, config: PipelineConfig, spec: BenchmarkSpec, progress: bool = False) -> None:
+        self.client = client
+        self.cfg = config
+        self.spec = spec
+        self.progress = progress
+        self.notes: list[str] = []
+
+    async def _all(self, jobs: list[Callable[[], Any]]) -> list[Any]:
+        return await run_all(self.client, jobs, self.cfg.concurrency)
+
+    def _rows(self, ids: Sequence[str]) -> list[tuple[str, str, str]]:
+        return [(i, self._title[i], self._abstract[i]) for i in ids]
+
+    # -- entry point ---------------------------------------------------------------------------
+    async def run(
+        self, papers: pd.DataFrame, memberships: pd.DataFrame, candidates: dict[str, FieldInfo]
+    ) -> PipelineResult:
+        ids = papers["arxiv_id"].astype(str).to_numpy(dtype=object)
+        self._title = dict(zip(ids, papers["title"].astype(str), strict=True))
+        self._abstract = dict(zip(ids, papers["abstract"].astype(str), strict=True))
+        self._date = dict(zip(ids, papers["date"].astype(str).str.slice(0, 10), strict=True))
+        members = {
+            fid: group["arxiv_id"].astype(str).tolist() for fid, group in memberships.groupby("field_id", sort=True)
+        }
+        members = {fid: members.get(fid, []) for fid in sorted(candidates)}
+
+        fields, info = await self._fields(members, candidates)
+        reports = [
+            FieldReport(fid, info[fid].name, sources, sum(self._date[p] < self.spec.codebook_cutoff for p in ms))
+            for fid, (sources, ms) in fields.items()
+        ]
+        by_id = {r.field_id: r for r in reports}
+        pre = {fid: [p for p in ms if self._date[p] < self.spec.codebook_cutoff] for fid, (_, ms) in fields.items()}
+        await self._programs(reports, info, pre)
+        await self._drafts(reports, info, pre)
+        await self._absorb_and_revise(reports, info, pre)
+        for r in reports:
+            r.union = union_of(r.revised)
+        await self._consolidate(reports, info, pre)
+
+        codebooks = [r.codebook for r in reports if r.codebook is not None]
+        kept = {cb.field_id for cb in codebooks}
+        for r in reports:
+            if r.codebook is None:
+                self.notes.append(f"{r.field_id} ({r.name}) dropped: no valid codebook")
+        assignments, invalid = await self._assign(codebooks, {fid: fields[fid][1] for fid in kept})
+        rows = [(p, fid) for fid in sorted(kept) for p in fields[fid][1]]
+        mem = pd.DataFrame(rows, columns=["arxiv_id", "field_id"]).sort_values(["field_id", "arxiv_id"])
+        return PipelineResult(
+            codebooks=codebooks,
+            field_info={fid: info[fid] for fid in sorted(kept)},
+            memberships=mem.reset_index(drop=True),
+            assignments=assignments,
+            reports=[by_id[f] for f in sorted(by_id)],
+            invalid_assignments=invalid,
+            notes=self.notes,
+        )
+
+    # -- 1-2: fields ---------------------------------------------------------------------------
+    async def _fields(
+        self, members: dict[str, list[str]], candidates: dict[str, FieldInfo]
+    ) -> tuple[dict[str, tuple[tuple[str, ...], list[str]]], dict[str, FieldInfo]]:
+        cfg, spec = self.cfg, self.spec
+        cids = sorted(candidates)
+
+        def name_job(cid: str) -> Callable[[], Any]:
+            eligible = [p for p in members[cid] if self._date[p] < spec.eligibility_end]
+            sample = _order(spec.seed, f"name|{cid}", eligible)[: cfg.name_titles]
+            prompt = P.render("field_name", terms=candidates[cid].name, papers=P.paper_lines(self._rows(sample), None))
+            return lambda: ask(self.client, "field_name", cfg.model, prompt, validate_field_name, cfg.max_attempts)
+
+        named = await self._all([name_job(c) for c in cids])
+        names: dict[str, FieldName] = {}
+        for cid, out in zip(cids, named, strict=True):
+            if out.value is None:
+                self.notes.append(f"candidate {cid}: naming failed ({out.reason}); offline name kept")
+                names[cid] = FieldName(candidates[cid].name, candidates[cid].definition)
+            else:
+                names[cid] = out.value
+        groups: tuple[tuple[str, ...], ...] = ()
+        if len(cids) > 1:
+            lines = "\n".join(f"{c}: {names[c].name}. {names[c].definition}" for c in cids)
+            prompt = P.render("field_merge", fields=lines)
+            out = (
+                await self._all(
+                    [
+                        lambda: ask(
+                            self.client,
+                            "field_merge",
+                            cfg.model,
+                            prompt,
+                            lambda o: validate_groups(o, cids, "merge"),
+                            cfg.max_attempts,
+                        )
+                    ]
+                )
+            )[0]
+            if out.value is None:
+                self.notes.append(f"synonym merging failed ({out.reason}); no fields merged")
+            else:
+                groups = out.value
+        grouped = {c for g in groups for c in g}
+        units = [g for g in groups] + [(c,) for c in cids if c not in grouped]
+        merged = []
+        for unit in units:
+            lead = max(unit, key=lambda c: (len(members[c]), [-ord(ch) for ch in c]))
+            ms = sorted(set().union(*(members[c] for c in unit)))
+            merged.append((names[lead], unit, ms))
+            if len(unit) > 1:
+                self.notes.append(f"merged synonyms {', '.join(unit)} as {names[lead].name!r}")
+        merged.sort(key=lambda m: (m[0].name.casefold(), m[1]))
+        fields: dict[str, tuple[tuple[str, ...], list[str]]] = {}
+        info: dict[str, FieldInfo] = {}
+        for j, (fname, unit, ms) in enumerate(merged):
+            fid = f"f{j:03d}"
+            fields[fid] = (tuple(unit), ms)
+            info[fid] = FieldInfo(fid, fname.name, fname.definition)
+        return fields, info
+
+    # -- 3: atomic research programs -----------------------------------------------------------
+    async def _programs(
+        self, reports: list[FieldReport], info: dict[str, FieldInfo], pre: dict[str, list[str]]
+    ) -> None:
+        cfg, spec = self.cfg, self.spec
+        jobs, owners = [], []
+        for r in reports:
+            sample = _order(spec.seed, f"programs|{r.field_id}", pre[r.field_id])[: cfg.program_papers]
+            for start in range(0, len(sample), cfg.program_batch):
+                batch = sample[start : start + cfg.program_batch]
+                prompt = P.render(
+                    "programs",
+                    field_name=info[r.field_id].name,
+                    field_definition=info[r.field_id].definition,
+                    papers=P.paper_lines(self._rows(batch), cfg.abstract_chars),
+                )
+                allowed = frozenset(batch)
+                jobs.append(
+                    lambda prompt=prompt, allowed=allowed: ask(
+                        self.client,
+                        "programs",
+                        cfg.model,
+                        prompt,
+                        lambda o: validate_programs(o, allowed),
+                        cfg.max_attempts,
+                    )
+                )
+                owners.append(r)
+        for r, out in zip(owners, await self._all(jobs), strict=True):
+            if out.value is None:
+                r.notes.append(f"a program batch stayed invalid: {out.reason}")
+                continue
+            r.programs.extend(out.value)
+        # exact-name deduplication, then the model groups reworded duplicates
+        dedupe_jobs, dedupe_owners = [], []
+        for r in reports:
+            seen: dict[str, Program] = {}
+            for p in r.programs:
+                k = p.name.casefold()
+                seen[k] = (
+                    Program(seen[k].name, seen[k].description, _merge_ids(seen[k].papers, p.papers)) if k in seen else p
+                )
+            r.programs = list(seen.values())
+            if len(r.programs) < 2:
+                continue
+            pids = [f"P{i + 1}" for i in range(len(r.programs))]
+            lines = "\n".join(f"{pid}. {p.name}: {p.description}" for pid, p in zip(pids, r.programs, strict=True))
+            prompt = P.render("programs_dedupe", field_name=info[r.field_id].name, programs=lines)
+            dedupe_jobs.append(
+                lambda prompt=prompt, pids=pids: ask(
+                    self.client,
+                    "programs_dedupe",
+                    cfg.model,
+                    prompt,
+                    lambda o: validate_groups(o, pids, "dedupe"),
+                    cfg.max_attempts,
+                )
+            )
+            dedupe_owners.append(r)
+        for r, out in zip(dedupe_owners, await self._all(dedupe_jobs), strict=True):
+            if out.value is None:
+                r.notes.append(f"program deduplication stayed invalid ({out.reason}); exact-name dedupe only")
+                continue
+            r.programs = dedupe_programs(r.programs, out.value)
+
+    # -- 4: two independent drafts -------------------------------------------------------------
+    def _draft_sample(self, fid: str, pre: list[str]) -> list[str]:
+        return _order(self.spec.seed, f"draft|{fid}", pre)[: self.cfg.draft_papers]
+
+    async def _drafts(self, reports: list[FieldReport], info: dict[str, FieldInfo], pre: dict[str, list[str]]) -> None:
+        cfg = self.cfg
+        jobs, owners = [], []
+        for r in reports:
+            sample = self._draft_sample(r.field_id, pre[r.field_id])
+            if not sample:
+                r.notes.append("no pre-cutoff papers to draft from")
+                continue
+            programs = "\n".join(f"- {p.name}: {p.description}" for p in r.programs) or "- (none found)"
+            allowed = frozenset(sample)
+            for which, model in zip(("A", "B"), cfg.draft_models, strict=True):
+                shown = sample if which == "A" else _order(self.spec.seed, f"draft-b|{r.field_id}", sample)
+                prompt = P.render(
+                    "draft",
+                    field_name=info[r.field_id].name,
+                    field_definition=info[r.field_id].definition,
+                    programs=programs,
+                    n_papers=len(shown),
+                    papers=P.paper_lines(self._rows(shown), cfg.abstract_chars),
+                )
+                jobs.append(
+                    lambda prompt=prompt, model=model, allowed=allowed: ask(
+                        self.client, "draft", model, prompt, lambda o: validate_draft(o, allowed), cfg.max_attempts
+                    )
+                )
+                owners.append((r, which))
+        for (r, which), out in zip(owners, await self._all(jobs), strict=True):
+            r.drafts[which] = None if out.value is None else list(out.value)
+            if out.value is None:
+                r.notes.append(f"draft {which} stayed invalid: {out.reason}")
+
+    # -- 5-6: absorption and the frozen revision -----------------------------------------------
+    async def _absorb_and_revise(
+        self, reports: list[FieldReport], info: dict[str, FieldInfo], pre: dict[str, list[str]]
+    ) -> None:
+        cfg, spec = self.cfg, self.spec
+        jobs, owners = [], []
+        extra: dict[str, list[str]] = {}
+        for r in reports:
+            shown = set(self._draft_sample(r.field_id, pre[r.field_id]))
+            rest = [p for p in _order(spec.seed, f"absorb|{r.field_id}", pre[r.field_id]) if p not in shown]
+            extra[r.field_id] = rest[: cfg.absorb_papers]
+            for which in ("A", "B"):
+                draft = r.drafts.get(which)
+                if draft is None:
+                    continue
+                r.absorbed[which] = [0] * len(draft)
+                r.unplaced[which] = 0
+                lines = "\n".join(P.direction_line(str(i + 1), d) for i, d in enumerate(draft))
+                for start in range(0, len(extra[r.field_id]), cfg.absorb_batch):
+                    batch = extra[r.field_id][start : start + cfg.absorb_batch]
+                    prompt = P.render(
+                        "absorb",
+                        field_name=info[r.field_id].name,
+                        directions=lines,
+                        papers=P.paper_lines(self._rows(batch), cfg.abstract_chars),
+                    )
+                    model = cfg.draft_models[0 if which == "A" else 1]
+                    n_dirs = len(draft)
+                    jobs.append(
+                        lambda prompt=prompt, model=model, batch=batch, n=n_dirs: ask(
+                            self.client,
+                            "absorb",
+                            model,
+                            prompt,
+                            lambda o: validate_absorption(o, batch, n),
+                            cfg.max_attempts,
+                        )
+                    )
+                    owners.append((r, which))
+        absorbed_ids: dict[tuple[str, str], list[str]] = {}
+        for (r, which), out in zip(owners, await self._all(jobs), strict=True):
+            if out.value is None:
+                r.notes.append(f"an absorption batch of draft {which} stayed invalid: {out.reason}")
+                continue
+            for pid, d in out.value.items():
+                if d is None:
+                    r.unplaced[which] += 1
+                    absorbed_ids.setdefault((r.field_id, "unplaced" + which), []).append(pid)
+                else:
+                    r.absorbed[which][d - 1] += 1
+        jobs, owners = [], []
+        for r in reports:
+            sample = self._draft_sample(r.field_id, pre[r.field_id])
+            for which in ("A", "B"):
+                draft = r.drafts.get(which)
+                if draft is None:
+                    continue
+                unplaced = sorted(absorbed_ids.get((r.field_id, "unplaced" + which), []))[:10]
+                exemplar_pool = sample + extra[r.field_id]
+                prompt = P.render(
+                    "revise",
+                    field_name=info[r.field_id].name,
+                    field_definition=info[r.field_id].definition,
+                    n_absorbed=len(extra[r.field_id]),
+                    directions="\n".join(
+                        P.direction_line(str(i + 1), d, r.absorbed[which][i]) for i, d in enumerate(draft)
+                    ),
+                    n_unplaced=r.unplaced[which],
+                    unplaced=P.paper_lines(self._rows(unplaced), None) or "(none)",
+                    papers=P.paper_lines(self._rows(exemplar_pool), None),
+                )
+                model = cfg.draft_models[0 if which == "A" else 1]
+                allowed = frozenset(exemplar_pool)
+                jobs.append(
+                    lambda prompt=prompt, model=model, allowed=allowed: ask(
+                        self.client, "revise", model, prompt, lambda o: validate_draft(o, allowed), cfg.max_attempts
+                    )
+                )
+                owners.append((r, which))
+        for (r, which), out in zip(owners, await self._all(jobs), strict=True):
+            if out.value is None:
+                r.notes.append(
+                    f"the revision of draft {which} stayed invalid ({out.reason}); the draft is frozen as is"
+                )
+                r.revised[which] = r.drafts[which]
+            else:
+                r.revised[which] = list(out.value)
+
+    # -- 8: consolidation to exactly eight -----------------------------------------------------
+    async def _consolidate(
+        self, reports: list[FieldReport], info: dict[str, FieldInfo], pre: dict[str, list[str]]
+    ) -> None:
+        cfg = self.cfg
+        jobs, owners = [], []
+        for r in reports:
+            if not r.union:
+                r.notes.append("no valid draft: no consolidation")
+                continue
+            sample = self._draft_sample(r.field_id, pre[r.field_id])
+            allowed = frozenset(sample) | {e for d in r.union for e in d["exemplars"]}
+            fi = info[r.field_id]
+            prompt = P.render(
+                "consolidate",
+                field_name=fi.name,
+                field_definition=fi.definition,
+                candidates="\n".join(P.direction_line(f"C{i + 1}", d) for i, d in enumerate(r.union)),
+                papers=P.paper_lines(self._rows(sample), None),
+            )
+            jobs.append(
+                lambda prompt=prompt, allowed=allowed, fi=fi: ask(
+                    self.client,
+                    "consolidate",
+                    cfg.model,
+                    prompt,
+                    lambda o: validate_codebook(o, allowed, fi.field_id, fi.name, fi.definition),
+                    cfg.max_attempts,
+                )
+            )
+            owners.append((r, allowed))
+        for (r, allowed), out in zip(owners, await self._all(jobs), strict=True):
+            if out.value is not None:
+                r.codebook = out.value
+                if out.attempts > 1:
+                    r.notes.append(f"consolidation valid at attempt {out.attempts}")
+                continue
+            fi = info[r.field_id]
+            try:
+                dirs, note = repair_consolidation(out.raw, allowed, r.union)
+                from rap_benchmark.pipeline.instrument.llm.validate import to_codebook
+
+                r.codebook = to_codebook(dirs, fi.field_id, fi.name, fi.definition)
+                r.notes.append(f"repaired after {out.attempts} attempts: {note}")
+            except InvalidOutput as exc:
+                r.notes.append(f"consolidation failed: {out.reason} (not repairable: {exc})")
+
+    # -- 9: assignment -------------------------------------------------------------------------
+    async def _assign(
+        self, codebooks: list[Codebook], members: dict[str, list[str]]
+    ) -> tuple[pd.DataFrame, list[dict[str, str]]]:
+        cfg = self.cfg
+        jobs = []
+        batches: list[tuple[Codebook, list[str]]] = []
+        for cb in codebooks:
+            ids = sorted(members[cb.field_id], key=lambda p: (self._date[p], p))
+            for start in range(0, len(ids), cfg.assign_batch):
+                batches.append((cb, ids[start : start + cfg.assign_batch]))
+        directions = {cb.field_id: P.codebook_lines(cb) for cb in codebooks}
+        for cb, batch in batches:
+            jobs.append(lambda cb=cb, batch=batch: self._assign_batch(cb, directions[cb.field_id], batch))
+        results = await self._all(jobs)
+        rows: list[tuple[str, str, str, str | None, str]] = []
+        invalid: list[dict[str, str]] = []
+        for (cb, batch), (good, bad) in zip(batches, results, strict=True):
+            for pid in batch:
+                a = good.get(pid)
+                if a is None:
+                    invalid.append({"field_id": cb.field_id, "arxiv_id": pid, "reason": bad[pid]})
+                    a = Assignment(pid, cb.field_id, "other", None, AssignmentType.LOW_EVIDENCE)
+                rows.append((a.arxiv_id, a.field_id, a.primary, a.secondary, a.type.value))
+        frame = pd.DataFrame(rows, columns=["arxiv_id", "field_id", "primary", "secondary", "type"])
+        return frame, invalid
+
+    async def _assign_batch(
+        self, cb: Codebook, directions: str, batch: list[str]
+    ) -> tuple[dict[str, Assignment], dict[str, str]]:
+        cfg = self.cfg
+        prompt = P.render(
+            "assign",
+            field_name=cb.name,
+            field_definition=cb.definition,
+            directions=directions,
+            papers=P.paper_lines(self._rows(batch), cfg.assign_abstract_chars),
+        )
+        messages = [{"role": "user", "content": prompt}]
+        good: dict[str, Assignment] = {}
+        bad: dict[str, str] = {}
+        todo = list(batch)
+        max_tokens = ASSIGN_TOKENS_PER_PAPER * len(batch) + 100
+        for attempt in range(1, cfg.max_attempts + 1):
+            reply = await self.client.complete("assign", cfg.model, messages, max_tokens)
+            if reply.content is None:
+                bad.update({p: f"request refused: {reply.error}" for p in todo})
+                break
+            try:
+                ok, wrong = validate_label_batch(parse_json_reply(reply.content), todo, cb.field_id)
+            except InvalidOutput as exc:
+                ok, wrong = {}, {p: str(exc) for p in todo}
+            good.update(ok)
+            bad = {
+                p: (f"invalid after {attempt} attempts: {r}" if attempt == cfg.max_attempts else r)
+                for p, r in wrong.items()
+            }
+            todo = [p for p in todo if p in wrong]
+            if not todo:
+                break
+            reasons = "; ".join(wrong[p] for p in todo[:8])
+            messages = [
+                *messages,
+                {"role": "assistant", "content": reply.content},
+                {
+                    "role": "user",
+                    "content": f"Some labels were invalid: {reasons}. Reply again with the JSON object, labelling only "
+                    f"these papers: {', '.join(todo)}.",
+                },
+            ]
+        return good, bad
+
+
+def _merge_ids(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys([*a, *b]))
+
+
+def dedupe_programs(programs: list[Program], groups: Sequence[Sequence[str]]) -> list[Program]:
+    """Merge each group of ``P<i>`` ids into its first program (papers pooled); order kept."""
+    index = {f"P{i + 1}": i for i in range(len(programs))}
+    into: dict[int, int] = {}
+    for g in groups:
+        members = sorted(index[p] for p in g)
+        for m in members[1:]:
+            into[m] = members[0]
+    out: dict[int, Program] = {}
+    for i, p in enumerate(programs):
+        j = into.get(i, i)
+        if j in out:
+            q = out[j]
+            out[j] = Program(q.name, q.description, _merge_ids(q.papers, p.papers))
+        else:
+            out[j] = p
+    return [out[k] for k in sorted(out)]
+
+
+def union_of(revised: dict[str, list[dict[str, Any]] | None]) -> list[dict[str, Any]]:
+    """The anonymous union of the frozen drafts: pooled, exact-name duplicates merged, sorted by name."""
+    pooled: dict[str, dict[str, Any]] = {}
+    for which in sorted(revised):
+        for d in revised[which] or []:
+            k = d["name"].casefold()
+            if k in pooled:
+                pooled[k] = dict(pooled[k], exemplars=list(_merge_ids(pooled[k]["exemplars"], d["exemplars"]))[:5])
+            else:
+                pooled[k] = dict(d)
+    return [pooled[k] for k in sorted(pooled, key=lambda k: (k, pooled[k]["definition"]))]
+
+
+def stage_sizes(result: PipelineResult) -> dict[str, Any]:
+    """Summary figures of a finished pipeline (ledger and CLI)."""
+    types = result.assignments["type"].value_counts()
+    return {
+        "fields": len(result.codebooks),
+        "memberships": len(result.assignments),
+        "invalid_assignments": len(result.invalid_assignments),
+        "type_counts": {str(k): int(v) for k, v in sorted(types.items())},
+        "repaired_consolidations": sorted(
+            r.field_id for r in result.reports if any(n.startswith("repaired") for n in r.notes)
+        ),
+        "dropped_fields": sorted(r.field_id for r in result.reports if r.codebook is None),
+        "mean_draft_size": float(
+            np.mean([len(d) for r in result.reports for d in r.revised.values() if d is not None] or [0.0])
+        ),
+    }

@@ -1,0 +1,130 @@
+"""The keyed request store: every answered request of an LLM build, appended once, never re-sent.
+
+Layout of a store folder::
+
+    requests.jsonl   one line per answered request: {"key", "stage", "model", "content",
+                     "prompt_tokens", "completion_tokens", "response_model"}
+    store.lock       held (flock) by the one process using the store
+    review.md        the maintainers' review of the codebook construction (written by the build)
+    summary.json     requests, tokens and cost per stage (written by the build)
+
+The key is the sha256 of the canonical request body (model, messages, temperature and
+max_tokens as compact JSON with sorted keys): the same request always has the same key, whatever
+the endpoint, the completion order or the process. Guarantees, as ``rap run``'s run store:
+
+* SIGKILL-safe: answers are appended in groups with one ``write`` and an ``fsync`` (group
+  commit); on open, a torn last line left by a kill is cut off, so the file always ends with a
+  whole record;
+* no answered request sent twice: the client looks a key up here before sending, and an answer
+  that reached the file is never lost; only answers still in memory at a kill are asked again;
+* invalid outputs are answers too (they were paid for): the retry is a different request (it
+  quotes the invalid reply), so the history of a unit replays exactly on resume.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+REQUESTS_FILE = "requests.jsonl"
+LOCK_FILE = "store.lock"
+RECORD_KEYS = ("key", "stage", "model", "content", "prompt_tokens", "completion_tokens", "response_model")
+
+
+class StoreBusy(RuntimeError):
+    """Another process holds the store."""
+
+
+class RequestStore:
+    """An append-only, keyed log of answered requests (see the module docstring)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock)
+            raise StoreBusy(f"{self.root} is in use by another build") from None
+        self.path = self.root / REQUESTS_FILE
+        self.records: dict[str, dict[str, Any]] = {}
+        self.repaired_bytes = self._load()
+        self.loaded = len(self.records)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._pending: list[bytes] = []
+
+    def _load(self) -> int:
+        """Read every record; cut a torn last line (no newline, or not JSON); return bytes cut."""
+        if not self.path.is_file():
+            return 0
+        data = self.path.read_bytes()
+        pos = 0
+        keep = len(data)
+        while pos < len(data):
+            end = data.find(b"\n", pos)
+            if end < 0:
+                keep = pos  # a kill during the append: the line never got its newline
+                break
+            try:
+                rec = orjson.loads(data[pos:end])
+            except orjson.JSONDecodeError:
+                if data.find(b"\n", end + 1) >= 0:
+                    raise ValueError(f"{self.path}: line at byte {pos} is not JSON (not a torn tail)") from None
+                keep = pos
+                break
+            self.records.setdefault(rec["key"], rec)
+            pos = end + 1
+        if keep != len(data):
+            with self.path.open("rb+") as fh:
+                fh.truncate(keep)
+                fh.flush()
+                os.fsync(fh.fileno())
+        return len(data) - keep
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.records.get(key)
+
+    def put(self, record: dict[str, Any]) -> None:
+        """Remember an answer now; it reaches the disk at the next :meth:`flush`."""
+        if record["key"] in self.records:
+            return
+        self.records[record["key"]] = record
+        self._pending.append(orjson.dumps(record) + b"\n")
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def flush(self) -> None:
+        """Append every pending answer with one write and fsync it (group commit)."""
+        if not self._pending:
+            return
+        data = b"".join(self._pending)
+        self._pending.clear()
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        os.fsync(self._fd)
+
+    def close(self) -> None:
+        if self._fd < 0:
+            return
+        try:
+            self.flush()
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            os.close(self._lock)
+
+    def __enter__(self) -> RequestStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,27 @@
+"""Token counts without the served model's tokenizer: a pre-tokeniser count.
+
+Byte-pair tokenisers of current chat models split text into words (with their leading space),
+digit groups and punctuation runs, then rarely split a common English word further. Counting
+those pieces approximates their token counts on English prose and JSON. The dry run estimates
+with it, and the scripted server of the rehearsal reports usage with it (a stand-in for a real
+tokenizer), so the rehearsal's ``dry_run_token_error`` measures what the dry run cannot know
+before sending: the sizes of the replies and of the later prompts built from them.
+"""
+
+from __future__ import annotations
+
+import re
+
+_PIECE = re.compile(r" ?[A-Za-z]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]+|\s+")
+MESSAGE_OVERHEAD = 4  # role and separators per chat message
+REPLY_PRIMING = 3
+
+
+def count_tokens(text: str) -> int:
+    """Approximate token count of ``text``."""
+    return len(_PIECE.findall(text))
+
+
+def count_prompt_tokens(messages: list[dict[str, str]]) -> int:
+    """Approximate prompt tokens of a chat request (OpenAI's per-message accounting)."""
+    return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD for m in messages) + REPLY_PRIMING

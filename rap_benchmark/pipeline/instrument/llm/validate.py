@@ -1,0 +1,364 @@
+"""Validation of every LLM reply of the construction pipeline (pure functions).
+
+Each validator takes the parsed JSON object and what the prompt showed (paper ids, field ids,
+candidate counts) and returns a typed value or raises :class:`InvalidOutput` whose message is the
+reason shown to the model on a retry and recorded when the retries run out. Unknown keys are
+rejected everywhere. :func:`repair_consolidation` is the deterministic repair of a consolidation
+that kept returning a number of directions other than eight.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Assignment, AssignmentType, Codebook, Direction
+
+MIN_DRAFT_DIRECTIONS = 4
+MAX_DRAFT_DIRECTIONS = 16
+MAX_EXEMPLARS = 5
+MAX_PROGRAMS_PER_BATCH = 12
+MAX_FIELD_NAME_WORDS = 8
+DIRECTION_FIELDS = ("name", "definition", "inclusion", "exclusion", "exemplars")
+_FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.DOTALL)
+_KEY = re.compile(r"^D(\d+)$")
+
+
+class InvalidOutput(ValueError):
+    """A model reply that fails validation; the message is the recorded reason."""
+
+
+def parse_json_reply(text: str | None) -> dict[str, Any]:
+    """The reply's JSON object: the whole text, or a single fenced block that is the whole text."""
+    if text is None or not text.strip():
+        raise InvalidOutput("empty reply")
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    if fenced:
+        body = fenced.group(1).strip()
+    try:
+        obj = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidOutput(f"not valid JSON: {str(exc).splitlines()[0]}") from None
+    if not isinstance(obj, dict):
+        raise InvalidOutput(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def check_keys(obj: dict[str, Any], expected: Sequence[str], where: str) -> None:
+    keys = set(obj)
+    missing = [k for k in expected if k not in keys]
+    extra = sorted(keys - set(expected))
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {', '.join(missing)}")
+        if extra:
+            parts.append(f"unknown {', '.join(extra)}")
+        raise InvalidOutput(f"{where}: {'; '.join(parts)}")
+
+
+def _text(obj: dict[str, Any], key: str, where: str) -> str:
+    value = obj[key]
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidOutput(f"{where}: {key} must be a non-empty string")
+    return " ".join(value.split())
+
+
+def _ids(value: Any, allowed: set[str] | frozenset[str], where: str, *, lo: int, hi: int) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(e, str) for e in value):
+        raise InvalidOutput(f"{where}: expected a list of arXiv ids")
+    if not lo <= len(value) <= hi:
+        raise InvalidOutput(f"{where}: {len(value)} ids (expected {lo} to {hi})")
+    unknown = [e for e in value if e not in allowed]
+    if unknown:
+        raise InvalidOutput(f"{where}: ids not among the papers shown: {', '.join(unknown[:5])}")
+    if len(set(value)) != len(value):
+        raise InvalidOutput(f"{where}: duplicate ids")
+    return tuple(value)
+
+
+def _unique_names(names: Sequence[str], where: str) -> None:
+    folded = [n.casefold() for n in names]
+    if len(set(folded)) != len(folded):
+        dup = sorted({n for n in folded if folded.count(n) > 1})
+        raise InvalidOutput(f"{where}: duplicate direction names: {', '.join(dup[:3])}")
+
+
+# -- fields -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FieldName:
+    name: str
+    definition: str
+
+
+def validate_field_name(obj: dict[str, Any]) -> FieldName:
+    """``{"name": <2..8 words>, "definition": <sentence>}``."""
+    check_keys(obj, ("name", "definition"), "field")
+    name = _text(obj, "name", "field")
+    if not 1 <= len(name.split()) <= MAX_FIELD_NAME_WORDS:
+        raise InvalidOutput(f"field: name has {len(name.split())} words (expected 1 to {MAX_FIELD_NAME_WORDS})")
+    return FieldName(name, _text(obj, "definition", "field"))
+
+
+def validate_groups(obj: dict[str, Any], allowed: Sequence[str], where: str) -> tuple[tuple[str, ...], ...]:
+    """``{"groups": [[id, id, ...], ...]}``: disjoint groups of at least two known ids."""
+    check_keys(obj, ("groups",), where)
+    groups = obj["groups"]
+    if not isinstance(groups, list):
+        raise InvalidOutput(f"{where}: groups must be a list")
+    known = set(allowed)
+    seen: set[str] = set()
+    out = []
+    for i, group in enumerate(groups):
+        if not isinstance(group, list) or not all(isinstance(g, str) for g in group) or len(group) < 2:
+            raise InvalidOutput(f"{where}: group {i} must be a list of at least two ids")
+        unknown = [g for g in group if g not in known]
+        if unknown:
+            raise InvalidOutput(f"{where}: group {i} names unknown ids {', '.join(unknown[:5])}")
+        if seen.intersection(group) or len(set(group)) != len(group):
+            raise InvalidOutput(f"{where}: groups must be disjoint (an id appears twice)")
+        seen.update(group)
+        out.append(tuple(sorted(group)))
+    return tuple(sorted(out))
+
+
+# -- atomic research programs -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Program:
+    """An atomic research program: a short name, a description and the papers that show it."""
+
+    name: str
+    description: str
+    papers: tuple[str, ...]
+
+
+def validate_programs(obj: dict[str, Any], allowed: set[str] | frozenset[str]) -> tuple[Program, ...]:
+    """``{"programs": [{"name", "description", "papers"}]}``: 1..12 programs, ids among those shown."""
+    check_keys(obj, ("programs",), "programs")
+    items = obj["programs"]
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_PROGRAMS_PER_BATCH:
+        n = len(items) if isinstance(items, list) else "no"
+        raise InvalidOutput(f"programs: {n} programs (expected 1 to {MAX_PROGRAMS_PER_BATCH})")
+    out = []
+    for i, item in enumerate(items):
+        where = f"program {i}"
+        if not isinstance(item, dict):
+            raise InvalidOutput(f"{where}: expected an object")
+        check_keys(item, ("name", "description", "papers"), where)
+        papers = _ids(item["papers"], allowed, f"{where}: papers", lo=1, hi=len(allowed))
+        out.append(Program(_text(item, "name", where), _text(item, "description", where), papers))
+    _unique_names([p.name for p in out], "programs")
+    return tuple(out)
+
+
+# -- drafts, absorption, consolidation ---------------------------------------------------------
+
+
+def direction_payload(obj: Any, allowed: set[str] | frozenset[str], where: str) -> dict[str, Any]:
+    """One direction object: the five documented keys, texts non-empty, 1..5 exemplars shown."""
+    if not isinstance(obj, dict):
+        raise InvalidOutput(f"{where}: expected an object")
+    check_keys(obj, DIRECTION_FIELDS, where)
+    out: dict[str, Any] = {k: _text(obj, k, where) for k in DIRECTION_FIELDS[:4]}
+    out["exemplars"] = list(_ids(obj["exemplars"], allowed, f"{where}: exemplars", lo=1, hi=MAX_EXEMPLARS))
+    return out
+
+
+def validate_draft(obj: dict[str, Any], allowed: set[str] | frozenset[str]) -> tuple[dict[str, Any], ...]:
+    """A draft or a revised draft: ``{"directions": [...]}`` with 4..16 distinctly named directions."""
+    check_keys(obj, ("directions",), "draft")
+    dirs = obj["directions"]
+    if not isinstance(dirs, list):
+        raise InvalidOutput("draft: directions must be a list")
+    if not MIN_DRAFT_DIRECTIONS <= len(dirs) <= MAX_DRAFT_DIRECTIONS:
+        raise InvalidOutput(
+            f"draft: {len(dirs)} directions (expected {MIN_DRAFT_DIRECTIONS} to {MAX_DRAFT_DIRECTIONS})"
+        )
+    out = tuple(direction_payload(d, allowed, f"draft direction {i + 1}") for i, d in enumerate(dirs))
+    _unique_names([d["name"] for d in out], "draft")
+    return out
+
+
+def validate_absorption(obj: dict[str, Any], shown: Sequence[str], n_directions: int) -> dict[str, int | None]:
+    """``{"papers": [{"id", "direction": 1..n or null}]}``: every shown paper exactly once."""
+    check_keys(obj, ("papers",), "absorption")
+    items = obj["papers"]
+    if not isinstance(items, list):
+        raise InvalidOutput("absorption: papers must be a list")
+    out: dict[str, int | None] = {}
+    known = set(shown)
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidOutput(f"absorption item {i}: expected an object")
+        check_keys(item, ("id", "direction"), f"absorption item {i}")
+        pid, d = item["id"], item["direction"]
+        if pid not in known:
+            raise InvalidOutput(f"absorption item {i}: id {pid!r} was not shown")
+        if pid in out:
+            raise InvalidOutput(f"absorption: paper {pid} labelled twice")
+        if d is not None and (isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= n_directions):
+            raise InvalidOutput(f"absorption item {i}: direction {d!r} is not 1..{n_directions} or null")
+        out[pid] = d
+    missing = [p for p in shown if p not in out]
+    if missing:
+        raise InvalidOutput(f"absorption: papers not labelled: {', '.join(missing[:5])}")
+    return out
+
+
+def _directions_from_keyed(obj: dict[str, Any], allowed: set[str] | frozenset[str]) -> list[dict[str, Any]]:
+    """The directions of a ``{"D0": {...}, ...}`` object in key order (any number of D<k> keys)."""
+    bad = [k for k in obj if not _KEY.match(k)]
+    if bad:
+        raise InvalidOutput(f"codebook: unknown {', '.join(sorted(bad)[:5])}")
+    keys = sorted(obj, key=lambda k: int(_KEY.match(k).group(1)))  # type: ignore[union-attr]
+    out = [direction_payload(obj[k], allowed, k) for k in keys]
+    _unique_names([d["name"] for d in out], "codebook")
+    return out
+
+
+def validate_codebook(
+    obj: dict[str, Any], allowed: set[str] | frozenset[str], field_id: str, name: str, definition: str
+) -> Codebook:
+    """A consolidated codebook: exactly the keys D0..D7, well-formed, distinctly named directions."""
+    check_keys(obj, DIRECTION_KEYS, "codebook")
+    dirs = _directions_from_keyed(obj, allowed)
+    return to_codebook(dirs, field_id, name, definition)
+
+
+def to_codebook(dirs: Sequence[dict[str, Any]], field_id: str, name: str, definition: str) -> Codebook:
+    directions = tuple(
+        Direction(
+            key=key,
+            name=d["name"],
+            definition=d["definition"],
+            inclusion=d["inclusion"],
+            exclusion=d["exclusion"],
+            exemplars=tuple(d["exemplars"]),
+        )
+        for key, d in zip(DIRECTION_KEYS, dirs, strict=True)
+    )
+    return Codebook(field_id, name, definition, directions)
+
+
+def _name_tokens(name: str) -> frozenset[str]:
+    return frozenset(re.findall(r"[a-z0-9]+", name.casefold()))
+
+
+def _similarity(a: str, b: str) -> float:
+    ta, tb = _name_tokens(a), _name_tokens(b)
+    return len(ta & tb) / max(len(ta | tb), 1)
+
+
+def repair_consolidation(
+    text: str | None, allowed: set[str] | frozenset[str], candidates: Sequence[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], str]:
+    """Deterministic repair of a consolidation with a count other than eight; (directions, note).
+
+    The reply must otherwise be well formed (``D<k>`` keys, valid directions, distinct names).
+    Too many: the most similar pair of names (token Jaccard; first pair in key order on ties)
+    is merged into the earlier direction (exemplars pooled, at most five) until eight remain.
+    Too few: union candidates whose names are least similar to every kept direction are added,
+    in candidate order on ties. Raises InvalidOutput when the reply cannot be repaired.
+    """
+    dirs = _directions_from_keyed(parse_json_reply(text), allowed)
+    n0 = len(dirs)
+    notes = []
+    while len(dirs) > N_DIRECTIONS:
+        best = (-1.0, 0, 1)
+        for i in range(len(dirs)):
+            for j in range(i + 1, len(dirs)):
+                s = _similarity(dirs[i]["name"], dirs[j]["name"])
+                if s > best[0]:
+                    best = (s, i, j)
+        _, i, j = best
+        merged = dict(dirs[i])
+        merged["exemplars"] = list(dict.fromkeys([*dirs[i]["exemplars"], *dirs[j]["exemplars"]]))[:MAX_EXEMPLARS]
+        notes.append(f"merged {dirs[j]['name']!r} into {dirs[i]['name']!r}")
+        dirs = [*dirs[:i], merged, *dirs[i + 1 : j], *dirs[j + 1 :]]
+    if len(dirs) < N_DIRECTIONS:
+        kept = {d["name"].casefold() for d in dirs}
+        pool = [c for c in candidates if c["name"].casefold() not in kept]
+        pool = sorted(
+            enumerate(pool),
+            key=lambda ic: (max((_similarity(ic[1]["name"], d["name"]) for d in dirs), default=0), ic[0]),
+        )
+        for _, cand in pool[: N_DIRECTIONS - len(dirs)]:
+            dirs.append({k: cand[k] for k in DIRECTION_FIELDS})
+            notes.append(f"added candidate {cand['name']!r}")
+        if len(dirs) < N_DIRECTIONS:
+            raise InvalidOutput(f"codebook: {n0} directions and too few distinct candidates to fill eight")
+    return dirs, f"consolidation returned {n0} directions; " + "; ".join(notes)
+
+
+# -- assignments --------------------------------------------------------------------------------
+
+
+def validate_assignment(obj: dict[str, Any], arxiv_id: str, field_id: str) -> Assignment:
+    """An assignment: primary (D0..D7 or other), secondary (key or null), known type, coherent."""
+    check_keys(obj, ("primary", "secondary", "type"), "assignment")
+    primary, secondary, kind = obj["primary"], obj["secondary"], obj["type"]
+    if primary not in (*DIRECTION_KEYS, "other"):
+        raise InvalidOutput(f"assignment: primary {primary!r} is not D0..D7 or other")
+    if secondary is not None and secondary not in DIRECTION_KEYS:
+        raise InvalidOutput(f"assignment: secondary {secondary!r} is not D0..D7 or null")
+    try:
+        atype = AssignmentType(kind)
+    except ValueError:
+        raise InvalidOutput(f"assignment: unknown type {kind!r}") from None
+    no_direction = atype in (AssignmentType.OTHER, AssignmentType.LOW_EVIDENCE)
+    if no_direction and (primary != "other" or secondary is not None):
+        raise InvalidOutput(f"assignment: type {kind} needs primary 'other' and no secondary")
+    if not no_direction and primary == "other":
+        raise InvalidOutput(f"assignment: type {kind} needs a direction as primary")
+    if atype in (AssignmentType.BOUNDARY, AssignmentType.BRIDGE) and (secondary is None or secondary == primary):
+        raise InvalidOutput(f"assignment: type {kind} needs a secondary different from the primary")
+    if atype is AssignmentType.SINGLE and secondary is not None:
+        raise InvalidOutput("assignment: a single-direction paper has no secondary")
+    return Assignment(arxiv_id=arxiv_id, field_id=field_id, primary=primary, secondary=secondary, type=atype)
+
+
+def validate_label_batch(
+    obj: dict[str, Any], ids: Sequence[str], field_id: str
+) -> tuple[dict[str, Assignment], dict[str, str]]:
+    """``{"labels": [{"id", "primary", "secondary", "type"}]}`` -> (valid labels, reason per bad id).
+
+    Items are judged one by one so that a batch with one bad label keeps its good ones; a paper
+    missing from the reply, labelled twice, or not shown is a reason, not an exception. The whole
+    reply is invalid (InvalidOutput) only when it is not a ``labels`` list.
+    """
+    check_keys(obj, ("labels",), "labels")
+    items = obj["labels"]
+    if not isinstance(items, list):
+        raise InvalidOutput("labels: expected a list")
+    wanted = set(ids)
+    good: dict[str, Assignment] = {}
+    bad: dict[str, str] = {}
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            continue  # cannot attribute it to a paper; the paper shows up as missing below
+        pid = item["id"]
+        if pid not in wanted:
+            continue
+        if pid in seen:
+            bad[pid] = f"paper {pid} labelled twice"
+            good.pop(pid, None)
+            continue
+        seen.add(pid)
+        try:
+            good[pid] = validate_assignment({k: v for k, v in item.items() if k != "id"}, pid, field_id)
+        except InvalidOutput as exc:
+            bad[pid] = f"label {i} ({pid}): {exc}"
+    for pid in ids:
+        if pid not in good and pid not in bad:
+            bad[pid] = f"paper {pid} not labelled"
+    return good, bad
