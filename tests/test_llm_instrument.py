@@ -1,233 +1,304 @@
-"""The LLM path with a scripted OpenAI-compatible client: valid, invalid-then-valid, always-invalid."""
+"""The LLM instrument against the scripted OpenAI-compatible server (loopback, tiny corpus):
+invalid-then-valid and always-invalid outputs, consolidations with a count other than eight,
+two endpoints with one failing, completion order, spend cap, dry run, kill and resume."""
 
 from __future__ import annotations
 
+import hashlib
 import json
-from types import SimpleNamespace
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pandas as pd
 import pytest
 
-from rap_benchmark.core.records import DIRECTION_KEYS, AssignmentType, Codebook, Direction
+from rap_benchmark.core.records import DIRECTION_KEYS
+from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.llm import (
-    InvalidOutput,
-    assign_llm,
-    draft_codebook_llm,
-    load_prompt,
-    parse_json_reply,
-    validate_assignment,
+    LLMSettings,
+    PipelineConfig,
+    SpendCapReached,
+    estimate,
+    run_llm_instrument,
 )
+from rap_benchmark.pipeline.instrument.llm.prompts import load_prompt, task_of
+from rap_benchmark.pipeline.instrument.llm.standin import respond
+from rap_benchmark.pipeline.instrument.llm.store import RequestStore, StoreBusy
+from rap_benchmark.rehearsal.scripted_server import Faults, ScriptedApp, ServerThread
 
-
-class ScriptedClient:
-    """Replies with the scripted texts in order (``Exception`` instances are raised) and records
-    every request, like an OpenAI client's ``chat.completions.create``."""
-
-    def __init__(self, replies: list[Any]) -> None:
-        self.replies = list(replies)
-        self.requests: list[dict[str, Any]] = []
-        self.chat = SimpleNamespace(completions=SimpleNamespace(create=self._create))
-
-    def _create(self, **kwargs: Any) -> Any:
-        self.requests.append(kwargs)
-        if not self.replies:
-            raise AssertionError("the client was asked more often than scripted")
-        reply = self.replies.pop(0)
-        if isinstance(reply, Exception):
-            raise reply
-        return SimpleNamespace(
-            choices=[SimpleNamespace(message=SimpleNamespace(content=reply))],
-            model=f"{kwargs['model']}-2026",
-            usage=SimpleNamespace(prompt_tokens=100, completion_tokens=20),
-        )
-
-
-FIELD = FieldInfo("f000", "speech recognition", "Automatic speech recognition.")
-PAPERS = pd.DataFrame(
-    {
-        "arxiv_id": [f"2301.{i:05d}" for i in range(1, 11)],
-        "date": ["2023-01-15"] * 10,
-        "title": [f"Paper {i} on streaming ASR" for i in range(1, 11)],
-        "abstract": ["We study chunked streaming recognition. " * 30] * 10,
-    }
+TOPICS = {
+    "f000": "speech recognition streaming",
+    "f001": "graph neural message passing",
+    "f002": "speech recognition streaming",  # a synonym of f000: merged
+}
+CONFIG = PipelineConfig(
+    model="scripted-main",
+    draft_models=("scripted-a", "scripted-b"),
+    draft_papers=12,
+    absorb_papers=16,
+    absorb_batch=8,
+    program_papers=24,
+    program_batch=12,
 )
-IDS = PAPERS["arxiv_id"].tolist()
+SPEC = BenchmarkSpec()
 
 
-def _direction(name: str, exemplars: list[str]) -> dict[str, Any]:
-    return {
-        "name": name,
-        "definition": f"Work on {name}.",
-        "inclusion": f"Central contribution on {name}.",
-        "exclusion": "Papers about other directions.",
-        "exemplars": exemplars,
-    }
+def corpus() -> tuple[pd.DataFrame, pd.DataFrame, dict[str, FieldInfo]]:
+    rows, mem = [], []
+    for f, (fid, words) in enumerate(TOPICS.items()):
+        for i in range(40):
+            pid = f"23{f:02d}.{i:05d}"
+            date = f"2023-0{1 + i % 9}-15" if i < 30 else f"2024-0{1 + i % 9}-15"
+            title = f"{words} study {i % 7} of {['alpha', 'beta', 'gamma', 'delta'][i % 4]} ideas"
+            rows.append((pid, date, title, f"We study {words} in depth. " * 6))
+            mem.append((pid, fid))
+    papers = pd.DataFrame(rows, columns=["arxiv_id", "date", "title", "abstract"])
+    candidates = {c: FieldInfo(c, w, f"papers on {w}") for c, w in TOPICS.items()}
+    return papers, pd.DataFrame(mem, columns=["arxiv_id", "field_id"]), candidates
 
 
-def _draft(names: list[str]) -> str:
-    return json.dumps({"directions": [_direction(n, IDS[i % 10 : i % 10 + 1]) for i, n in enumerate(names)]})
-
-
-def _codebook_reply(keys: tuple[str, ...] = DIRECTION_KEYS) -> str:
-    return json.dumps({k: _direction(f"direction {k}", [IDS[i]]) for i, k in enumerate(keys)})
-
-
-DRAFT_A = _draft([f"topic {i}" for i in range(6)])
-DRAFT_B = _draft([f"theme {i}" for i in range(9)])
-
-
-def test_prompts_are_package_files_with_their_placeholders() -> None:
-    for name, keys in {
-        "codebook_draft": ("field_name", "field_definition", "n_papers", "papers"),
-        "codebook_consolidate": ("field_name", "field_definition", "candidates", "papers"),
-        "assign_paper": ("field_name", "field_definition", "directions", "arxiv_id", "title", "abstract"),
-    }.items():
-        template = load_prompt(name)
-        assert set(template.get_identifiers()) == set(keys)
-
-
-def test_valid_codebook_in_three_calls_at_temperature_zero() -> None:
-    client = ScriptedClient([DRAFT_A, DRAFT_B, "```json\n" + _codebook_reply() + "\n```"])
-    res = draft_codebook_llm(client, "m", FIELD, PAPERS, draft_models=("model-a", "model-b"))
-    assert res.valid and res.invalid_reason is None
-    assert isinstance(res.codebook, Codebook)
-    assert tuple(d.key for d in res.codebook.directions) == DIRECTION_KEYS
-    assert res.codebook.field_id == "f000" and res.codebook.directions[3].exemplars == (IDS[3],)
-    assert [c.step for c in res.calls] == ["draft_a", "draft_b", "consolidate"]
-    assert [r["model"] for r in client.requests] == ["model-a", "model-b", "m"]
-    assert all(r["temperature"] == 0.0 for r in client.requests)
-    assert len(res.drafts[0]) == 6 and len(res.drafts[1]) == 9
-    # independent drafts: the second sees the papers in another order
-    first_ids = [
-        line.split("]")[0] for line in client.requests[0]["messages"][0]["content"].splitlines() if line.startswith("[")
-    ]
-    second_ids = [
-        line.split("]")[0] for line in client.requests[1]["messages"][0]["content"].splitlines() if line.startswith("[")
-    ]
-    assert sorted(first_ids) == sorted(second_ids) and first_ids != second_ids
-    # the union is anonymous and holds all 15 candidates
-    consolidate = client.requests[2]["messages"][0]["content"]
-    assert (
-        "C15." in consolidate
-        and "C16." not in consolidate
-        and "draft" not in consolidate.lower().split("candidate")[0][-50:]
+def run(store: Path, urls: tuple[str, ...], *, config: PipelineConfig = CONFIG, **settings: Any) -> Any:
+    papers, memberships, candidates = corpus()
+    return run_llm_instrument(
+        papers, memberships, candidates, SPEC, config, LLMSettings(urls, store, timeout_s=2.0, **settings)
     )
-    assert res.calls[0].response_model == "model-a-2026" and res.calls[0].prompt_tokens == 100
 
 
-def test_invalid_then_valid_is_retried_with_the_reason() -> None:
-    seven = _codebook_reply(DIRECTION_KEYS[:7])
-    client = ScriptedClient([DRAFT_A, "not json at all", DRAFT_B, seven, _codebook_reply()])
-    res = draft_codebook_llm(client, "m", FIELD, PAPERS)
-    assert res.valid
-    assert [(c.step, c.attempt, c.error is None) for c in res.calls] == [
-        ("draft_a", 1, True),
-        ("draft_b", 1, False),
-        ("draft_b", 2, True),
-        ("consolidate", 1, False),
-        ("consolidate", 2, True),
-    ]
-    assert "missing D7" in res.calls[3].error
-    retry = client.requests[4]["messages"]
-    assert [m["role"] for m in retry] == ["user", "assistant", "user"]
-    assert retry[1]["content"] == seven and "missing D7" in retry[2]["content"]
+def fingerprint(result: Any) -> str:
+    cbs = [[cb.field_id, cb.name, [d.__repr__() for d in cb.directions]] for cb in result.codebooks]
+    return hashlib.sha256(
+        orjson.dumps(cbs) + result.assignments.to_csv(index=False).encode() + orjson.dumps(result.invalid_assignments)
+    ).hexdigest()
 
 
-def test_always_invalid_is_recorded_with_raw_text_and_reason() -> None:
-    bad_keys = _codebook_reply(("D0", "D1", "D2", "D3", "D4", "D5", "D6", "D8"))
-    client = ScriptedClient([DRAFT_A, DRAFT_B, bad_keys, bad_keys, bad_keys])
-    res = draft_codebook_llm(client, "m", FIELD, PAPERS, max_attempts=3)
-    assert not res.valid and res.codebook is None
-    assert res.raw_text == bad_keys
-    assert "invalid after 3 attempts" in res.invalid_reason and "unknown D8" in res.invalid_reason
-    assert len(res.calls) == 5 and all(c.raw_text == bad_keys for c in res.calls[2:])
+def store_keys(store: Path) -> list[str]:
+    return [orjson.loads(line)["key"] for line in (store / "requests.jsonl").read_bytes().splitlines()]
 
 
-def test_both_drafts_invalid_means_no_consolidation() -> None:
-    client = ScriptedClient([RuntimeError("connection reset"), _draft(["only", "three", "items"])])
-    res = draft_codebook_llm(client, "m", FIELD, PAPERS, max_attempts=1)
-    assert not res.valid and res.drafts == (None, None)
-    assert "request failed: RuntimeError: connection reset" in res.invalid_reason
-    assert "3 directions" in res.invalid_reason
-    assert len(client.requests) == 2
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, Any], Path]:
+    store = tmp_path_factory.mktemp("baseline")
+    with ServerThread(ScriptedApp()) as srv:
+        result, entry = run(store, (srv.url,))
+    return result, entry, store
 
 
-def test_hallucinated_exemplar_ids_are_invalid() -> None:
-    reply = json.loads(_codebook_reply())
-    reply["D2"]["exemplars"] = ["9999.99999"]
-    client = ScriptedClient([DRAFT_A, DRAFT_B, json.dumps(reply)])
-    res = draft_codebook_llm(client, "m", FIELD, PAPERS, max_attempts=1)
-    assert not res.valid and "D2: exemplar ids not among the papers shown: 9999.99999" in res.invalid_reason
+def test_prompts_are_package_files_with_their_task_heading() -> None:
+    from rap_benchmark.pipeline.instrument.llm.prompts import TASKS
+
+    for stage, name in TASKS.items():
+        assert task_of(load_prompt(name).template) == stage
 
 
-def test_papers_after_the_cutoff_are_refused() -> None:
-    late = PAPERS.assign(date=["2023-01-15"] * 9 + ["2024-01-01"])
-    with pytest.raises(ValueError, match="on or after the cutoff"):
-        draft_codebook_llm(ScriptedClient([]), "m", FIELD, late, cutoff="2024-01-01")
+def test_pipeline_builds_valid_codebooks_and_labels_every_membership(baseline: Any) -> None:
+    result, entry, store = baseline
+    assert [cb.field_id for cb in result.codebooks] == ["f000", "f001"]  # f000 and f002 merged as synonyms
+    assert any("merged synonyms f000, f002" in n for n in result.notes)
+    for cb in result.codebooks:
+        assert tuple(d.key for d in cb.directions) == DIRECTION_KEYS
+        assert len({d.name.casefold() for d in cb.directions}) == 8
+    papers, memberships, _ = corpus()
+    assert len(result.assignments) == len(memberships)  # merged field holds both members' papers
+    assert set(result.assignments["primary"]) <= {*DIRECTION_KEYS, "other"}
+    assert not result.invalid_assignments and entry["invalid_assignments"] == 0
+    review = (store / "review.md").read_text()
+    for heading in ("### Draft A", "### Draft B", "### Anonymous union", "### Consolidated codebook"):
+        assert heading in review
+    summary = json.loads((store / "summary.json").read_text())
+    assert set(summary["stages"]) == {
+        "field_name",
+        "field_merge",
+        "programs",
+        "programs_dedupe",
+        "draft",
+        "absorb",
+        "revise",
+        "consolidate",
+        "assign",
+    }
+    assert summary["stages"]["assign"]["requests"] == 10 + 5  # 80 and 40 memberships, 8 per request
 
 
-CODEBOOK = Codebook(
-    "f000",
-    "speech recognition",
-    "ASR.",
-    tuple(Direction(k, f"name {k}", f"def {k}", f"inc {k}", f"exc {k}", ("2301.00001",)) for k in DIRECTION_KEYS),
-)
+def test_rerun_sends_nothing_and_gives_the_same_result(baseline: Any) -> None:
+    result, _, store = baseline
+    with ServerThread(ScriptedApp()) as srv:
+        again, _ = run(store, (srv.url,))
+        assert srv.app.answered == 0
+    assert fingerprint(again) == fingerprint(result)
 
 
-def test_assign_llm_valid_invalid_then_valid_and_always_invalid() -> None:
-    papers = PAPERS.head(3)
-    replies = [
-        '{"primary": "D2", "secondary": null, "type": "single"}',
-        '{"primary": "D9", "secondary": null, "type": "single"}',
-        '{"primary": "D1", "secondary": "D4", "type": "boundary"}',
-        '{"primary": "D1", "secondary": null, "type": "boundary"}',
-        '{"primary": "D1", "type": "single", "confidence": 0.9}',
-        "I think D3.",
-    ]
-    client = ScriptedClient(replies)
-    res = assign_llm(client, "m", CODEBOOK, papers, max_attempts=3)
-    assert [r.arxiv_id for r in res] == IDS[:3]
-    assert res[0].valid and res[0].assignment.primary == "D2" and len(res[0].calls) == 1
-    assert res[1].valid and res[1].assignment.type is AssignmentType.BOUNDARY and res[1].assignment.secondary == "D4"
-    assert "primary 'D9'" in res[1].calls[0].error and len(res[1].calls) == 2
-    assert not res[2].valid and res[2].assignment is None and res[2].raw_text == "I think D3."
-    errors = [c.error for c in res[2].calls]
-    assert "secondary different" in errors[0] and "missing secondary" in errors[1] and "not valid JSON" in errors[2]
-    prompt = client.requests[0]["messages"][0]["content"]
-    assert "D7: name D7." in prompt and IDS[0] in prompt
+def test_invalid_then_valid_is_retried_with_the_reason(tmp_path: Path) -> None:
+    seen: list[list[dict[str, str]]] = []
+
+    def script(messages: list[dict[str, str]]) -> str:
+        seen.append(messages)
+        return "Sure! {" if len(messages) == 1 else respond(messages, typical=False)
+
+    with ServerThread(ScriptedApp(script=script)) as srv:
+        result, entry = run(tmp_path, (srv.url,))
+    first = [m for m in seen if len(m) == 1]
+    assert len(seen) == 2 * len(first)  # every unit answered at its second attempt
+    retry = next(m for m in seen if len(m) == 3)
+    assert retry[1]["content"] == "Sure! {" and "not valid JSON" in retry[2]["content"]
+    assert not result.invalid_assignments and len(result.codebooks) == 2
 
 
-@pytest.mark.parametrize(
-    ("obj", "reason"),
-    [
-        ({"primary": "other", "secondary": None, "type": "single"}, "needs a direction"),
-        ({"primary": "D1", "secondary": None, "type": "other"}, "needs primary 'other'"),
-        ({"primary": "D1", "secondary": "D2", "type": "single"}, "no secondary"),
-        ({"primary": "D1", "secondary": "D1", "type": "bridge"}, "different from the primary"),
-        ({"primary": "D1", "secondary": None, "type": "tie"}, "unknown type"),
-    ],
-)
-def test_assignment_validator_rejects_incoherent_labels(obj: dict[str, Any], reason: str) -> None:
-    with pytest.raises(InvalidOutput, match=reason):
-        validate_assignment(obj, "2301.00001", "f000")
+def test_always_invalid_outputs_are_recorded(tmp_path: Path) -> None:
+    def script(messages: list[dict[str, str]]) -> str:
+        if task_of(messages[0]["content"]) == "assign":
+            return '{"labels": [{"id": "nope", "primary": "D9", "secondary": null, "type": "single"}]}'
+        return respond(messages, typical=False)
+
+    with ServerThread(ScriptedApp(script=script)) as srv:
+        result, entry = run(tmp_path, (srv.url,))
+    assert len(result.invalid_assignments) == len(result.assignments) == entry["invalid_assignments"]
+    assert set(result.assignments["type"]) == {"low_evidence"} and set(result.assignments["primary"]) == {"other"}
+    assert all("invalid after 3 attempts" in x["reason"] for x in result.invalid_assignments)
+    assert "## Invalid assignments" in (tmp_path / "review.md").read_text()
 
 
-def test_assignment_validator_accepts_every_type() -> None:
-    for obj in (
-        {"primary": "D0", "secondary": None, "type": "single"},
-        {"primary": "D0", "secondary": "D7", "type": "boundary"},
-        {"primary": "D3", "secondary": "D5", "type": "bridge"},
-        {"primary": "other", "secondary": None, "type": "other"},
-        {"primary": "other", "secondary": None, "type": "low_evidence"},
-    ):
-        assert validate_assignment(obj, "x", "f").type.value == obj["type"]
+def _consolidation_with(n: int, messages: list[dict[str, str]]) -> str:
+    obj = orjson.loads(respond(messages, typical=False))
+    dirs = list(obj.values())
+    while len(dirs) < n:
+        dirs.append(dict(dirs[0], name=f"{dirs[0]['name']} extra {len(dirs)}"))
+    return orjson.dumps({f"D{i}": d for i, d in enumerate(dirs[:n])}).decode()
 
 
-def test_parse_json_reply_is_strict() -> None:
-    assert parse_json_reply('{"a": 1}') == {"a": 1}
-    assert parse_json_reply('```json\n{"a": 1}\n```') == {"a": 1}
-    for bad in ("", "[1, 2]", 'Sure! {"a": 1}', '```json\n{"a": 1}\n``` trailing'):
-        with pytest.raises(InvalidOutput):
-            parse_json_reply(bad)
+@pytest.mark.parametrize("n", [7, 9])
+def test_consolidation_with_a_wrong_count_is_reasked_then_repaired(tmp_path: Path, n: int) -> None:
+    def script(messages: list[dict[str, str]]) -> str:
+        if task_of(messages[0]["content"]) == "consolidate":
+            return _consolidation_with(n, messages)
+        return respond(messages, typical=False)
+
+    with ServerThread(ScriptedApp(script=script)) as srv:
+        result, entry = run(tmp_path, (srv.url,))
+    assert len(result.codebooks) == 2 and entry["repaired_consolidations"] == ["f000", "f001"]
+    for cb in result.codebooks:
+        assert tuple(d.key for d in cb.directions) == DIRECTION_KEYS
+        assert len({d.name.casefold() for d in cb.directions}) == 8
+    review = (tmp_path / "review.md").read_text()
+    assert f"repaired after 3 attempts: consolidation returned {n} directions" in review
+    assert ("merged" if n == 9 else "added candidate") in review
+
+
+def test_unrepairable_consolidation_drops_the_field_and_says_so(tmp_path: Path) -> None:
+    def script(messages: list[dict[str, str]]) -> str:
+        if task_of(messages[0]["content"]) == "consolidate":
+            return '{"D0": "not a direction"}'
+        return respond(messages, typical=False)
+
+    with ServerThread(ScriptedApp(script=script)) as srv:
+        result, entry = run(tmp_path, (srv.url,))
+    assert result.codebooks == [] and entry["dropped_fields"] == ["f000", "f001"]
+    assert result.assignments.empty
+    assert "consolidation failed" in (tmp_path / "review.md").read_text()
+
+
+def test_two_endpoints_one_failing_and_faults_give_the_same_result(tmp_path: Path, baseline: Any) -> None:
+    """Endpoint 1 always answers 503, endpoint 2 drops, tears and delays some replies: the
+    result is the baseline's, whatever answered and in whatever order."""
+    failing = ScriptedApp(Faults(error_rate=1.0))
+    flaky = ScriptedApp(Faults(error_rate=0.1, malformed_rate=0.1, timeout_rate=0.05, hang_s=3.0, seed=3))
+    with ServerThread(failing) as bad, ServerThread(flaky) as good:
+        result, _ = run(tmp_path, (bad.url, good.url), max_in_flight=4)
+    assert fingerprint(result) == fingerprint(baseline[0])
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["transport_errors"] > 0 and failing.answered == 0
+
+
+def test_injected_invalid_replies_are_retried_to_the_same_kind_of_result(tmp_path: Path) -> None:
+    with ServerThread(ScriptedApp(Faults(invalid_rate=0.3, seed=1))) as srv:
+        result, entry = run(tmp_path, (srv.url,))
+    assert len(result.codebooks) == 2 and len(result.assignments) == 120
+
+
+def test_spend_cap_stops_cleanly_and_a_higher_cap_resumes(tmp_path: Path, baseline: Any) -> None:
+    prices = tmp_path / "prices.json"
+    models = {m: {"input_per_1m": 1.0, "output_per_1m": 2.0} for m in ("scripted-main", "scripted-a", "scripted-b")}
+    prices.write_text(json.dumps({"models": models, "free_prefixes": []}))
+    store = tmp_path / "store"
+    with ServerThread(ScriptedApp()) as srv:
+        with pytest.raises(SpendCapReached, match="spend cap"):
+            run(store, (srv.url,), max_spend_usd=0.02, prices_path=str(prices))
+        before = store_keys(store)
+        assert before and len(set(before)) == len(before)
+        result, _ = run(store, (srv.url,), max_spend_usd=100.0, prices_path=str(prices))
+    after = store_keys(store)
+    assert after[: len(before)] == before and len(set(after)) == len(after)
+    assert fingerprint(result) == fingerprint(baseline[0])
+
+
+def test_dry_run_renders_the_real_requests(baseline: Any) -> None:
+    _, _, store = baseline
+    papers, memberships, candidates = corpus()
+    fresh = estimate(papers, memberships, candidates, SPEC, CONFIG)
+    actual = json.loads((store / "summary.json").read_text())["stages"]
+    assert fresh["total"]["requests"] == sum(v["requests"] for v in actual.values())
+    assert fresh["assign"]["requests"] == actual["assign"]["requests"]
+    tokens = sum(v["prompt_tokens"] + v["completion_tokens"] for v in actual.values())
+    est = fresh["total"]["prompt_tokens"] + fresh["total"]["completion_tokens"]
+    assert abs(est - tokens) / tokens < 0.10
+    resumed = estimate(papers, memberships, candidates, SPEC, CONFIG, store_dir=store)
+    assert resumed["total"]["sent"] == 0 and resumed["total"]["from_store"] == fresh["total"]["requests"]
+
+
+def test_store_cuts_a_torn_last_line_and_is_exclusive(tmp_path: Path) -> None:
+    with RequestStore(tmp_path) as store:
+        for i in range(3):
+            store.put({"key": f"k{i}", "stage": "s", "model": "m", "content": "x", "prompt_tokens": 1,
+                       "completion_tokens": 1, "response_model": None})  # fmt: skip
+        store.flush()
+        with pytest.raises(StoreBusy):
+            RequestStore(tmp_path)
+    path = tmp_path / "requests.jsonl"
+    whole = path.read_bytes()
+    path.write_bytes(whole + b'{"key": "k3", "stage": "s", "mod')  # a kill during an append
+    with RequestStore(tmp_path) as store:
+        assert sorted(store.records) == ["k0", "k1", "k2"] and store.repaired_bytes > 0
+    assert path.read_bytes() == whole
+
+
+_CHILD = """
+import sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+import test_llm_instrument as t
+t.run(Path({store!r}), ({url!r},), max_in_flight=2)
+"""
+
+
+def test_sigkill_mid_run_then_resume_sends_no_answered_request_again(tmp_path: Path, baseline: Any) -> None:
+    log = tmp_path / "served.log"
+
+    def slow(messages: list[dict[str, str]]) -> str:
+        time.sleep(0.02)
+        return respond(messages, typical=False)
+
+    store = tmp_path / "store"
+    with ServerThread(ScriptedApp(script=slow, log=str(log))) as srv:
+        code = _CHILD.format(tests=str(Path(__file__).parent), store=str(store), url=srv.url)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
+        child = subprocess.Popen([sys.executable, "-c", code], env=env)
+        half = (baseline[2] / "requests.jsonl").stat().st_size // 2
+        deadline = time.monotonic() + 60
+        path = store / "requests.jsonl"
+        while time.monotonic() < deadline and (not path.exists() or path.stat().st_size < half):
+            time.sleep(0.01)
+        child.send_signal(signal.SIGKILL)
+        assert child.wait() == -signal.SIGKILL, "the child finished before it could be killed"
+        with RequestStore(store) as st:
+            durable = set(st.records)
+        served_before = len(log.read_text().splitlines())
+        result, _ = run(store, (srv.url,))
+    resent = set(log.read_text().splitlines()[served_before:]) & durable
+    assert durable and not resent
+    assert fingerprint(result) == fingerprint(baseline[0])

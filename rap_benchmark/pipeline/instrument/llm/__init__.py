@@ -11,6 +11,7 @@ stand-in replies, nothing sent, tokens and price per stage). Request handling is
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,10 +134,12 @@ def run_llm_instrument(
                 result = await Pipeline(client, config, spec, progress).run(papers, memberships, candidates)
             return result, client
 
+        start = time.perf_counter()
         try:
             result, client = asyncio.run(main())
         finally:
             store.flush()
+        wall_s = time.perf_counter() - start
         summary = {
             "stages": client.accounting.table(),
             "store_records": len(store.records),
@@ -144,6 +147,7 @@ def run_llm_instrument(
             "repaired_bytes": store.repaired_bytes,
             "transport_errors": client.transport_errors,
             "spent_usd_in_store": round(client.spent, 6),
+            "wall_s": round(wall_s, 3),
         }
         atomic_write_text(settings.store_dir / SUMMARY_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         entry = ledger_entry(config, result)
