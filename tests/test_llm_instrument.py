@@ -18,6 +18,7 @@ import orjson
 import pandas as pd
 import pytest
 
+from rap_benchmark.core.fsio import FolderBusy
 from rap_benchmark.core.records import DIRECTION_KEYS
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.fields import FieldInfo
@@ -30,7 +31,7 @@ from rap_benchmark.pipeline.instrument.llm import (
 )
 from rap_benchmark.pipeline.instrument.llm.prompts import load_prompt, task_of
 from rap_benchmark.pipeline.instrument.llm.standin import respond
-from rap_benchmark.pipeline.instrument.llm.store import RequestStore, StoreBusy
+from rap_benchmark.pipeline.instrument.llm.store import RequestStore
 from rap_benchmark.rehearsal.scripted_server import Faults, ScriptedApp, ServerThread
 
 TOPICS = {
@@ -257,8 +258,17 @@ def test_store_cuts_a_torn_last_line_and_is_exclusive(tmp_path: Path) -> None:
             store.put({"key": f"k{i}", "stage": "s", "model": "m", "content": "x", "prompt_tokens": 1,
                        "completion_tokens": 1, "response_model": None})  # fmt: skip
         store.flush()
-        with pytest.raises(StoreBusy):
-            RequestStore(tmp_path)
+        other = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                f"from {RequestStore.__module__} import RequestStore; RequestStore({str(tmp_path)!r})",
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])},
+        )
+        assert other.returncode != 0 and FolderBusy.__name__ in other.stderr
     path = tmp_path / "requests.jsonl"
     whole = path.read_bytes()
     path.write_bytes(whole + b'{"key": "k3", "stage": "s", "mod')  # a kill during an append
@@ -302,3 +312,50 @@ def test_sigkill_mid_run_then_resume_sends_no_answered_request_again(tmp_path: P
     resent = set(log.read_text().splitlines()[served_before:]) & durable
     assert durable and not resent
     assert fingerprint(result) == fingerprint(baseline[0])
+
+
+def test_rap_build_with_the_llm_instrument_end_to_end(tmp_path: Path) -> None:
+    """The stock CLI on a tiny synthetic snapshot in the real format: dry run, build, resume."""
+    from rap_benchmark.cli import main as rap
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.rehearsal.snapshot import write_snapshot
+
+    snap = tmp_path / "snapshot.jsonl"
+    plan = write_snapshot(snap, scale=0.002, seed=1, n_fields=3)
+    spec = tmp_path / "spec.json"
+    data = SPEC.replace(name="tiny", n_fields=3, min_field_papers=40, n_dev_seed_fields=1).to_dict()
+    spec.write_text(json.dumps(data))
+    with ServerThread(ScriptedApp(Faults(error_rate=0.05, invalid_rate=0.05))) as srv:
+        args = ["build", "--spec", str(spec), "--source", str(snap), "--out", str(tmp_path / "inst"), "--quiet",
+                "--instrument", "llm", "--base-url", srv.url, "--model", "scripted-main"]  # fmt: skip
+        assert rap([*args, "--dry-run"]) == 0 and srv.app.answered == 0
+        assert rap(args) == 0
+        sent = srv.app.answered
+        assert rap(args) == 0 and srv.app.answered == sent  # a rebuild is answered from the store
+    inst = load_instance(tmp_path / "inst")
+    assert inst.ledger["derived"]["instrument"]["name"] == "llm"
+    assert len(inst.papers) == plan.n_in_frame
+    assert all(len(cb.directions) == 8 for cb in inst.codebooks.values())
+    assert (tmp_path / "inst.llm-store" / "review.md").is_file()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--instrument", "llm", "--model", "m"], "needs --base-url"),
+        (["--instrument", "llm", "--base-url", "http://x/v1"], "needs --model"),
+        (["--base-url", "http://x/v1"], "need --instrument llm"),
+        (["--instrument", "llm", "--model", "m", "--base-url", "http://x/v1", "--draft-models", "a"], "two model"),
+    ],
+)
+def test_rap_build_llm_user_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    from rap_benchmark.cli import main as rap
+
+    snap = tmp_path / "s.jsonl"
+    snap.write_text("")
+    assert rap(["build", "--instance", "full", "--source", str(snap), "--out", str(tmp_path / "o"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rap build: ") and message in err and "Traceback" not in err
+    assert not (tmp_path / "o").exists()

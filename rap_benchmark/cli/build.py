@@ -155,12 +155,13 @@ def _cmd_build(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:
         return _dry_run(spec, Path(source), instrument, args.quiet)
-    from rap_benchmark.pipeline.instrument.llm import StopRun, StoreBusy
+    from rap_benchmark.core.fsio import FolderBusy
+    from rap_benchmark.pipeline.instrument.llm import StopRun
 
     start = time.perf_counter()
     try:
         out = build_instance(spec, args.out, source=source, progress=not args.quiet, instrument=instrument)
-    except (StopRun, StoreBusy) as exc:
+    except (StopRun, FolderBusy) as exc:
         print(f"rap build: {exc}", file=sys.stderr)
         return 2
     seconds = time.perf_counter() - start

@@ -30,7 +30,7 @@ from rap_benchmark.pipeline.instrument.llm.client import (
 )
 from rap_benchmark.pipeline.instrument.llm.prompts import prompt_hashes
 from rap_benchmark.pipeline.instrument.llm.stages import Pipeline, PipelineConfig, PipelineResult, stage_sizes
-from rap_benchmark.pipeline.instrument.llm.store import RequestStore, StoreBusy
+from rap_benchmark.pipeline.instrument.llm.store import RequestStore
 from rap_benchmark.pipeline.instrument.llm.validate import InvalidOutput
 
 __all__ = [
@@ -42,7 +42,6 @@ __all__ = [
     "PipelineResult",
     "SpendCapReached",
     "StopRun",
-    "StoreBusy",
     "estimate",
     "run_llm_instrument",
 ]
@@ -113,7 +112,7 @@ def run_llm_instrument(
     """Run the pipeline through the endpoints; (result, ledger entry). Writes the store's
     ``review.md`` and ``summary.json``. Raises :class:`StopRun` (spend cap, no endpoint) after
     storing every answer received: rerunning resumes."""
-    from rap_benchmark.agents.store import atomic_write_text
+    from rap_benchmark.core.fsio import atomic_write_text
     from rap_benchmark.pipeline.instrument.llm.review import review_markdown
 
     _check_prices(config, settings)

@@ -4,7 +4,7 @@ Layout of a store folder::
 
     requests.jsonl   one line per answered request: {"key", "stage", "model", "content",
                      "prompt_tokens", "completion_tokens", "response_model"}
-    store.lock       held (flock) by the one process using the store
+    .lock            held by the one process using the store (core.fsio.FolderLock)
     review.md        the maintainers' review of the codebook construction (written by the build)
     summary.json     requests, tokens and cost per stage (written by the build)
 
@@ -23,20 +23,16 @@ the endpoint, the completion order or the process. Guarantees, as ``rap run``'s 
 
 from __future__ import annotations
 
-import fcntl
 import os
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from rap_benchmark.core.fsio import FolderLock
+
 REQUESTS_FILE = "requests.jsonl"
-LOCK_FILE = "store.lock"
 RECORD_KEYS = ("key", "stage", "model", "content", "prompt_tokens", "completion_tokens", "response_model")
-
-
-class StoreBusy(RuntimeError):
-    """Another process holds the store."""
 
 
 class RequestStore:
@@ -44,13 +40,7 @@ class RequestStore:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
-        self._lock = os.open(self.root / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(self._lock)
-            raise StoreBusy(f"{self.root} is in use by another build") from None
+        self._lock = FolderLock(self.root).acquire()
         self.path = self.root / REQUESTS_FILE
         self.records: dict[str, dict[str, Any]] = {}
         self.repaired_bytes = self._load()
@@ -120,8 +110,7 @@ class RequestStore:
         finally:
             os.close(self._fd)
             self._fd = -1
-            fcntl.flock(self._lock, fcntl.LOCK_UN)
-            os.close(self._lock)
+            self._lock.release()
 
     def __enter__(self) -> RequestStore:
         return self
