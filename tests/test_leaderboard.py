@@ -63,7 +63,11 @@ def _bad_corpus(mini, good: pd.DataFrame, root: Path) -> dict[str, tuple[Path, s
         "unknown_episode",
         lambda p: _write(p, pd.concat([good, good.head(2).assign(field_id="no_such_field")]), m),
     )
-    add("nan_weights", "bad_weights", lambda p: _write_raw(p, _set(good, 0, "D0", float("nan")), m, allow_nan=True))
+    add(
+        "nan_weights",
+        "NaN, which is not JSON",
+        lambda p: _write_raw(p, _set(good, 0, "D0", float("nan")), m, allow_nan=True),
+    )
     add("negative_weights", "bad_weights", lambda p: _write(p, _set(good, 0, "D1", -0.5), m))
     add("all_zero_weights", "bad_weights", lambda p: _write(p, _zero(good, 1), m))
     add("wrong_manifest_rows", "manifest_hash", lambda p: _write(p, good.assign(manifest_hash="f" * 64), m))
@@ -184,7 +188,6 @@ def test_each_bad_submission_gets_a_clear_message(mini, corpus) -> None:
             "wrong_types",
             "unknown_condition",
             "undeclared_condition",
-            "truncated_jsonl",
         ):
             assert not report.accepted, f"{kind} should be rejected: {text}"
 

@@ -143,8 +143,8 @@ BAD_FILES: dict[str, tuple[object, ProblemKind, str]] = {
         ProblemKind.DUPLICATE,
         "m/A1/f01@2024-01-01 (lines 1, 2)",
     ),
-    "nan_weight": (None, ProblemKind.BAD_WEIGHTS, "fewer than eight"),
-    "inf_weight": (None, ProblemKind.BAD_WEIGHTS, "infinite"),
+    "nan_weight": (None, ProblemKind.NON_STANDARD_JSON, "NaN"),
+    "inf_weight": (None, ProblemKind.NON_STANDARD_JSON, "Infinity"),
     "negative_weight": ([_row(D2=-1.0), _row(field_id="f02")], ProblemKind.BAD_WEIGHTS, "negative"),
     "all_zero": (
         [_row(**{k: 0.0 for k in DIRECTION_KEYS}), _row(field_id="f02")],

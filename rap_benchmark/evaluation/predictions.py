@@ -31,8 +31,11 @@ Weights of valid rows are not renormalised here; the scorer renormalises to the 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
+import re
+from array import array
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -71,6 +74,18 @@ DEFAULT_MAX_BYTES = 512 * 1024 * 1024
 
 MAX_LISTED = 20
 """How many offending keys or line numbers a problem message lists before summarising."""
+MAX_EXAMPLES = 5
+"""How many distinct examples (values, parse errors) a problem message shows."""
+MAX_ECHO = 80
+"""Echoed input is cut to this many characters (a 200 MB model name stays one short line)."""
+MAX_LINE_BYTES = 64 * 1024
+"""A JSONL line longer than this is skipped unread (a prediction row is a few hundred bytes)."""
+MAX_KEY_CHARS = 256
+"""The longest model, field_id, manifest_hash or response_model accepted."""
+MAX_REASON_CHARS = 2000
+"""An invalid_reason is cut to this many characters."""
+MAX_WEIGHT = 1e9
+"""Weights are percentages: a weight beyond this (e.g. 1e308, whose sum overflows) is out of range."""
 
 _CONDITIONS = frozenset(c.value for c in Condition)
 _LINE = "_line"  # 1-based source line (JSONL) or row (parquet) number, kept for messages
@@ -99,6 +114,12 @@ class ProblemKind(StrEnum):
     MISSING_EPISODES = "missing_episodes"
     BAD_WEIGHTS = "bad_weights"
     MANIFEST_HASH = "manifest_hash"
+    LINE_TOO_LONG = "line_too_long"
+    DUPLICATE_KEY = "duplicate_key"
+    NON_STANDARD_JSON = "non_standard_json"
+    TOO_DEEP = "too_deep"
+    JSON_ARRAY = "json_array"
+    NO_REASON = "no_reason"
 
 
 class Severity(StrEnum):
@@ -172,18 +193,34 @@ class PredictionFileError(ValueError):
 # -- helpers ---------------------------------------------------------------------------------
 
 
-def _listing(items: Sequence[Any], limit: int = MAX_LISTED) -> str:
+def _short(value: Any, limit: int = MAX_ECHO) -> str:
+    """``repr(value)`` cut to ``limit`` characters: echoed input never floods a message."""
+    if isinstance(value, str) and len(value) > limit * 4:
+        value = value[: limit * 4]  # repr of a 200 MB string is never built
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _echo(text: str) -> str:
+    """A string as it may be echoed in a message: escaped (no control characters or surrogates) and cut."""
+    return _short(str(text))[1:-1]
+
+
+def _listing(items: Sequence[Any], limit: int = MAX_LISTED, total: int | None = None) -> str:
+    total = len(items) if total is None else total
     shown = ", ".join(str(i) for i in items[:limit])
-    return shown + (f", ... ({len(items) - limit} more)" if len(items) > limit else "")
+    return shown + (f", ... ({total - min(limit, len(items))} more)" if total > min(limit, len(items)) else "")
 
 
-def _lines(numbers: Sequence[int]) -> str:
-    """``line 3`` or ``lines 3, 7, 9``."""
-    return f"line {numbers[0]}" if len(numbers) == 1 else f"lines {_listing(numbers)}"
+def _lines(numbers: Sequence[int], total: int | None = None) -> str:
+    """``line 3`` or ``lines 3, 7, 9`` (at most MAX_LISTED numbers, then how many more)."""
+    total = len(numbers) if total is None else total
+    return f"line {numbers[0]}" if total == 1 else f"lines {_listing(list(numbers), total=total)}"
 
 
 def _line_list(lines: Iterable[int]) -> tuple[int, ...]:
-    return tuple(sorted(int(x) for x in lines))
+    """The first MAX_LISTED line numbers, sorted (a problem never carries millions of them)."""
+    return tuple(sorted(int(x) for x in lines)[:MAX_LISTED])
 
 
 def empty_frame() -> pd.DataFrame:
@@ -215,133 +252,500 @@ def _canonical(df: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+class _Tally:
+    """Row problems grouped by (kind, severity, what): a count, the first line numbers and a few
+    examples each, so a million bad rows make one short message."""
+
+    def __init__(self) -> None:
+        self._items: dict[tuple[ProblemKind, Severity, str], list[Any]] = {}
+
+    def add(
+        self, kind: ProblemKind, what: str, line: int, severity: Severity = Severity.ERROR, example: str | None = None
+    ) -> None:
+        entry = self._items.get((kind, severity, what))
+        if entry is None:
+            entry = self._items[(kind, severity, what)] = [0, [], []]
+        entry[0] += 1
+        if len(entry[1]) < MAX_LISTED:
+            entry[1].append(line)
+        if example is not None and len(entry[2]) < MAX_EXAMPLES and example not in entry[2]:
+            entry[2].append(example)
+
+    def count(self, kind: ProblemKind) -> int:
+        return sum(e[0] for (k, _, _), e in self._items.items() if k is kind)
+
+    def problems(self) -> list[Problem]:
+        out = []
+        for (kind, severity, what), (count, lines, examples) in self._items.items():
+            shown = f" ({'; '.join(examples)})" if examples else ""
+            out.append(
+                Problem(
+                    kind,
+                    severity,
+                    f"{count} row(s) {what}{shown}: {_lines(lines, count)}",
+                    lines=_line_list(lines),
+                    count=count,
+                )
+            )
+        return out
+
+
+# -- strict JSON -------------------------------------------------------------------------------
+
+
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+class _NonStandard(ValueError):
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+
+def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for k, _ in pairs:
+            if k in seen:
+                raise _DuplicateKey(k)
+            seen.add(k)
+    return obj
+
+
+def _no_constants(token: str) -> Any:
+    raise _NonStandard(token)
+
+
+def _strict_loads(text: str) -> Any:
+    """``json.loads`` that refuses duplicate keys and NaN/Infinity (RFC 8259 JSON only)."""
+    return json.loads(text, object_pairs_hook=_strict_object, parse_constant=_no_constants)
+
+
+def _has_surrogate(value: str) -> bool:
+    if value.isascii():
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+# -- rows: checked one at a time, kept in compact columns ------------------------------------------
+
+_ALLOWED = frozenset(ALL_COLUMNS)
+_WEIGHT_INDEX = {k: j for j, k in enumerate(DIRECTION_KEYS)}
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+class _Rows:
+    """Checks rows one by one (JSON objects, parquet records or frame rows) and keeps the usable
+    ones in compact columns: strings interned, numbers in typed arrays. Memory grows with the
+    number of rows, never with the size of a bad value, and problems stay bounded (``_Tally``)."""
+
+    def __init__(self, *, nan_is_null: bool = False) -> None:
+        self.nan_is_null = nan_is_null  # frames: pandas writes NaN for null
+        self.tally = _Tally()
+        self.n_rows = 0
+        self.unknown: dict[str, int] = {}  # unknown key -> first line
+        self.absent = dict.fromkeys(REQUIRED_COLUMNS, 0)
+        self.present_meta: set[str] = set()
+        self._intern: dict[str, str] = {}
+        self.str_cols: dict[str, list[Any]] = {c: [] for c in (*KEY_COLUMNS, "manifest_hash", "invalid_reason")}
+        self.str_cols.update({c: [] for c in META_STR_COLUMNS})
+        self.weights = [array("d") for _ in DIRECTION_KEYS]
+        self.valid = bytearray()
+        self.lines = array("q")
+        self.ints = {c: array("q") for c in META_INT_COLUMNS}
+        self.int_null = {c: bytearray() for c in META_INT_COLUMNS}
+        self.floats = {c: array("d") for c in META_FLOAT_COLUMNS}
+
+    def _key(self, value: str) -> str:
+        got = self._intern.get(value)
+        if got is None:
+            if len(self._intern) < 1_000_000:
+                self._intern[value] = value
+            got = value
+        return got
+
+    def _text(self, rec: dict[str, Any], col: str, line: int, limit: int) -> tuple[bool, str | None]:
+        """(ok, value) for a non-empty string key column."""
+        v = rec.get(col)
+        if not isinstance(v, str) or not v.strip():
+            self.tally.add(ProblemKind.BAD_TYPE, f"have a missing, empty or non-string {col!r} (dropped)", line)
+            return False, None
+        if len(v) > limit:
+            self.tally.add(ProblemKind.BAD_TYPE, f"have a {col!r} longer than {limit} characters (dropped)", line)
+            return False, None
+        if _has_surrogate(v):
+            self.tally.add(ProblemKind.ENCODING, f"have a {col!r} with a lone UTF-16 surrogate (dropped)", line)
+            return False, None
+        return True, self._key(v)
+
+    def add(self, rec: dict[str, Any], line: int) -> None:
+        self.n_rows += 1
+        tally = self.tally
+        for k in rec:
+            if k not in _ALLOWED and k not in self.unknown and len(self.unknown) < MAX_LISTED:
+                self.unknown[k] = line
+        for col in REQUIRED_COLUMNS:
+            if col not in rec:
+                self.absent[col] += 1
+                if col != "invalid_reason":
+                    tally.add(ProblemKind.MISSING_COLUMN, f"lack the key {col!r}", line)
+        ok_m, model = self._text(rec, "model", line, MAX_KEY_CHARS)
+        ok_f, field_id = self._text(rec, "field_id", line, MAX_KEY_CHARS)
+        ok_h, mhash = self._text(rec, "manifest_hash", line, MAX_KEY_CHARS)
+        keep = ok_m and ok_f and ok_h
+        cond = rec.get("condition")
+        if not isinstance(cond, str):
+            tally.add(ProblemKind.BAD_TYPE, "have a non-string 'condition' (dropped)", line)
+            keep = False
+        elif cond not in _CONDITIONS:
+            tally.add(
+                ProblemKind.UNKNOWN_CONDITION,
+                "have an unknown condition (expected A0..A4; dropped)",
+                line,
+                example=_short(cond),
+            )
+            keep = False
+        origin = rec.get("origin")
+        if hasattr(origin, "isoformat") and not isinstance(origin, str):  # parquet date32 columns are accepted
+            origin = origin.isoformat()[:10]
+        if not _is_iso_date(origin):
+            tally.add(ProblemKind.BAD_ORIGIN, "have an origin that is not a YYYY-MM-DD date string (dropped)", line)
+            keep = False
+        valid = rec.get("valid")
+        if not isinstance(valid, bool | np.bool_):
+            tally.add(ProblemKind.BAD_TYPE, "have a 'valid' that is not true/false (dropped)", line)
+            keep = False
+        reason = rec.get("invalid_reason")
+        if reason is not None and not (isinstance(reason, str) and not _has_surrogate(reason)):
+            if not (self.nan_is_null and isinstance(reason, float) and math.isnan(reason)):
+                tally.add(
+                    ProblemKind.BAD_TYPE,
+                    "have an 'invalid_reason' that is neither a string nor null (set to null)",
+                    line,
+                )
+            reason = None
+        elif isinstance(reason, str) and len(reason) > MAX_REASON_CHARS:
+            reason = reason[:MAX_REASON_CHARS] + "..."
+        # weights
+        w = [math.nan] * 8
+        why_invalid = None
+        n_null = 0
+        for col, j in _WEIGHT_INDEX.items():
+            v = rec.get(col)
+            if v is None:
+                n_null += 1
+                continue
+            if isinstance(v, bool | np.bool_) or not isinstance(v, int | float | np.integer | np.floating):
+                tally.add(ProblemKind.BAD_TYPE, f"have a non-numeric {col} (the unit is made invalid)", line)
+                why_invalid = why_invalid or f"have a non-numeric {col}"
+                continue
+            if isinstance(v, float | np.floating) and math.isnan(v):
+                if self.nan_is_null:
+                    n_null += 1
+                else:
+                    why_invalid = why_invalid or "have a NaN weight"
+                continue
+            if isinstance(v, float | np.floating) and math.isinf(v):
+                why_invalid = why_invalid or "have an infinite weight"
+                continue
+            if abs(v) > MAX_WEIGHT:
+                why_invalid = why_invalid or f"have a weight beyond +-{MAX_WEIGHT:g} (out of range)"
+                continue
+            w[j] = float(v)
+        is_valid = bool(valid) and keep
+        if is_valid:
+            if why_invalid is None and n_null:
+                why_invalid = "give fewer than eight weights (null or absent D0..D7)"
+            if why_invalid is None and any(x < 0 for x in w):
+                why_invalid = "have a negative weight"
+            if why_invalid is None and not math.fsum(w) > 0:
+                why_invalid = "all weights are zero"
+            if why_invalid is not None:
+                if not why_invalid.startswith("have a non-numeric"):  # reported as a type error above
+                    tally.add(ProblemKind.BAD_WEIGHTS, f"claim valid but {why_invalid}; kept as invalid units", line)
+                is_valid, reason = False, f"validator: {why_invalid.removeprefix('have ')}"
+        elif keep and valid is False and not (isinstance(reason, str) and reason.strip()):
+            tally.add(
+                ProblemKind.NO_REASON,
+                "say valid: false but give no invalid_reason (an invalid unit must say why)",
+                line,
+            )
+            reason = "validator: no invalid_reason given"
+        # metadata
+        meta: dict[str, Any] = {}
+        for col in META_COLUMNS:
+            if col not in rec:
+                continue
+            self.present_meta.add(col)
+            v = rec[col]
+            if v is None or (isinstance(v, float) and math.isnan(v) and col not in META_STR_COLUMNS):
+                meta[col] = None
+                continue
+            if col in META_INT_COLUMNS:
+                ok = _is_integral(v) and abs(v) < 2**53
+            elif col in META_FLOAT_COLUMNS:
+                ok = isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool | np.bool_)
+                ok = ok and math.isfinite(v) and abs(v) <= MAX_WEIGHT * 1e3
+            else:
+                ok = isinstance(v, str) and len(v) <= MAX_KEY_CHARS and not _has_surrogate(v)
+            if not ok:
+                tally.add(
+                    ProblemKind.BAD_TYPE,
+                    f"have a {col!r} of the wrong type or size (set to null)",
+                    line,
+                    Severity.WARNING,
+                )
+                v = None
+            meta[col] = v
+        if not keep:
+            return
+        s = self.str_cols
+        s["model"].append(model)
+        s["condition"].append(self._key(cond))
+        s["field_id"].append(field_id)
+        s["origin"].append(self._key(origin))
+        s["manifest_hash"].append(mhash)
+        s["invalid_reason"].append(None if is_valid else (self._key(reason) if reason is not None else None))
+        for col in META_STR_COLUMNS:
+            v = meta.get(col)
+            s[col].append(self._key(v) if isinstance(v, str) else None)
+        for j in range(8):
+            self.weights[j].append(w[j] if is_valid else math.nan)
+        self.valid.append(1 if is_valid else 0)
+        self.lines.append(line)
+        for col in META_INT_COLUMNS:
+            v = meta.get(col)
+            self.ints[col].append(int(v) if v is not None else 0)
+            self.int_null[col].append(1 if v is None else 0)
+        for col in META_FLOAT_COLUMNS:
+            v = meta.get(col)
+            self.floats[col].append(float(v) if v is not None else math.nan)
+
+    def finish(self, problems: list[Problem]) -> pd.DataFrame:
+        """The canonical frame of the kept rows, after adding file-level and row problems."""
+        for col, line in self.unknown.items():
+            hint = ""
+            low = {c.lower(): c for c in ALL_COLUMNS}
+            if str(col).lower() in low:
+                hint = f" (did you mean {low[str(col).lower()]!r}?)"
+            elif str(col).lower() in ("weights", "prediction", "distribution"):
+                hint = " (give the eight weights as columns D0..D7)"
+            elif str(col).upper().startswith("D") and str(col)[1:].isdigit():
+                hint = " (RAP has exactly eight directions, D0..D7)"
+            problems.append(
+                Problem(
+                    ProblemKind.UNKNOWN_COLUMN,
+                    Severity.FATAL,
+                    f"unknown column {_short(col)}{hint} (first on line {line}); allowed: {', '.join(ALL_COLUMNS)}",
+                    lines=(line,),
+                )
+            )
+        missing = [c for c, n in self.absent.items() if self.n_rows and n == self.n_rows]
+        if missing:
+            problems.append(
+                Problem(ProblemKind.MISSING_COLUMN, Severity.FATAL, f"missing column(s): {', '.join(missing)}")
+            )
+        problems += [
+            p
+            for p in self.tally.problems()
+            if not (p.kind is ProblemKind.MISSING_COLUMN and any(f"{c!r}" in p.message for c in missing))
+        ]
+        if self.unknown or missing:
+            return empty_frame()
+        data: dict[str, Any] = {c: np.array(self.str_cols[c], dtype=object) for c in KEY_COLUMNS}
+        for j, col in enumerate(DIRECTION_KEYS):
+            data[col] = np.frombuffer(self.weights[j], dtype=np.float64) if len(self.lines) else np.zeros(0)
+        data["valid"] = np.frombuffer(bytes(self.valid), dtype=np.uint8).astype(bool)
+        data["invalid_reason"] = np.array(self.str_cols["invalid_reason"], dtype=object)
+        data["manifest_hash"] = np.array(self.str_cols["manifest_hash"], dtype=object)
+        for col in META_INT_COLUMNS:
+            if col in self.present_meta:
+                values = np.frombuffer(self.ints[col], dtype=np.int64) if len(self.lines) else np.zeros(0, np.int64)
+                mask = np.frombuffer(bytes(self.int_null[col]), dtype=np.uint8).astype(bool)
+                data[col] = pd.arrays.IntegerArray(values.copy(), mask)
+        for col in META_FLOAT_COLUMNS:
+            if col in self.present_meta:
+                data[col] = np.frombuffer(self.floats[col], dtype=np.float64) if len(self.lines) else np.zeros(0)
+        for col in META_STR_COLUMNS:
+            if col in self.present_meta:
+                data[col] = np.array(self.str_cols[col], dtype=object)
+        data[_LINE] = np.frombuffer(self.lines, dtype=np.int64) if len(self.lines) else np.zeros(0, np.int64)
+        frame = pd.DataFrame(data)
+        for col in DIRECTION_KEYS:  # frombuffer views are read-only
+            frame[col] = frame[col].to_numpy(np.float64, copy=True)
+        return frame
+
+
 # -- reading ---------------------------------------------------------------------------------
 
 
-def _decode(raw: bytes, problems: list[Problem]) -> str | None:
-    if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
-        problems.append(
-            Problem(ProblemKind.ENCODING, Severity.FATAL, "file is UTF-16 (byte-order mark found); save it as UTF-8")
-        )
-        return None
-    if raw.startswith(b"\xef\xbb\xbf"):
-        problems.append(Problem(ProblemKind.ENCODING, Severity.WARNING, "UTF-8 byte-order mark at the start (ignored)"))
-        raw = raw[3:]
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        problems.append(
-            Problem(
-                ProblemKind.ENCODING,
-                Severity.FATAL,
-                f"not valid UTF-8: byte {raw[exc.start]:#04x} at offset {exc.start} (line {line}); save it as UTF-8",
-                lines=(line,),
+def _read_line(fh: Any) -> tuple[bytes, int]:
+    """The next line (at most MAX_LINE_BYTES kept) and its full length; an over-long line's rest is
+    skipped unread."""
+    raw = fh.readline(MAX_LINE_BYTES + 1)
+    size = len(raw)
+    if size > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+        while True:
+            chunk = fh.readline(1 << 20)
+            size += len(chunk)
+            if not chunk or chunk.endswith(b"\n"):
+                break
+    return raw, size
+
+
+def _read_jsonl(path: Path, rows: _Rows, problems: list[Problem]) -> bool:
+    """Stream a JSON-lines file into ``rows``; False when the file as a whole cannot be read."""
+    tally = rows.tally
+    first_content = True
+    with path.open("rb") as fh:
+        head = fh.read(4)
+        fh.seek(0)
+        if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+            problems.append(
+                Problem(
+                    ProblemKind.ENCODING, Severity.FATAL, "file is UTF-16 (byte-order mark found); save it as UTF-8"
+                )
             )
-        )
-        return None
-
-
-def _parse_jsonl(text: str, problems: list[Problem]) -> pd.DataFrame | None:
-    records: list[dict[str, Any]] = []
-    bad_json: list[tuple[int, str]] = []
-    not_object: list[int] = []
-    lines = text.split("\n")
-    ends_with_newline = text.endswith("\n")
-    last_content = max((i for i, s in enumerate(lines) if s.strip()), default=-1)
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        lineno = i + 1
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            if i == last_content and not ends_with_newline:
+            return False
+        lineno = 0
+        while True:
+            raw, size = _read_line(fh)
+            if not raw:
+                break
+            lineno += 1
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
                 problems.append(
-                    Problem(
-                        ProblemKind.TRUNCATED,
-                        Severity.ERROR,
-                        f"line {lineno} is cut off (no closing newline, {exc.msg} at column {exc.colno}); "
-                        "the file looks truncated",
-                        lines=(lineno,),
+                    Problem(ProblemKind.ENCODING, Severity.WARNING, "UTF-8 byte-order mark at the start (ignored)")
+                )
+                raw = raw[3:]
+            if size > MAX_LINE_BYTES:
+                tally.add(
+                    ProblemKind.LINE_TOO_LONG,
+                    f"are longer than {MAX_LINE_BYTES:,} bytes, far beyond any prediction row (skipped unread)",
+                    lineno,
+                    example=f"line {lineno}: {size:,} bytes",
+                )
+                first_content = False
+                continue
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                tally.add(
+                    ProblemKind.ENCODING,
+                    "are not valid UTF-8; save the file as UTF-8 (skipped)",
+                    lineno,
+                    example=f"byte {raw[exc.start]:#04x} at column {exc.start + 1}",
+                )
+                first_content = False
+                continue
+            if not text.strip():
+                continue
+            try:
+                obj = _strict_loads(text)
+            except _DuplicateKey as exc:
+                tally.add(
+                    ProblemKind.DUPLICATE_KEY,
+                    "repeat a key inside the row, which is ambiguous (dropped)",
+                    lineno,
+                    example=_short(exc.key),
+                )
+            except _NonStandard as exc:
+                tally.add(
+                    ProblemKind.NON_STANDARD_JSON,
+                    f"contain {exc.token}, which is not JSON (write null and valid: false for an unusable unit; "
+                    "dropped)",
+                    lineno,
+                )
+            except RecursionError:
+                tally.add(ProblemKind.TOO_DEEP, "are nested too deeply to be a prediction row (dropped)", lineno)
+            except ValueError as exc:  # JSONDecodeError, or an integer literal over Python's digit limit
+                if first_content and text.lstrip().startswith("["):
+                    problems.append(_json_array_problem())
+                    return False
+                if not raw.endswith(b"\n") and fh.read(1) == b"":
+                    problems.append(
+                        Problem(
+                            ProblemKind.TRUNCATED,
+                            Severity.FATAL,
+                            f"line {lineno} is cut off (no closing newline, {_json_error(exc)}); the file looks "
+                            "truncated, so none of it is scored",
+                            lines=(lineno,),
+                        )
                     )
+                    return False
+                tally.add(
+                    ProblemKind.BAD_JSON,
+                    "are not valid JSON (skipped)",
+                    lineno,
+                    example=f"line {lineno}: {_json_error(exc)}",
                 )
             else:
-                bad_json.append((lineno, f"{exc.msg} at column {exc.colno}"))
-            continue
-        if not isinstance(obj, dict):
-            not_object.append(lineno)
-            continue
-        obj[_LINE] = lineno
-        records.append(obj)
-    if bad_json:
-        detail = "; ".join(f"line {n}: {msg}" for n, msg in bad_json[:MAX_LISTED])
-        more = f"; ... ({len(bad_json) - MAX_LISTED} more)" if len(bad_json) > MAX_LISTED else ""
-        problems.append(
-            Problem(
-                ProblemKind.BAD_JSON,
-                Severity.ERROR,
-                f"{len(bad_json)} line(s) are not valid JSON and were skipped: {detail}{more}",
-                lines=_line_list(n for n, _ in bad_json),
-                count=len(bad_json),
-            )
-        )
-    if not_object:
-        problems.append(
-            Problem(
-                ProblemKind.NOT_AN_OBJECT,
-                Severity.ERROR,
-                f"{len(not_object)} line(s) are JSON but not objects and were skipped: {_lines(not_object)}",
-                lines=_line_list(not_object),
-                count=len(not_object),
-            )
-        )
-    if not records:
-        problems.append(Problem(ProblemKind.EMPTY_FILE, Severity.FATAL, "no prediction rows could be read"))
-        return None
-    # Columns as the union of keys, in first-seen order; a key absent from a line becomes NaN
-    # and is reported per line by the type checks.
-    present: dict[str, None] = {}
-    for rec in records:
-        present.update(dict.fromkeys(rec))
-    frame = pd.DataFrame.from_records(records, columns=list(present))
-    absent: dict[str, list[int]] = {}
-    for rec in records:
-        if len(rec) < len(present):  # only lines lacking some key are inspected key by key
-            for col in present:
-                if col not in rec:
-                    absent.setdefault(col, []).append(rec[_LINE])
-    frame.attrs["absent_lines"] = absent
-    return frame
+                if first_content and isinstance(obj, list) and obj and all(isinstance(o, dict) for o in obj):
+                    problems.append(_json_array_problem())
+                    return False
+                if isinstance(obj, dict):
+                    rows.add(obj, lineno)
+                else:
+                    tally.add(ProblemKind.NOT_AN_OBJECT, "are JSON but not objects (skipped)", lineno)
+            first_content = False
+    return True
 
 
-def _parse_parquet(path: Path, problems: list[Problem]) -> pd.DataFrame | None:
+def _json_error(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}"
+    return _short(str(exc), 120)
+
+
+def _json_array_problem() -> Problem:
+    return Problem(
+        ProblemKind.JSON_ARRAY,
+        Severity.FATAL,
+        "the file is one JSON array, not JSON Lines: write one JSON object per line (no enclosing [ ])",
+        lines=(1,),
+    )
+
+
+def _read_parquet(path: Path, rows: _Rows, problems: list[Problem]) -> bool:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        pf = pq.ParquetFile(path)
+        line = 0
+        for batch in pf.iter_batches(batch_size=65_536):
+            for rec in batch.to_pylist():
+                line += 1
+                rows.add(rec, line)
     except (pa.ArrowException, OSError, ValueError) as exc:
         problems.append(
-            Problem(ProblemKind.UNREADABLE, Severity.FATAL, f"not a readable parquet file (truncated?): {exc}")
+            Problem(
+                ProblemKind.UNREADABLE,
+                Severity.FATAL,
+                f"not a readable parquet file (truncated?): {_short(str(exc), 200)}",
+            )
         )
-        return None
-    if table.num_rows == 0:
+        return False
+    if rows.n_rows == 0:
         problems.append(Problem(ProblemKind.EMPTY_FILE, Severity.FATAL, "the parquet file has no rows"))
-        return None
-    frame = table.to_pandas()
-    if "origin" in frame and len(frame) and frame["origin"].map(lambda v: hasattr(v, "isoformat")).all():
-        frame["origin"] = frame["origin"].map(lambda v: v.isoformat()[:10])  # date32 columns are accepted
-    frame[_LINE] = np.arange(1, len(frame) + 1)
-    return frame
+        return False
+    return True
 
 
 def load_predictions(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[pd.DataFrame, list[Problem]]:
     """Read a JSONL or parquet prediction file without ever raising on its content.
 
-    Returns the rows whose types are right (canonical columns, plus ``_line``: the source line or
-    row number) and every problem found. Checks against an instance are in
-    :func:`validate_predictions`.
+    The file is streamed row by row (memory grows with the number of rows, not the file's bytes),
+    parsed as strict JSON (duplicate keys and NaN/Infinity are named), and every row is checked.
+    Returns the usable rows (canonical columns, plus ``_line``: the source line or row number) and
+    every problem found, at most one message per kind of problem. Checks against an instance are
+    in :func:`validate_predictions`.
     """
     path = Path(path)
     problems: list[Problem] = []
@@ -364,29 +768,41 @@ def load_predictions(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) ->
     with path.open("rb") as fh:
         magic = fh.read(4)
     suffix = path.suffix.lower()
+    rows = _Rows()
     if suffix == ".parquet" or magic == b"PAR1":
-        raw_frame = _parse_parquet(path, problems)
+        ok = _read_parquet(path, rows, problems)
     elif suffix in (".jsonl", ".json", ".ndjson") or suffix == "":
-        text = _decode(path.read_bytes(), problems)
-        raw_frame = None if text is None else _parse_jsonl(text, problems)
-        if text is not None and raw_frame is None and not text.strip():
-            problems[:] = [p for p in problems if p.kind is not ProblemKind.EMPTY_FILE]
+        ok = _read_jsonl(path, rows, problems)
+        if ok and rows.n_rows == 0 and not rows.tally.problems():
             problems.append(Problem(ProblemKind.EMPTY_FILE, Severity.FATAL, "file holds only whitespace"))
+            return empty_frame(), problems
     else:
         problems.append(
             Problem(
                 ProblemKind.UNKNOWN_FORMAT,
                 Severity.FATAL,
-                f"unknown extension {suffix!r}: use .jsonl or .parquet",
+                f"unknown extension {_short(suffix)}: use .jsonl or .parquet",
             )
         )
-        raw_frame = None
-    if raw_frame is None:
         return empty_frame(), problems
-    n_read = len(raw_frame) + sum(
-        p.count for p in problems if p.kind in (ProblemKind.BAD_JSON, ProblemKind.NOT_AN_OBJECT, ProblemKind.TRUNCATED)
+    n_read = rows.n_rows + sum(
+        rows.tally.count(k)
+        for k in (
+            ProblemKind.BAD_JSON,
+            ProblemKind.NOT_AN_OBJECT,
+            ProblemKind.DUPLICATE_KEY,
+            ProblemKind.NON_STANDARD_JSON,
+            ProblemKind.TOO_DEEP,
+            ProblemKind.LINE_TOO_LONG,
+        )
     )
-    frame = _check_columns_and_types(raw_frame, problems)
+    if not ok:
+        problems += rows.tally.problems()
+        frame = empty_frame()
+    else:
+        frame = rows.finish(problems)
+        if rows.n_rows == 0:
+            problems.append(Problem(ProblemKind.EMPTY_FILE, Severity.FATAL, "no prediction rows could be read"))
     frame.attrs["n_rows_read"] = n_read
     return frame, problems
 
@@ -447,48 +863,7 @@ def write_predictions(df: pd.DataFrame, path: str | Path) -> Path:
     return path
 
 
-# -- column and type checks (vectorised per column) --------------------------------------------
-
-
-def _is_object(series: pd.Series) -> bool:
-    return series.dtype == object
-
-
-def _is_str(series: pd.Series) -> np.ndarray:
-    if _is_object(series):
-        return series.map(lambda v: isinstance(v, str)).to_numpy(bool)
-    if pd.api.types.is_string_dtype(series.dtype):
-        return series.notna().to_numpy(bool)
-    return np.zeros(len(series), bool)
-
-
-def _is_null(series: pd.Series) -> np.ndarray:
-    return series.isna().to_numpy(bool)
-
-
-def _is_number(series: pd.Series) -> np.ndarray:
-    if _is_object(series):
-        return series.map(
-            lambda v: isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool | np.bool_)
-        ).to_numpy(bool)
-    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
-        return series.notna().to_numpy(bool)
-    return np.zeros(len(series), bool)
-
-
-def _nonempty_str(series: pd.Series) -> np.ndarray:
-    ok = _is_str(series).copy()
-    if ok.any():
-        text = series[ok].astype(str)
-        ok[ok] = (text.str.strip().str.len() > 0).to_numpy(bool)
-    return ok
-
-
-def _by_unique(series: pd.Series, predicate: Any) -> np.ndarray:
-    """A predicate evaluated once per distinct value (keys like origins repeat a lot)."""
-    codes, uniques = pd.factorize(series, use_na_sentinel=True)
-    verdict = np.array([bool(predicate(u)) for u in uniques] + [bool(predicate(None))], bool)
-    return verdict[codes]
+# -- small value checks ------------------------------------------------------------------------
 
 
 def _is_integral(v: Any) -> bool:
@@ -499,199 +874,16 @@ def _is_integral(v: Any) -> bool:
     return isinstance(v, float | np.floating) and math.isfinite(v) and float(v).is_integer()
 
 
-def _is_bool(series: pd.Series) -> np.ndarray:
-    if pd.api.types.is_bool_dtype(series.dtype):
-        return series.notna().to_numpy(bool)
-    if _is_object(series):
-        return series.map(lambda v: isinstance(v, bool | np.bool_)).to_numpy(bool)
-    return np.zeros(len(series), bool)
-
-
-def _check_columns_and_types(raw: pd.DataFrame, problems: list[Problem]) -> pd.DataFrame:
-    absent_lines: dict[str, list[int]] = raw.attrs.get("absent_lines", {})
-    cols = [c for c in raw.columns if c != _LINE]
-    unknown = [c for c in cols if c not in ALL_COLUMNS]
-    for col in unknown:
-        hint = ""
-        low = {c.lower(): c for c in ALL_COLUMNS}
-        if str(col).lower() in low:
-            hint = f" (did you mean {low[str(col).lower()]!r}?)"
-        elif str(col).lower() in ("weights", "prediction", "distribution"):
-            hint = " (give the eight weights as columns D0..D7)"
-        elif str(col).upper().startswith("D") and str(col)[1:].isdigit():
-            hint = " (RAP has exactly eight directions, D0..D7)"
-        problems.append(
-            Problem(
-                ProblemKind.UNKNOWN_COLUMN,
-                Severity.FATAL,
-                f"unknown column {col!r}{hint}; allowed: {', '.join(ALL_COLUMNS)}",
-            )
-        )
-    missing = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
-    if missing:
-        problems.append(Problem(ProblemKind.MISSING_COLUMN, Severity.FATAL, f"missing column(s): {', '.join(missing)}"))
-    if unknown or missing:
-        return empty_frame()
-
-    lines = raw[_LINE].to_numpy(np.int64)
-    n = len(raw)
-    drop = np.zeros(n, bool)
-    invalidate: dict[int, str] = {}
-
-    def report(mask: np.ndarray, kind: ProblemKind, what: str, severity: Severity = Severity.ERROR) -> None:
-        if mask.any():
-            bad = lines[mask].tolist()
-            problems.append(
-                Problem(
-                    kind,
-                    severity,
-                    f"{len(bad)} row(s) {what}: {_lines(bad)}",
-                    lines=_line_list(bad),
-                    count=len(bad),
-                )
-            )
-
-    for col, lines_absent in absent_lines.items():
-        if col in REQUIRED_COLUMNS and col not in ("invalid_reason",):
-            problems.append(
-                Problem(
-                    ProblemKind.MISSING_COLUMN,
-                    Severity.ERROR,
-                    f"{len(lines_absent)} row(s) lack the key {col!r}: {_lines(lines_absent)}",
-                    lines=_line_list(lines_absent),
-                    count=len(lines_absent),
-                )
-            )
-
-    # key columns: non-empty strings, known condition, ISO origin
-    for col in ("model", "field_id", "manifest_hash"):
-        ok = _nonempty_str(raw[col])
-        report(~ok, ProblemKind.BAD_TYPE, f"have a missing, empty or non-string {col!r} (dropped)")
-        drop |= ~ok
-    cond_str = _is_str(raw["condition"])
-    report(~cond_str, ProblemKind.BAD_TYPE, "have a non-string 'condition' (dropped)")
-    known_cond = _by_unique(raw["condition"], lambda v: isinstance(v, str) and v in _CONDITIONS)
-    bad_cond = cond_str & ~known_cond
-    if bad_cond.any():
-        values = sorted({str(v) for v in raw.loc[bad_cond, "condition"]})
-        report(
-            bad_cond,
-            ProblemKind.UNKNOWN_CONDITION,
-            f"have an unknown condition {_listing(values)} (expected A0..A4; dropped)",
-        )
-    drop |= ~known_cond
-    origin_ok = _by_unique(raw["origin"], _is_iso_date)
-    report(~origin_ok, ProblemKind.BAD_ORIGIN, "have an origin that is not a YYYY-MM-DD date string (dropped)")
-    drop |= ~origin_ok
-
-    # valid flag
-    valid_is_bool = _is_bool(raw["valid"])
-    report(~valid_is_bool, ProblemKind.BAD_TYPE, "have a 'valid' that is not true/false (dropped)")
-    drop |= ~valid_is_bool
-    valid = np.zeros(n, bool)
-    valid[valid_is_bool] = raw["valid"][valid_is_bool].astype(bool).to_numpy(bool)
-
-    # weights: numbers or null; the weight checks proper live in _check_weights
-    weights = np.full((n, len(DIRECTION_KEYS)), np.nan)
-    for j, col in enumerate(DIRECTION_KEYS):
-        s = raw[col]
-        number = _is_number(s)
-        null = _is_null(s)
-        wrong = ~(number | null)
-        report(wrong, ProblemKind.BAD_TYPE, f"have a non-numeric {col} (the unit is made invalid)")
-        for i in np.flatnonzero(wrong):
-            invalidate.setdefault(int(i), f"{col} is not a number")
-        weights[number, j] = s[number].astype(np.float64).to_numpy()
-
-    reason = raw["invalid_reason"]
-    reason_ok = _is_str(reason) | _is_null(reason)
-    report(~reason_ok, ProblemKind.BAD_TYPE, "have an 'invalid_reason' that is neither a string nor null (set to null)")
-
-    for col in META_COLUMNS:
-        if col not in raw:
-            continue
-        s = raw[col]
-        if col in META_STR_COLUMNS:
-            ok = _is_str(s)
-        elif col in META_INT_COLUMNS:
-            ok = s.map(_is_integral).to_numpy(bool)
-        else:
-            ok = _is_number(s)
-        ok = ok | _is_null(s)
-        report(~ok, ProblemKind.BAD_TYPE, f"have a {col!r} of the wrong type (set to null)", Severity.WARNING)
-        raw = raw.assign(**{col: s.where(ok, None)})
-
-    frame = pd.DataFrame(
-        {
-            "model": raw["model"].to_numpy(object),
-            "condition": raw["condition"].to_numpy(object),
-            "field_id": raw["field_id"].to_numpy(object),
-            "origin": raw["origin"].map(lambda v: v if isinstance(v, str) else "").to_numpy(object),
-            **{col: weights[:, j] for j, col in enumerate(DIRECTION_KEYS)},
-            "valid": valid,
-            "invalid_reason": reason.where(reason_ok & ~_is_null(reason), None).to_numpy(object),
-            "manifest_hash": raw["manifest_hash"].to_numpy(object),
-            **{col: raw[col].to_numpy(object) for col in META_COLUMNS if col in raw},
-            _LINE: lines,
-        }
-    )
-    for i, why in invalidate.items():
-        if frame.at[i, "valid"]:
-            frame.at[i, "valid"] = False
-            frame.at[i, "invalid_reason"] = f"validator: {why}"
-    return _canonical(frame.loc[~drop])
-
-
 def _is_iso_date(value: Any) -> bool:
-    if not isinstance(value, str) or len(value) != 10:
+    if not isinstance(value, str) or len(value) != 10 or not _DATE_RE.fullmatch(value):
         return False
     try:
-        import datetime as dt
-
         return dt.date.fromisoformat(value).isoformat() == value
     except ValueError:
         return False
 
 
 # -- checks against an instance ----------------------------------------------------------------
-
-
-def _check_weights(frame: pd.DataFrame, problems: list[Problem]) -> pd.DataFrame:
-    """Valid rows must carry eight finite nonnegative weights with a positive total."""
-    if not len(frame):
-        return frame
-    w = frame[list(DIRECTION_KEYS)].to_numpy(np.float64)
-    valid = frame["valid"].to_numpy(bool)
-    lines = frame[_LINE].to_numpy(np.int64)
-    present = ~np.isnan(w)
-    n_present = present.sum(axis=1)
-    checks: list[tuple[np.ndarray, str]] = []
-    wrong_count = valid & (n_present < len(DIRECTION_KEYS))
-    checks.append((wrong_count, "claim valid but give fewer than eight weights (null or absent D0..D7)"))
-    finite = np.where(present, np.isfinite(w), True).all(axis=1)
-    checks.append((valid & ~wrong_count & ~finite, "claim valid but have an infinite weight"))
-    negative = np.where(present & np.isfinite(w), w < 0, False).any(axis=1)
-    checks.append((valid & ~wrong_count & finite & negative, "claim valid but have a negative weight"))
-    total = np.where(present & np.isfinite(w), w, 0.0).sum(axis=1)
-    zero = valid & ~wrong_count & finite & ~negative & ~(total > 0)
-    checks.append((zero, "claim valid but all weights are zero"))
-    frame = frame.copy()
-    for mask, what in checks:
-        if not mask.any():
-            continue
-        bad = lines[mask].tolist()
-        problems.append(
-            Problem(
-                ProblemKind.BAD_WEIGHTS,
-                Severity.ERROR,
-                f"{len(bad)} row(s) {what}; kept as invalid units: {_lines(bad)}",
-                lines=_line_list(bad),
-                count=len(bad),
-            )
-        )
-        frame.loc[mask, "valid"] = False
-        frame.loc[mask, "invalid_reason"] = f"validator: {what.removeprefix('claim valid but ')}"
-    return frame
 
 
 def _episode_table(inst: Instance, split: str | None) -> pd.DataFrame:
@@ -716,21 +908,47 @@ def validate_predictions(
     types), unknown conditions, conditions outside ``expected_conditions``, unknown episodes,
     duplicate keys, bad weights on rows that claim to be valid, a manifest hash other than the
     instance's, and missing episodes (counted and listed per model and condition; with ``split``
-    only that split's episodes are expected). Never raises on bad content.
+    only that split's episodes are expected). Never raises: a failure of the validator itself is
+    reported as a fatal problem of that file, so other files are still scored.
     """
+    try:
+        return _validate(df_or_path, inst, expected_conditions, split, max_bytes)
+    except Exception as exc:  # noqa: BLE001 - the validator's contract: a message, never an exception
+        source = "<frame>" if isinstance(df_or_path, pd.DataFrame) else str(df_or_path)
+        problem = Problem(
+            ProblemKind.UNREADABLE,
+            Severity.FATAL,
+            f"could not be validated ({type(exc).__name__}: {_short(str(exc), 200)}); please report this",
+        )
+        return ValidationReport(source, (problem,), empty_frame(), 0)
+
+
+def _frame_rows(raw: pd.DataFrame, problems: list[Problem]) -> pd.DataFrame:
+    """An in-memory frame through the same row checks as a file (NaN counts as null in a frame)."""
+    rows = _Rows(nan_is_null=True)
+    line_no = raw[_LINE].to_numpy(np.int64) if _LINE in raw else np.arange(1, len(raw) + 1)
+    records = raw.drop(columns=[_LINE], errors="ignore").to_dict(orient="records")
+    for line, rec in zip(line_no.tolist(), records, strict=True):
+        rows.add({str(k): v for k, v in rec.items()}, line)
+    return rows.finish(problems)
+
+
+def _validate(
+    df_or_path: pd.DataFrame | str | Path,
+    inst: Instance,
+    expected_conditions: Iterable[Condition | str] | None,
+    split: str | None,
+    max_bytes: int,
+) -> ValidationReport:
     if isinstance(df_or_path, pd.DataFrame):
         source = "<frame>"
-        raw = df_or_path.copy()
-        if _LINE not in raw:
-            raw[_LINE] = np.arange(1, len(raw) + 1)
-        raw[_LINE] = raw[_LINE].astype(np.int64)
         problems: list[Problem] = []
-        if not len(raw):
+        if not len(df_or_path):
             problems.append(Problem(ProblemKind.EMPTY_FILE, Severity.FATAL, "the frame has no rows"))
             frame = empty_frame()
         else:
-            frame = _check_columns_and_types(raw, problems)
-        n_read = len(raw)
+            frame = _frame_rows(df_or_path, problems)
+        n_read = len(df_or_path)
     else:
         source = str(df_or_path)
         frame, problems = load_predictions(df_or_path, max_bytes=max_bytes)
@@ -745,14 +963,14 @@ def validate_predictions(
     wrong_hash = (frame["manifest_hash"] != inst.manifest_hash).to_numpy(bool)
     if wrong_hash.any():
         seen = frame.loc[wrong_hash, "manifest_hash"].value_counts()
-        listed = ", ".join(f"{h[:12]}... ({c} rows)" for h, c in seen.items())
+        listed = _listing([f"{_short(h[:12])}... ({c} rows)" for h, c in seen.items()], total=len(seen))
         problems.append(
             Problem(
                 ProblemKind.MANIFEST_HASH,
                 Severity.FATAL,
                 f"{int(wrong_hash.sum())} row(s) were built against another instance: {listed}; "
                 f"this instance is {inst.manifest_hash[:12]}... (rebuild the predictions against it)",
-                lines=_line_list(lines[wrong_hash][:1000]),
+                lines=_line_list(lines[wrong_hash][:MAX_LISTED]),
                 count=int(wrong_hash.sum()),
             )
         )
@@ -764,15 +982,15 @@ def validate_predictions(
         expected = {Condition(c).value for c in expected_conditions}
         unexpected = ~frame["condition"].isin(expected).to_numpy(bool)
         if unexpected.any():
-            bad = lines[unexpected].tolist()
+            bad = lines[unexpected]
             values = sorted(set(frame.loc[unexpected, "condition"]))
             problems.append(
                 Problem(
                     ProblemKind.UNEXPECTED_CONDITION,
                     Severity.ERROR,
                     f"{len(bad)} row(s) have condition {_listing(values)}, not among the expected "
-                    f"{', '.join(sorted(expected))} (dropped): {_lines(bad)}",
-                    lines=_line_list(bad),
+                    f"{', '.join(sorted(expected))} (dropped): {_lines(bad[:MAX_LISTED].tolist(), len(bad))}",
+                    lines=_line_list(bad[:MAX_LISTED]),
                     count=len(bad),
                 )
             )
@@ -782,19 +1000,19 @@ def validate_predictions(
 
     # unknown episodes
     all_eps = _episode_table(inst, None)
-    known_keys = set(zip(all_eps["field_id"], all_eps["origin"], strict=True))
-    keys = list(zip(frame["field_id"], frame["origin"], strict=True))
-    unknown = np.array([k not in known_keys for k in keys], bool)
+    known = pd.MultiIndex.from_arrays([all_eps["field_id"].astype(object), all_eps["origin"].astype(object)])
+    unknown = ~pd.MultiIndex.from_arrays([frame["field_id"], frame["origin"]]).isin(known)
     if unknown.any():
-        ids = sorted({f"{f}@{o}" for (f, o), u in zip(keys, unknown, strict=True) if u})
-        bad = lines[unknown].tolist()
+        bad_keys = frame.loc[unknown, ["field_id", "origin"]].drop_duplicates()
+        ids = sorted(f"{_echo(f)}@{o}" for f, o in bad_keys.head(1000).itertuples(index=False))
+        bad = lines[unknown]
         problems.append(
             Problem(
                 ProblemKind.UNKNOWN_EPISODE,
                 Severity.ERROR,
-                f"{len(bad)} row(s) name {len(ids)} episode(s) the instance does not have (dropped): "
-                f"{_listing(ids)}; {_lines(bad)}",
-                lines=_line_list(bad),
+                f"{len(bad)} row(s) name {len(bad_keys)} episode(s) the instance does not have (dropped): "
+                f"{_listing(ids, total=len(bad_keys))}; {_lines(bad[:MAX_LISTED].tolist(), len(bad))}",
+                lines=_line_list(bad[:MAX_LISTED]),
                 count=len(bad),
             )
         )
@@ -806,48 +1024,63 @@ def validate_predictions(
     # duplicates: every copy is dropped
     dup = frame.duplicated(list(KEY_COLUMNS), keep=False).to_numpy(bool)
     if dup.any():
-        groups = frame.loc[dup].groupby(list(KEY_COLUMNS), sort=True)[_LINE].apply(list)
-        detail = [f"{m}/{c}/{f}@{o} (lines {', '.join(map(str, ls))})" for (m, c, f, o), ls in groups.items()]
+        copies = frame.loc[dup, [*KEY_COLUMNS, _LINE]].sort_values([*KEY_COLUMNS, _LINE], kind="stable")
+        n_keys = int((~copies.duplicated(list(KEY_COLUMNS))).sum())
+        detail = []
+        for (m, c, f, o), grp in copies.head(MAX_LISTED * 50).groupby(list(KEY_COLUMNS), sort=True):
+            if len(detail) == MAX_LISTED:
+                break
+            ls = grp[_LINE].tolist()
+            shown = ", ".join(map(str, ls[:5])) + (f", ... ({len(ls) - 5} more)" if len(ls) > 5 else "")
+            detail.append(f"{_echo(m)}/{c}/{_echo(f)}@{o} (lines {shown})")
         problems.append(
             Problem(
                 ProblemKind.DUPLICATE,
                 Severity.ERROR,
-                f"{len(groups)} key(s) appear more than once; every copy was dropped and the episode counts as "
-                f"missing: {_listing(detail)}",
-                lines=_line_list(lines[dup]),
-                count=len(groups),
+                f"{n_keys} key(s) appear more than once ({int(dup.sum())} rows); every copy was dropped and the "
+                f"episode counts as missing: {_listing(detail, total=n_keys)}",
+                lines=_line_list(copies[_LINE].head(MAX_LISTED)),
+                count=n_keys,
             )
         )
         frame = frame.loc[~dup]
-
-    frame = _check_weights(frame.reset_index(drop=True), problems)
+    frame = frame.reset_index(drop=True)
 
     # missing episodes, per (model, condition)
     expected_eps = _episode_table(inst, split)
-    expected_ids = (expected_eps["field_id"] + "@" + expected_eps["origin"]).to_numpy(object)
-    have_ids = (frame["field_id"] + "@" + frame["origin"]).to_numpy(object)
+    expected_ids = (expected_eps["field_id"] + "@" + expected_eps["origin"]).tolist()
+    expected_keys = list(zip(expected_eps["field_id"], expected_eps["origin"], strict=True))
     missing: dict[tuple[str, str], tuple[str, ...]] = {}
-    models = sorted(set(frame["model"]))
-    for model in models:
-        in_model = (frame["model"] == model).to_numpy(bool)
-        conds = sorted(expected) if expected is not None else sorted(set(frame.loc[in_model, "condition"]))
-        for cond in conds:
-            mask = in_model & (frame["condition"] == cond).to_numpy(bool)
-            have = set(have_ids[mask].tolist())  # sets: np.setdiff1d on object arrays is quadratic
-            lacking = sorted(i for i in expected_ids.tolist() if i not in have)
-            if lacking:
-                missing[(model, cond)] = tuple(lacking)
-    for (model, cond), ids in missing.items():
+    groups = {k: g for k, g in frame.groupby(["model", "condition"], sort=True)[["field_id", "origin"]]}
+    pairs = sorted(groups) if expected is None else sorted({(m, c) for m, _ in groups for c in expected})
+    for model, cond in pairs:
+        grp = groups.get((model, cond))
+        have = set() if grp is None else set(zip(grp["field_id"], grp["origin"], strict=True))
+        lacking = tuple(i for i, k in zip(expected_ids, expected_keys, strict=True) if k not in have)
+        if lacking:
+            missing[(model, cond)] = lacking
+    for n, ((model, cond), ids) in enumerate(missing.items()):
+        if n == MAX_LISTED:
+            rest = len(missing) - MAX_LISTED
+            problems.append(
+                Problem(
+                    ProblemKind.MISSING_EPISODES,
+                    Severity.WARNING,
+                    f"... and {rest} more (model, condition) pair(s) with missing episodes",
+                    count=rest,
+                )
+            )
+            break
         problems.append(
             Problem(
                 ProblemKind.MISSING_EPISODES,
                 Severity.WARNING,
-                f"{model} / {cond}: {len(ids)} of {len(expected_ids)} expected episode(s) missing "
+                f"{_echo(model)} / {cond}: {len(ids)} of {len(expected_ids)} expected episode(s) missing "
                 f"(not guessed; excluded from its scores): {_listing(list(ids))}",
                 count=len(ids),
             )
         )
-    return ValidationReport(source, tuple(problems), frame.reset_index(drop=True), n_read, missing)
+    return ValidationReport(source, tuple(problems), frame, n_read, missing)
 
 
 # -- baselines as ordinary prediction files --------------------------------------------------
