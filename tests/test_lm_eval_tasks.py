@@ -82,7 +82,7 @@ def test_shipped_task_folder_is_generated_and_current() -> None:
     assert harness.is_current(folder), "eval_harness_tasks/ is stale: run `rap lm-eval-path --write eval_harness_tasks`"
     assert harness.task_path() == folder
     names = {p.stem for p in folder.glob("*.yaml")}
-    assert names == set(harness.TASKS)
+    assert names == {*harness.TASKS, harness.GROUP}
 
 
 def test_task_path_materialises_when_no_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -92,14 +92,19 @@ def test_task_path_materialises_when_no_checkout(tmp_path: Path, monkeypatch: py
     assert path.parent == tmp_path and harness.is_current(path)
 
 
-def test_task_index_registers_all_tasks_and_the_tag() -> None:
+def test_task_index_registers_all_tasks_and_the_group() -> None:
+    """Regression: ``rap`` was a tag, so ``--tasks rap`` printed no aggregate row."""
     from lm_eval.tasks._index import Kind, TaskIndex
 
     index = TaskIndex.build([REPO / "eval_harness_tasks"])
     for name in harness.TASKS:
         assert index[name].kind is Kind.PY_TASK
-    assert index[harness.TAG].kind is Kind.TAG
-    assert index[harness.TAG].tags == set(harness.RAP_TASKS)  # the group tag covers the five RAP tasks
+    assert index[harness.GROUP].kind is Kind.GROUP
+    import yaml
+
+    group = yaml.safe_load((REPO / "eval_harness_tasks" / f"{harness.GROUP}.yaml").read_text(encoding="utf-8"))
+    assert group["task"] == list(harness.RAP_TASKS)
+    assert {m["metric"] for m in group["aggregate_metric_list"]} == {"spearman", "valid"}
 
 
 # -- protocol and rounds --------------------------------------------------------------------

@@ -38,11 +38,15 @@ rap_forecast_expanding, rap_state, rap_state_expanding; tag: rap) and of the Cit
 """
 
 PREDICTIONS_EPILOG = """examples:
-  rap lm-eval-predictions out/ --model smollm2-135m --out preds/smollm2.jsonl
-  rap score build/mini preds/smollm2.jsonl
+  rap lm-eval-predictions out/ --out preds/my-model.jsonl
+  rap submit validate preds/my-model.jsonl --instance build/mini
+  rap lm-eval-predictions out/ --model org/name --knowledge-cutoff 2024-10-01 --out preds/name.jsonl
 
 Converts lm-eval samples (--log_samples --output_path out/) of the RAP tasks into a prediction
-file, parsing each final answer exactly as the task's own metric did.
+file, parsing each final answer exactly as the task's own metric did, and writes the submission
+metadata beside it (FILE.meta.json: model, conditions, tools, manifest hash). The model name is
+the one lm-eval recorded (model= or pretrained= of --model_args) unless --model is given. When
+several runs went to the same folder, the newest run of each task is used.
 """
 
 
@@ -88,8 +92,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=fmt,
     )
     p.add_argument("samples", type=Path, nargs="+", help="samples_rap*.jsonl files or folders holding them")
-    p.add_argument("--model", required=True, help="model name to record in the prediction file")
-    p.add_argument("--out", type=Path, required=True, help="prediction file (.jsonl or .parquet)")
+    p.add_argument("--model", default=None, help="model name to record (default: the one lm-eval recorded)")
+    p.add_argument(
+        "--knowledge-cutoff", default=None, help="the model's knowledge cutoff (YYYY-MM-DD) for the metadata"
+    )
+    p.add_argument(
+        "--out", type=Path, required=True, help="prediction file (.jsonl or .parquet); metadata: OUT.meta.json"
+    )
     p.set_defaults(func=cmd_lm_eval_predictions)
 
 
@@ -146,11 +155,14 @@ def cmd_lm_eval_path(args: argparse.Namespace) -> int:
 
 
 def cmd_lm_eval_predictions(args: argparse.Namespace) -> int:
-    from rap_benchmark.evaluation.predictions import write_predictions
-    from rap_benchmark.integrations.lmeval.samples import samples_to_predictions
+    from rap_benchmark.integrations.lmeval.samples import run_model_name, samples_to_predictions
+    from rap_benchmark.integrations.submission import write_submission
 
-    frame = samples_to_predictions(args.samples, model=args.model)
-    write_predictions(frame, args.out)
-    print(f"wrote {len(frame)} rows ({int(frame['valid'].sum())} valid) to {args.out}", file=sys.stderr)
-    print(args.out)
+    model = args.model or run_model_name(args.samples)
+    frame = samples_to_predictions(args.samples, model=model)
+    out, meta = write_submission(frame, args.out, source="lm-eval samples", knowledge_cutoff=args.knowledge_cutoff)
+    print(
+        f"wrote {len(frame)} rows ({int(frame['valid'].sum())} valid) to {out}, metadata {meta.name}", file=sys.stderr
+    )
+    print(out)
     return 0

@@ -7,9 +7,9 @@ everything else here does not.
 
 from rap_benchmark.integrations.lmeval.harness import (
     CITECAST_TASK,
+    GROUP,
     LM_EVAL_VERSION,
     RAP_TASKS,
-    TAG,
     TASKS,
     task_path,
     write_task_dir,
@@ -18,9 +18,9 @@ from rap_benchmark.integrations.lmeval.samples import samples_to_predictions
 
 __all__ = [
     "CITECAST_TASK",
+    "GROUP",
     "LM_EVAL_VERSION",
     "RAP_TASKS",
-    "TAG",
     "TASKS",
     "samples_to_predictions",
     "task_path",

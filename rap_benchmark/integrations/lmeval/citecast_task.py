@@ -189,7 +189,7 @@ n_tool_calls_metric.__name__ = "n_tool_calls"
 METRIC_LIST: list[dict[str, Any]] = [
     {"metric": reward_metric, "aggregation": mean_finite, "higher_is_better": True},
     {"metric": valid_metric, "aggregation": mean_finite, "higher_is_better": True},
-    {"metric": n_tool_calls_metric, "aggregation": mean_finite, "higher_is_better": True},
+    {"metric": n_tool_calls_metric, "aggregation": mean_finite, "higher_is_better": None},  # a count, not a score
 ]
 
 
@@ -205,7 +205,7 @@ def episode_metrics(record: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def make_text_renderer(chat_template: Callable[..., str] | None) -> Callable[[list[dict[str, str]]], str]:
+def make_text_renderer(chat_template: Callable[..., Any] | None) -> Callable[[list[dict[str, str]]], Any]:
     """Chat messages -> context string (the model's chat template, or plain text without one)."""
 
     def render(messages: list[dict[str, str]]) -> str:
@@ -231,7 +231,7 @@ class CiteCastTask(ToolLoopTask):
         self.max_tool_calls = int(meta.get("max_tool_calls") or DEFAULT_MAX_TOOL_CALLS)
         self.max_observation_chars = int(meta.get("max_observation_chars") or MAX_OBSERVATION_CHARS)
         self._lm: Any = None
-        self._chat_template: Callable[..., str] | None = None
+        self._chat_template: Callable[..., Any] | None = None
         self._records: dict[str, dict[str, Any]] = {}
         full = {
             "task": cfg.get("task") or "citecast",
@@ -293,7 +293,7 @@ class CiteCastTask(ToolLoopTask):
         system_instruction: str | None = None,
         apply_chat_template: bool = False,
         fewshot_as_multiturn: bool = False,
-        chat_template: Callable[..., str] | None = None,
+        chat_template: Callable[..., Any] | None = None,
         gen_prefix: str | None = None,
     ) -> str:
         if num_fewshot:

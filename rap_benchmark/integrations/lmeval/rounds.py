@@ -26,8 +26,9 @@ T = TypeVar("T")
 
 GenerateFn = Callable[[list[tuple[str, dict[str, Any]]]], list[str]]
 """One batched completion call: (context, generation kwargs) pairs in, replies out, same order."""
-RenderFn = Callable[[Request], str]
-"""Turns a chat request into the model's context string (chat template or plain text)."""
+RenderFn = Callable[[Request], Any]
+"""Turns a chat request into the model's context: a string (chat template or plain text), or
+lm-eval's ``JsonChatStr`` (the chat's JSON) for chat API models."""
 CheckFn = Callable[[str, dict[str, Any]], str | None]
 """Says why a context cannot be sent (e.g. it would overflow the model's window), or None."""
 
@@ -128,8 +129,11 @@ class _EpisodeBackend:
     async def complete(self, request: Request, context: EpisodeContext) -> ModelTurn:
         from rap_benchmark.agents.transformers_backend import is_answer_turn
 
-        prefill = self.batcher.answer_prefill if is_answer_turn(request) else ""
-        ctx = self.batcher.render(request) + prefill
+        ctx = self.batcher.render(request)
+        # a prefill continues a string context; a chat API context (lm-eval's JsonChatStr, the
+        # chat's JSON) is sent as messages, which a server cannot be asked to continue
+        prefill = self.batcher.answer_prefill if is_answer_turn(request) and isinstance(ctx, str) else ""
+        ctx = ctx + prefill if prefill else ctx
         kwargs = generation_kwargs(request, self.batcher.base_kwargs)
         problem = self.batcher.check(ctx, kwargs) if self.batcher.check is not None else None
         if problem is not None:

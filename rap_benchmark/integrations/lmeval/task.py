@@ -1,27 +1,42 @@
 """The lm-eval (0.4.13) task: RAP episodes with the Search loop run inside the task.
 
 How it plugs into lm-eval's evaluator (``lm_eval.evaluator.evaluate``), and which internals it
-relies on (each is checked by ``tests/test_lm_eval_internals.py``):
+relies on (each is checked by ``tests/test_lm_eval_tasks.py::test_evaluator_internals_the_task_relies_on``):
 
 1. ``build_all_requests(..., chat_template=lm.apply_chat_template)``: the task builds the first
-   turn of every episode (system prompt, the condition's user prompt, the text tool protocol) and
-   keeps ``chat_template.__self__``, the model, for the later rounds. Without
-   ``--apply_chat_template`` the model is found in the evaluator's frame (local ``lm``).
+   turn of every episode (system prompt, the condition's user prompt, the text tool protocol).
+   The model for the later rounds is found in this order (:func:`evaluation_lm`):
+
+   a. ``chat_template.__self__``: with ``--apply_chat_template`` lm-eval hands the task the
+      model's bound ``apply_chat_template``; its owner is the model (a documented argument, no
+      internals);
+   b. otherwise the one remaining reliance on internals: the evaluator's local variable ``lm``,
+      read from the frame of the running ``lm_eval.evaluator.evaluate`` (lm-eval passes the model
+      to a task nowhere else).
 2. The evaluator runs every task's first-round ``generate_until`` requests in one batch, then
    calls ``task.apply_filters()``. There the task continues every episode with the agents' episode
-   loop (:mod:`rap_benchmark.integrations.lmeval.rounds`): search calls are executed with the project's Search
-   tool, observations appended, and all still-open episodes go to ``lm.generate_until`` together,
-   round after round, until each has its final answer (at most ``max_search_calls`` calls, then a
-   forced answer).
+   loop (:mod:`rap_benchmark.integrations.lmeval.rounds`): search calls are executed with the
+   project's Search tool, observations appended, and all still-open episodes go to
+   ``lm.generate_until`` together, round after round, until each has its final answer (at most
+   ``max_search_calls`` calls, then a forced answer). The same model object serves every round:
+   nothing is reloaded. (lm-eval's ``vllm`` with ``data_parallel_size > 1`` is the exception: it
+   starts fresh Ray workers that load the model on every ``generate_until`` call, so the task
+   refuses it; use ``tensor_parallel_size``, or serve vLLM with ``--data-parallel-size N`` and
+   evaluate through ``local-completions`` / ``local-chat-completions``.)
 3. Each instance's ``resps`` then holds the unit's full record as JSON (messages, search calls,
-   events)
-   and ``filtered_resps["none"]`` its final answer text, which ``process_results`` scores with the
-   project's parser and Spearman; ``spearman`` and ``state_fidelity`` aggregate field-macro.
+   events) and ``filtered_resps["none"]`` its final answer text, which ``process_results`` scores
+   with the project's parser and Spearman; ``spearman`` and ``state_fidelity`` aggregate
+   field-macro. An episode whose score is undefined (invalid answer, constant target) contributes
+   no value, exactly as the scorer drops it, so the results never hold a bare NaN; a condition
+   with no defined score has no ``spearman`` entry at all.
+
+Contexts are strings, or lm-eval's ``JsonChatStr`` for chat API models (``local-chat-completions``
+with ``--apply_chat_template``): the JSON of the chat, sent to the server as messages.
 
 Metadata keys (YAML ``metadata:`` or ``--metadata``): ``condition`` (A0..A4, set by each YAML),
-``instance_dir``, ``split`` (dev, test or all; default test), ``max_search_calls``,
-``answer_prefill`` (default false: open every answer turn with ``{"D0": `` for the model to
-continue, for small models that otherwise never produce the answer format; recorded per turn).
+``instance_dir``, ``split`` (dev, test or all; default test), ``max_search_calls``, ``answer_prefill`` (default
+false: open every answer turn with ``{"D0": `` for the model to continue, for small models that
+otherwise never produce the answer format; recorded per turn; string contexts only).
 """
 
 from __future__ import annotations
@@ -101,7 +116,8 @@ def _metric_list(condition: Condition) -> list[dict[str, Any]]:
     if is_state(condition):
         out.append({"metric": state_fidelity_metric, "aggregation": field_macro_pairs, "higher_is_better": True})
     out.append({"metric": valid_metric, "aggregation": mean_finite, "higher_is_better": True})
-    out.append({"metric": n_search_calls_metric, "aggregation": mean_finite, "higher_is_better": True})
+    # a count to read, not a score: more calls are neither better nor worse
+    out.append({"metric": n_search_calls_metric, "aggregation": mean_finite, "higher_is_better": None})
     return out
 
 
@@ -112,7 +128,12 @@ def _load_docs(**metadata: Any) -> Any:
 
 
 def episode_metrics(doc: dict[str, Any], answer: str | None) -> dict[str, Any]:
-    """The per-episode metrics of a final answer (what ``process_results`` returns)."""
+    """The per-episode metrics of a final answer (what ``process_results`` returns).
+
+    ``spearman`` and ``state_fidelity`` are ``(field_id, value)`` pairs, present only when the
+    value is defined (a valid answer and a non-constant target): the scorer leaves undefined
+    episodes out of the field-macro mean, and lm-eval aggregates each metric over the documents
+    that produced it, so both see the same values and no NaN is written."""
     parsed = parse_answer(answer)
     fid = doc["field_id"]
     rho = float("nan")
@@ -123,8 +144,10 @@ def episode_metrics(doc: dict[str, Any], answer: str | None) -> dict[str, Any]:
             rho = float(spearman(p, np.asarray(doc["y"], dtype=np.float64)[None, :])[0])
         if doc.get("x") is not None:
             fidelity = float(spearman(p, np.asarray(doc["x"], dtype=np.float64)[None, :])[0])
-    out: dict[str, Any] = {"spearman": (fid, rho)}
-    if doc.get("task") == "state":
+    out: dict[str, Any] = {}
+    if np.isfinite(rho):
+        out["spearman"] = (fid, rho)
+    if doc.get("task") == "state" and np.isfinite(fidelity):
         out["state_fidelity"] = (fid, fidelity)
     out["valid"] = 1.0 if parsed.valid else 0.0
     return out
@@ -139,8 +162,9 @@ def render_plain(messages: list[dict[str, str]]) -> str:
     return "\n\n".join(parts) + "\n\nAssistant:\n"
 
 
-def make_renderer(chat_template: Callable[..., str] | None) -> Callable[[Request], str]:
-    """Request -> context string, with the agents' text-protocol rendering of the messages."""
+def make_renderer(chat_template: Callable[..., Any] | None) -> Callable[[Request], Any]:
+    """Request -> context (a string, or lm-eval's ``JsonChatStr`` for chat API models), with the
+    agents' text-protocol rendering of the messages."""
     from rap_benchmark.agents.transformers_backend import render_text_protocol
 
     def render(request: Request) -> str:
@@ -170,7 +194,10 @@ def window_check(lm: Any) -> Callable[[str, dict[str, Any]], str | None] | None:
 
 
 def evaluator_lm() -> Any:
-    """The model of the running ``lm_eval.evaluator.evaluate`` call (its local ``lm``)."""
+    """The model of the running ``lm_eval.evaluator.evaluate`` call (its local ``lm``).
+
+    The one reliance on lm-eval internals that remains (see the module docstring, 1b): used only
+    when lm-eval did not hand the task the model's bound ``apply_chat_template``."""
     frame = inspect.currentframe()
     try:
         while frame is not None:
@@ -183,18 +210,35 @@ def evaluator_lm() -> Any:
     return None
 
 
+def check_reusable(lm: Any) -> None:
+    """Refuse a model that would be loaded again on every search round.
+
+    lm-eval's ``vllm`` model with ``data_parallel_size > 1`` builds a fresh ``vllm.LLM`` in new Ray
+    workers inside every ``generate_until`` call; the tool loop calls it once per round."""
+    if int(getattr(lm, "data_parallel_size", 1) or 1) > 1 and type(lm).__module__.startswith("lm_eval.models.vllm"):
+        raise ValueError(
+            "lm-eval's vllm model with data_parallel_size > 1 reloads the model in new workers on every "
+            "generate_until call, and the RAP and CiteCast tasks call it once per search round: use "
+            "data_parallel_size=1 with tensor_parallel_size=N, or serve the model with `vllm serve "
+            "--data-parallel-size N` and evaluate with --model local-completions / local-chat-completions"
+        )
+
+
 class ToolLoopTask(ConfigurableTask):
     """What the RAP and CiteCast tasks share: finding the evaluation's model and sending batched
     ``generate_until`` rounds to it. Subclasses set ``self._lm = None`` and
     ``self._chat_template = None`` before ``ConfigurableTask.__init__``."""
 
     _lm: Any
-    _chat_template: Callable[..., str] | None
+    _chat_template: Callable[..., Any] | None
 
     def build_all_requests(self, **kwargs: Any) -> None:
         template = kwargs.get("chat_template") if kwargs.get("apply_chat_template") else None
         self._chat_template = template
         self._lm = getattr(template, "__self__", None)
+        lm = self._lm or evaluator_lm()
+        if lm is not None:
+            check_reusable(lm)  # refuse before the first round, not after it
         super().build_all_requests(**kwargs)
 
     def evaluation_lm(self) -> Any:
@@ -204,6 +248,7 @@ class ToolLoopTask(ConfigurableTask):
             raise RuntimeError(
                 f"{type(self).__name__} could not find the model of the running evaluation (lm-eval internals changed?)"
             )
+        check_reusable(lm)
         return lm
 
     def batch_generate(self, lm: Any) -> Callable[[list[tuple[str, dict[str, Any]]]], list[str]]:
@@ -244,7 +289,7 @@ class RapTask(ToolLoopTask):
         self.spec = spec
         self.answer_prefill = bool(meta.get("answer_prefill", False))
         self._lm: Any = None
-        self._chat_template: Callable[..., str] | None = None
+        self._chat_template: Callable[..., Any] | None = None
         self._tools = SearchTools(self.inst)
         self._records: dict[str, dict[str, Any]] = {}
         until = list(SEARCH_STOPS if self.condition.regime is not None else ANSWER_STOPS)
@@ -329,7 +374,7 @@ class RapTask(ToolLoopTask):
         system_instruction: str | None = None,
         apply_chat_template: bool = False,
         fewshot_as_multiturn: bool = False,
-        chat_template: Callable[..., str] | None = None,
+        chat_template: Callable[..., Any] | None = None,
         gen_prefix: str | None = None,
     ) -> str:
         if num_fewshot:
