@@ -152,8 +152,9 @@ def test_info_refuses_a_tampered_instance(mini_dir: Path, tmp_path: Path, capsys
     shutil.copytree(mini_dir, copy)
     with (copy / "episodes.parquet").open("ab") as fh:
         fh.write(b"\0")
-    assert main(["info", str(copy)]) == 1
-    assert "episodes.parquet" in capsys.readouterr().err
+    assert main(["info", str(copy)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rap info: ") and "episodes.parquet" in err and err.count("\n") == 1
 
 
 def test_demo_runs_every_step(tmp_path: Path):

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rap_benchmark.core import resources
+from rap_benchmark.core.errors import FileFormatError
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,4 +49,11 @@ def load_prices(path: str | Path | None = None) -> PriceTable:
     """The packaged table, or a JSON file with the same layout."""
     if path is None:
         return default_prices()
-    return _parse(json.loads(Path(path).read_text(encoding="utf-8")))
+    try:
+        return _parse(json.loads(Path(path).read_text(encoding="utf-8")))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise FileFormatError(path, f"not a JSON price table ({exc})") from exc
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        raise FileFormatError(
+            path, 'a price table is {"models": {NAME: {"input_per_1m": X, "output_per_1m": Y}}, ...}'
+        ) from exc

@@ -22,6 +22,7 @@ from rap_benchmark.agents.pricing import PriceTable, default_prices
 from rap_benchmark.agents.protocol import Backend, EpisodeContext
 from rap_benchmark.agents.store import RunStore, UnitKey
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, Regime
 from rap_benchmark.core.spec import BenchmarkSpec
 
@@ -80,13 +81,13 @@ def episode_cells(
         wanted = set(fields)
         unknown = wanted - {f for f, _ in cells}
         if unknown:
-            raise ValueError(f"unknown fields: {', '.join(sorted(unknown))}")
+            raise InputError(f"unknown fields: {', '.join(sorted(unknown))}")
         cells = [c for c in cells if c[0] in wanted]
     if origins is not None:
         wanted_o = {parse_date(o).isoformat() for o in origins}
         unknown = wanted_o - {o for _, o in cells}
         if unknown:
-            raise ValueError(f"unknown origins: {', '.join(sorted(unknown))}")
+            raise InputError(f"unknown origins: {', '.join(sorted(unknown))}")
         cells = [c for c in cells if c[1] in wanted_o]
     return cells
 
@@ -337,6 +338,9 @@ def run_benchmark(
     from rap_benchmark.evaluation.predictions import write_predictions
 
     spec = inst.spec if max_search_calls is None else inst.spec.replace(max_search_calls=int(max_search_calls))
+    # every argument is checked before run.json is written: a refused run must not pin the folder
+    cells = episode_cells(inst, fields=fields, origins=origins)
+    units = select_shard(native_units(model, inst.codebooks, cells, conditions, spec, max_tokens=max_tokens), shard)
     store = RunStore(out)
     with store.writer():  # one writer per run folder: a second rap run on it is refused
         store.init_run(
@@ -354,8 +358,6 @@ def run_benchmark(
             },
             must_match=MATCH_KEYS,
         )
-        cells = episode_cells(inst, fields=fields, origins=origins)
-        units = select_shard(native_units(model, inst.codebooks, cells, conditions, spec, max_tokens=max_tokens), shard)
         if tools is None and any(u.regime is not None for u in units):
             tools = SearchTools(inst)
 

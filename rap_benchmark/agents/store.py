@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rap_benchmark.core.errors import InputError, UserError
 from rap_benchmark.core.fsio import FolderLock, atomic_write_text, open_append_repaired, remove_stale
 from rap_benchmark.core.records import Condition
 
@@ -101,11 +102,11 @@ def parse_shard(text: str | None) -> tuple[int, int]:
         return 0, 1
     m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
     if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
-        raise ValueError(f"--shard must be i/n with 0 <= i < n, got {text!r}")
+        raise InputError(f"--shard must be i/n with 0 <= i < n, got {text!r}")
     return int(m.group(1)), int(m.group(2))
 
 
-class RunFolderError(ValueError):
+class RunFolderError(UserError, ValueError):
     """A run folder's ``run.json`` is damaged or belongs to another run."""
 
 

@@ -1,5 +1,12 @@
-"""The ``rap`` command line. Every module in this package that defines ``register(subparsers)``
-adds its subcommands; heavy imports live inside the command functions."""
+"""The ``rap`` command line, and its one error boundary.
+
+Every module in this package that defines ``register(subparsers)`` adds its subcommands; heavy
+imports live inside the command functions. :func:`main` turns a user mistake into one line,
+``rap <cmd>: <message>``, and exit status 2: an argparse error (bad flag or value), any
+:class:`~rap_benchmark.core.errors.UserError` the library raises (bad value, malformed file,
+missing or tampered folder) and a path the operating system refuses. ``rap --debug <cmd>`` shows
+the traceback instead. Everything else is a bug and keeps its traceback.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +14,46 @@ import argparse
 import importlib
 import pkgutil
 import sys
+from typing import NoReturn
 
-EPILOG = """examples:
-  rap demo                                   build mini and run everything on it
-  rap build --instance mini --out build/mini
-  rap verify build/mini
-  rap info build/mini
+from rap_benchmark.core.errors import UserError, one_line
+
+EPILOG = """examples (each command's --help has more):
+  rap demo                                      # build mini in ./rap-demo and run every step (~1 min)
+  rap build --instance mini --out build/mini    # build an instance (arxiv-sample: reads ../shared/data/arxiv)
+  rap verify build/mini                         # check every artifact against SHA256SUMS
+  rap info build/mini                           # papers, fields, episodes, splits
+  rap search build/mini --field f003 --origin 2025-01-01 "graph neural network"
+  rap baselines build/mini --out preds/baselines.jsonl
+  rap run build/mini --backend reference --conditions A0,A1 --out runs/ref
+  rap score build/mini preds/baselines.jsonl runs/ref/predictions.jsonl
+  rap report build/mini preds/baselines.jsonl --out report/   # report/report.html
+  rap citecast build --instance embedded --out build/citecast
+
+A user mistake prints one line, "rap <command>: <what is wrong>", and exits 2;
+rap --debug <command> ... shows the traceback.
 """
+
+PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
+"""Operating-system refusals of a path the user gave: reported like a UserError."""
+
+
+class RapArgumentParser(argparse.ArgumentParser):
+    """An argparse parser whose errors are one line, ``rap <cmd>: <message>``, exit 2 (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {one_line(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = RapArgumentParser(
         prog="rap",
         description="RAP and CiteCast: research-forecasting benchmarks for LLM agents.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of a user error")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=RapArgumentParser)
     for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{mod.name}")
         register = getattr(module, "register", None)
@@ -32,17 +62,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
+    return str(exc) or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    prog = f"rap {args.command}"
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except (UserError, *PATH_ERRORS) as exc:
+        if args.debug:
+            raise
+        print(f"{prog}: {one_line(_describe(exc))}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -171,9 +171,11 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from rap_benchmark.core.artifacts import SUMS_FILE, verify
+    from rap_benchmark.core.artifacts import SUMS_FILE, ArtifactError, verify
 
     root = Path(args.dir)
+    if not root.is_dir():
+        raise ArtifactError(f"no instance folder at {root}")
     problems = verify(root)
     if problems:
         for problem in problems:
@@ -188,14 +190,10 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _cmd_info(args: argparse.Namespace) -> int:
     import json
 
-    from rap_benchmark.core.artifacts import ArtifactError, load_instance
+    from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.pipeline.build import format_info, instance_info
 
-    try:
-        inst = load_instance(args.dir)
-    except ArtifactError as exc:
-        print(f"rap info: {exc}", file=sys.stderr)
-        return 1
+    inst = load_instance(args.dir)
     info = instance_info(inst)
     print(json.dumps(info, indent=1, sort_keys=True) if args.json else format_info(info))
     return 0

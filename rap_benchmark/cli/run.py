@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
+from rap_benchmark.cli.args import csv as _csv
+from rap_benchmark.cli.args import enum_list, nonnegative_float, positive_float, positive_int, run_folder
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
 
 RUN_EPILOG = """examples:
@@ -30,10 +32,6 @@ A rerun with the same --out resumes: valid units are skipped, missing or invalid
 """
 
 
-def _csv(text: str | None) -> list[str] | None:
-    return [t.strip() for t in text.split(",") if t.strip()] if text else None
-
-
 def _backend(args: argparse.Namespace) -> tuple[Any, str]:
     """(backend, model name) from the CLI arguments."""
     from rap_benchmark.agents.backends import OpenAIBackend, Throttled
@@ -48,7 +46,7 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
         import os
 
         if not args.model or not args.base_url:
-            raise SystemExit("--backend openai needs --model and --base-url")
+            raise InputError("--backend openai needs --model and --base-url")
         name = args.model
         backend = OpenAIBackend(
             args.base_url,
@@ -78,7 +76,7 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
             answer_max_new_tokens=args.answer_max_new_tokens,
         )
     else:  # pragma: no cover - argparse restricts choices
-        raise SystemExit(f"unknown backend {kind}")
+        raise InputError(f"unknown backend {kind}")
     if args.request_delay:
         backend = Throttled(backend, args.request_delay)
     return backend, name
@@ -87,56 +85,49 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
 def cmd_run(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.pricing import load_prices
     from rap_benchmark.agents.runner import run_benchmark
-    from rap_benchmark.agents.store import RunFolderError, parse_shard
+    from rap_benchmark.agents.store import parse_shard
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.core.fsio import FolderBusy
     from rap_benchmark.core.records import Condition
 
+    conditions = enum_list(Condition, args.conditions, "--conditions")
+    shard = parse_shard(args.shard)
+    prices = load_prices(args.prices)
     inst = load_instance(args.dir)
-    conditions = [Condition(c) for c in _csv(args.conditions) or []]
     backend, model = _backend(args)
-    try:
-        stats, path = run_benchmark(
-            inst,
-            backend,
-            args.out,
-            model=model,
-            conditions=conditions,
-            fields=_csv(args.fields),
-            origins=_csv(args.origins),
-            concurrency=args.concurrency,
-            limit=args.limit,
-            shard=parse_shard(args.shard),
-            max_tokens=args.max_tokens,
-            max_search_calls=args.max_search_calls,
-            backend_name=args.backend,
-            prices=load_prices(args.prices),
-            progress=not args.no_progress,
-        )
-    except (FolderBusy, RunFolderError) as exc:  # until the CLI's UserError boundary prints these
-        print(f"rap run: {exc}", file=sys.stderr)
-        return 2
+    stats, path = run_benchmark(
+        inst,
+        backend,
+        args.out,
+        model=model,
+        conditions=conditions,
+        fields=_csv(args.fields),
+        origins=_csv(args.origins),
+        concurrency=args.concurrency,
+        limit=args.limit,
+        shard=shard,
+        max_tokens=args.max_tokens,
+        max_search_calls=args.max_search_calls,
+        backend_name=args.backend,
+        prices=prices,
+        progress=not args.no_progress,
+    )
     print(json.dumps({"predictions": str(path), **stats.to_dict()}, sort_keys=True))
     return 0
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.runner import PREDICTIONS_FILE, predictions_frame
-    from rap_benchmark.agents.store import RunFolderError, RunStore, merge_stores
-    from rap_benchmark.core.fsio import FolderBusy
+    from rap_benchmark.agents.store import RunStore, merge_stores
     from rap_benchmark.evaluation.predictions import write_predictions
 
+    sources = [run_folder(s) for s in args.sources]
     store = RunStore(args.out)
-    try:
-        with store.writer():
-            n = merge_stores(args.sources, args.out)
-            meta = store.read_run() or {}
-            frame = predictions_frame(store, str(meta.get("manifest_hash", "")))
-            if not frame.empty:
-                write_predictions(frame, store.root / PREDICTIONS_FILE)
-    except (FolderBusy, RunFolderError) as exc:  # until the CLI's UserError boundary prints these
-        print(f"rap merge-runs: {exc}", file=sys.stderr)
-        return 2
+    with store.writer():
+        n = merge_stores(sources, args.out)
+        meta = store.read_run() or {}
+        frame = predictions_frame(store, str(meta.get("manifest_hash", "")))
+        if not frame.empty:
+            write_predictions(frame, store.root / PREDICTIONS_FILE)
     print(json.dumps({"merged_units": n, "out": str(args.out)}))
     return 0
 
@@ -177,12 +168,12 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.records import Condition
 
+    store = RunStore(run_folder(args.rundir))
     inst = load_instance(args.dir)
-    store = RunStore(args.rundir)
     if args.kind in ("replay", "oracle"):
         backend, model = _backend(args)
         if args.kind == "replay":
-            conditions = [Condition(c) for c in _csv(args.conditions) or []]
+            conditions = enum_list(Condition, args.conditions, "--conditions")
             units = dg.replay_units(inst, store, model, conditions=conditions)
         else:
             cells = episode_cells(inst, fields=_csv(args.fields), origins=_csv(args.origins))
@@ -231,17 +222,21 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
 
 
 def cmd_sft_export(args: argparse.Namespace) -> int:
+    from rap_benchmark.agents.runner import episode_cells
     from rap_benchmark.agents.sft import export_sft
     from rap_benchmark.agents.store import RunStore
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.records import Condition
 
+    store = RunStore(run_folder(args.rundir))
+    conditions = enum_list(Condition, args.conditions, "--conditions")
     inst = load_instance(args.dir)
+    episode_cells(inst, fields=_csv(args.fields), origins=_csv(args.origins))  # refuses unknown ones
     counts = export_sft(
         inst,
-        RunStore(args.rundir),
+        store,
         args.out,
-        conditions=[Condition(c) for c in _csv(args.conditions) or []],
+        conditions=conditions,
         fields=_csv(args.fields),
         origins=_csv(args.origins),
     )
@@ -255,13 +250,10 @@ def cmd_sft_gate(args: argparse.Namespace) -> int:
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.records import Condition
 
+    candidate, base = RunStore(run_folder(args.candidate)), RunStore(run_folder(args.base))
+    conditions = enum_list(Condition, args.conditions, "--conditions")
     inst = load_instance(args.dir)
-    result = sft_gate(
-        inst,
-        RunStore(args.candidate),
-        RunStore(args.base),
-        conditions=[Condition(c) for c in _csv(args.conditions) or []],
-    )
+    result = sft_gate(inst, candidate, base, conditions=conditions)
     _print(result.to_dict())
     return 0 if result.passed else 1
 
@@ -272,15 +264,19 @@ def _add_backend_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--served-model", help="model name sent to the server when it differs from --model")
     p.add_argument("--base-url", help="OpenAI-compatible base URL(s), comma separated (round-robin)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
-    p.add_argument("--concurrency", type=int, default=8, help="units in flight at once")
+    p.add_argument("--concurrency", type=positive_int, default=8, help="units in flight at once")
     p.add_argument("--max-tokens-param", default="max_tokens", choices=["max_tokens", "max_completion_tokens"])
-    p.add_argument("--timeout", type=float, default=600.0, help="seconds per request attempt")
-    p.add_argument("--max-attempts", type=int, default=6, help="attempts per request (retries on 5xx/timeouts)")
-    p.add_argument("--backoff", type=float, default=1.0, help="first backoff in seconds (doubles per retry)")
+    p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request attempt")
+    p.add_argument(
+        "--max-attempts", type=positive_int, default=6, help="attempts per request (retries on 5xx/timeouts)"
+    )
+    p.add_argument(
+        "--backoff", type=nonnegative_float, default=1.0, help="first backoff in seconds (doubles per retry)"
+    )
     p.add_argument("--model-path", help="transformers: model folder, or 'smollm2' for the packaged SmolLM2")
     p.add_argument("--gguf-file", help="transformers: GGUF file name inside --model-path")
     p.add_argument("--device", default="cpu", help="transformers: torch device (cpu, cuda, cuda:1)")
-    p.add_argument("--max-new-tokens", type=int, help="transformers: cap on generated tokens per turn")
+    p.add_argument("--max-new-tokens", type=positive_int, help="transformers: cap on generated tokens per turn")
     p.add_argument("--tool-protocol", default="auto", choices=["auto", "text", "hermes"])
     p.add_argument(
         "--answer-prefill",
@@ -288,9 +284,13 @@ def _add_backend_args(p: argparse.ArgumentParser) -> None:
         choices=["auto", "on", "off"],
         help='transformers: open answer turns with {"D0": (auto: on for the text protocol, off for hermes)',
     )
-    p.add_argument("--answer-max-new-tokens", type=int, default=96, help="transformers: cap on a prefilled answer turn")
+    p.add_argument(
+        "--answer-max-new-tokens", type=positive_int, default=96, help="transformers: cap on a prefilled answer turn"
+    )
     p.add_argument("--reference-trend", type=float, default=0.5, help="reference/search-hits trend damping")
-    p.add_argument("--request-delay", type=float, default=0.0, help="sleep this many seconds before each request")
+    p.add_argument(
+        "--request-delay", type=nonnegative_float, default=0.0, help="sleep this many seconds before each request"
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -307,10 +307,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--conditions", default="A0,A1,A2,A3,A4", help="comma-separated conditions (default all)")
     p.add_argument("--fields", help="comma-separated field ids (default all)")
     p.add_argument("--origins", help="comma-separated origins YYYY-MM-DD (default all)")
-    p.add_argument("--limit", type=int, help="run at most N not-yet-done units in this invocation")
+    p.add_argument("--limit", type=positive_int, help="run at most N not-yet-done units in this invocation")
     p.add_argument("--shard", help="i/n: run only the units whose key hashes to shard i of n")
-    p.add_argument("--max-tokens", type=int, help="completion cap (default: the spec's closed/search caps)")
-    p.add_argument("--max-search-calls", type=int, help="Search budget (default: the spec's, 20)")
+    p.add_argument("--max-tokens", type=positive_int, help="completion cap (default: the spec's closed/search caps)")
+    p.add_argument("--max-search-calls", type=positive_int, help="Search budget (default: the spec's, 20)")
     p.add_argument("--prices", help="price table JSON (default: the packaged rap_benchmark/data/prices.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from rap_benchmark.cli.args import existing_files, nonnegative_int, positive_int
+
 BASELINES_EPILOG = """examples:
   rap baselines build/mini                          -> build/mini_predictions/baselines.jsonl
   rap baselines build/mini --tune-dev --out preds/baselines.parquet
@@ -42,7 +44,7 @@ def _split(value: str) -> str | None:
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="episodes to score (default test)")
-    p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default: the spec's)")
+    p.add_argument("--resamples", type=positive_int, default=None, help="bootstrap resamples (default: the spec's)")
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the spec's)")
 
 
@@ -78,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="report folder")
     p.add_argument("--registry", type=Path, default=None, help="model registry (knowledge cutoffs) for exposure strata")
     p.add_argument("--no-baselines", action="store_true", help="do not add in-memory baselines when none are given")
-    p.add_argument("--fields", type=int, default=3, help="how many fields to plot over time (default 3)")
+    p.add_argument("--fields", type=nonnegative_int, default=3, help="how many fields to plot over time (default 3)")
     p.add_argument("--audit", action="store_true", help="add the instrument-audit table (parallel instrument)")
     _common(p)
     p.set_defaults(func=cmd_report)
@@ -111,6 +113,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from rap_benchmark.evaluation.report.tables import NO_MULTIPLICITY, leaderboard_markdown
     from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
 
+    existing_files(args.predictions, "prediction file")
     inst = load_instance(args.dir)
     split = _split(args.split)
     reports = [validate_predictions(p, inst, split=split) for p in tqdm(args.predictions, desc="validate", leave=False)]
@@ -152,6 +155,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.evaluation.report import build_report
 
+    existing_files(args.predictions, "prediction file")
     inst = load_instance(args.dir)
     result = build_report(
         inst,

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+from rap_benchmark.core.errors import ArtifactError, InputError
 
 EPILOG = """examples:
   rap search build/mini --field f003 --origin 2025-01-01 --regime fixed "graph neural network"
   rap search build/mini --field f003 --origin 2025-01-01 --regime expanding "diffusion" \\
       --start 2024-01-01 --end 2024-06-30 --json
+  rap search audit build/mini runs/ref                # every Search call recorded in a run folder
   rap search audit build/mini runs/calls.jsonl
 
 The first form prints the ranked papers as a table (--json prints exactly the observation JSON
 an agent receives). --start/--end narrow the universe (end inclusive) and never widen it: a
 paper dated on or after the origin is never returned. The second form re-executes every
 recorded call (JSON lines: field_id, origin, regime, query, start, end, result_ids, total_hits)
-and exits 1 when any call's ids, order or total differ. (An instance folder literally named
+(or every call in a run folder written by rap run) and exits 1 when any call's ids, order or
+total differ. (An instance folder literally named
 "audit" can be queried as ./audit.)
 """
 
@@ -30,7 +35,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("target", metavar="DIR", help="built instance folder (or the word 'audit', see below)")
     # REMAINDER + a second, intermixed parse: options may come before or after the query words
-    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="QUERY", help="the query (after 'audit': DIR CALLS.jsonl)")
+    p.add_argument(
+        "rest", nargs=argparse.REMAINDER, metavar="QUERY", help="the query (after 'audit': DIR CALLS.jsonl|RUNDIR)"
+    )
     _add_options(p)
     p.set_defaults(func=run)
 
@@ -53,7 +60,9 @@ def _engine(path: str, backend: str):
 
 
 def run(args: argparse.Namespace) -> int:
-    inner = argparse.ArgumentParser(prog="rap search", add_help=False)
+    from rap_benchmark.cli import RapArgumentParser
+
+    inner = RapArgumentParser(prog="rap search", add_help=False)
     _add_options(inner)
     inner.add_argument("words", nargs="*")
     rest = args.rest
@@ -86,11 +95,32 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_audit(args: argparse.Namespace) -> int:
     if len(args.rest) != 2:
-        print("usage: rap search audit DIR CALLS.jsonl", file=sys.stderr)
-        return 2
-    from rap_benchmark.search.audit import audit_calls, read_calls
+        raise InputError("usage: rap search audit DIR CALLS.jsonl|RUNDIR")
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.search import SearchEngine
+    from rap_benchmark.search.audit import audit_calls
 
-    engine = _engine(args.rest[0], args.backend)
-    report = audit_calls(engine, read_calls(args.rest[1]), progress=sys.stderr.isatty())
+    inst = load_instance(args.rest[0])
+    calls = _recorded_calls(Path(args.rest[1]), inst.manifest_hash)
+    engine = SearchEngine.from_instance(inst, backend=args.backend, progress=sys.stderr.isatty())
+    report = audit_calls(engine, calls, progress=sys.stderr.isatty())
     print(report.summary())
     return 0 if report.ok else 1
+
+
+def _recorded_calls(path: Path, manifest_hash: str) -> list:
+    """The calls of a recorded-call JSONL file, or every Search call stored in a run folder."""
+    from rap_benchmark.search.audit import read_calls
+
+    if not path.is_dir():
+        return read_calls(path)
+    from rap_benchmark.agents.diagnostics import recorded_calls
+    from rap_benchmark.agents.store import RunStore
+
+    store = RunStore(path)
+    meta = store.read_run()
+    if meta is None:
+        raise ArtifactError(f"{path} is not a run folder (no run.json) nor a recorded-call file")
+    if meta.get("manifest_hash") not in (None, manifest_hash):
+        raise InputError(f"{path} was run on instance {meta.get('manifest_hash')}, not on this one ({manifest_hash})")
+    return [call for rec in store.iter_units() for call in recorded_calls(rec)]

@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 import pyarrow as pa
 
+from rap_benchmark.core.errors import ArtifactError
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import Codebook, Direction
 from rap_benchmark.core.schemas import ARTIFACT_TABLES, SchemaError, check_table, conform
@@ -38,10 +39,14 @@ LEDGER_FILE = "FINAL_PARAMETER_LEDGER_V1.json"
 CACHE_DIR = ".cache"
 OPTIONAL_TABLES: tuple[str, ...] = ("truth",)
 """Artifact tables only some instances hold (loaded into ``Instance.extras``)."""
-
-
-class ArtifactError(RuntimeError):
-    """An artifact folder is missing a file or a file does not match its recorded hash."""
+INSTANCE_TABLES = (
+    "codebooks.json",
+    "papers.parquet",
+    "assignments.parquet",
+    "blocks.parquet",
+    "episodes.parquet",
+    "search_manifest.parquet",
+)
 
 
 def sha256_file(path: Path) -> str:
@@ -205,7 +210,10 @@ def load_instance(root: str | Path, *, verify_hashes: bool = True) -> Instance:
     """Load a built instance; by default every file is checked against SHA256SUMS first."""
     root = Path(root)
     if not root.is_dir():
-        raise ArtifactError(f"no artifact folder at {root}")
+        raise ArtifactError(f"no instance folder at {root}")
+    absent = [name for name in (SUMS_FILE, LEDGER_FILE, *INSTANCE_TABLES) if not (root / name).is_file()]
+    if absent:
+        raise ArtifactError(f"{root} is not a built instance: {', '.join(absent)} missing")
     if verify_hashes:
         problems = verify(root)
         if problems:

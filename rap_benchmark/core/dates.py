@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 
+from rap_benchmark.core.errors import InputError
+
 
 def parse_date(value: str | dt.date) -> dt.date:
-    """Parse ``YYYY-MM-DD`` (or pass a date through); raise ValueError naming the bad value."""
+    """Parse ``YYYY-MM-DD`` (or pass a date through); raise InputError (a ValueError) naming the bad value."""
     if isinstance(value, dt.datetime):
         return value.date()
     if isinstance(value, dt.date):
@@ -14,7 +16,7 @@ def parse_date(value: str | dt.date) -> dt.date:
     try:
         return dt.date.fromisoformat(str(value)[:10])
     except ValueError as exc:
-        raise ValueError(f"not a YYYY-MM-DD date: {value!r}") from exc
+        raise InputError(f"not a YYYY-MM-DD date: {value!r}") from exc
 
 
 def add_months(day: dt.date, months: int) -> dt.date:

@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from rap_benchmark.core.errors import UserError
+
 LOCK_FILE = ".lock"
 _STALE = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|building|old)-(?P<pid>\d+)$")
 
@@ -128,7 +130,7 @@ def remove_stale(folder: str | Path, *, name: str | None = None, recursive: bool
     return removed
 
 
-class FolderBusy(RuntimeError):
+class FolderBusy(UserError, RuntimeError):
     """Another live process holds the folder's lock."""
 
     def __init__(self, folder: Path, holder: str) -> None:

@@ -20,11 +20,13 @@ from __future__ import annotations
 import pandas as pd
 import pyarrow as pa
 
+from rap_benchmark.core.errors import UserError
 from rap_benchmark.core.records import DIRECTION_KEYS
 
 
-class SchemaError(ValueError):
-    """A table does not match its schema; the message names the file and the column."""
+class SchemaError(UserError, ValueError):
+    """A table does not match its schema; the message names the file and the column (on load, a
+    malformed or hand-edited artifact: the CLI reports it as one line)."""
 
 
 def _f(name: str, typ: pa.DataType, nullable: bool = False) -> pa.Field:

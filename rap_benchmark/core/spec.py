@@ -16,6 +16,7 @@ from typing import Any
 
 from rap_benchmark.core import resources
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.errors import FileFormatError, InputError
 
 BENCHMARK_VERSION = "1.0.0"
 """Changes whenever what a score means changes (see cards/CHANGELOG.md)."""
@@ -92,13 +93,13 @@ class BenchmarkSpec:
         for origin in self.origins:
             parse_date(origin)
         if list(self.origins) != sorted(self.origins):
-            raise ValueError("origins must be in increasing order")
+            raise InputError("origins must be in increasing order")
         if self.n_directions != 8:
-            raise ValueError("RAP codebooks have exactly eight directions")
+            raise InputError("RAP codebooks have exactly eight directions")
         if not 0 < self.block_min_overlap <= 1:
-            raise ValueError("block_min_overlap must be in (0, 1]")
+            raise InputError("block_min_overlap must be in (0, 1]")
         if abs(sum(self.ewma_weights) - 1.0) > 1e-12:
-            raise ValueError("ewma_weights must sum to 1")
+            raise InputError("ewma_weights must sum to 1")
 
     # -- dates -------------------------------------------------------------------------------
     @property
@@ -119,7 +120,7 @@ class BenchmarkSpec:
         known = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - set(known))
         if unknown:
-            raise ValueError(f"unknown spec keys: {', '.join(unknown)}")
+            raise InputError(f"unknown spec keys: {', '.join(unknown)}")
         kwargs: dict[str, Any] = {}
         for key, value in data.items():
             if isinstance(value, list):
@@ -129,7 +130,14 @@ class BenchmarkSpec:
 
     @classmethod
     def from_json(cls, path: str | Path) -> BenchmarkSpec:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise FileFormatError(path, f"cannot read the spec file ({exc.strerror or exc})") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise FileFormatError(path, f"not a JSON spec file ({exc})") from exc
+        if not isinstance(data, dict):
+            raise FileFormatError(path, "a spec file holds one JSON object")
         data.pop("_comment", None)
         data.pop("_why", None)
         return cls.from_dict(data)
@@ -169,4 +177,4 @@ def spec_for(instance: str) -> BenchmarkSpec:
         return arxiv_sample_spec()
     if instance == "full":
         return BenchmarkSpec()
-    raise ValueError(f"unknown instance {instance!r} (expected mini, arxiv-sample or full)")
+    raise InputError(f"unknown instance {instance!r} (expected mini, arxiv-sample or full)")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.errors import FileFormatError
 from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import Regime, SearchCall
 from rap_benchmark.search.engine import SearchEngine
@@ -75,7 +76,7 @@ def write_calls(path: str | Path, calls: Iterable[SearchCall]) -> int:
 
 
 def read_calls(path: str | Path) -> list[SearchCall]:
-    """Read a recorded-call JSONL file (blank lines ignored); errors name the line."""
+    """Read a recorded-call JSONL file (blank lines ignored); a bad line raises FileFormatError naming it."""
     calls = []
     with Path(path).open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -84,7 +85,7 @@ def read_calls(path: str | Path) -> list[SearchCall]:
             try:
                 calls.append(call_from_dict(json.loads(line)))
             except (ValueError, TypeError) as exc:
-                raise ValueError(f"{path}:{lineno}: {exc}") from exc
+                raise FileFormatError(path, str(exc), line=lineno) from exc
     return calls
 
 

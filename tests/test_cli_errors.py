@@ -1,0 +1,298 @@
+"""The CLI's one error boundary: a user mistake is one line, ``rap <cmd>: <message>``, exit 2, no
+traceback, and nothing written.
+
+Regression tests for issue 11 ("tracebacks for user mistakes"): ``rap run --conditions A9``, a
+missing instance folder, ``--shard 3``, an unknown spec key, and ``rap search``/``rap score`` on a
+tampered folder each ended in a traceback, and ``rap run`` wrote ``run.json`` before it checked
+``--fields``, so the refused run pinned the folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rap_benchmark.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def ws(mini_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A workspace: a tampered copy of mini, bad input files, a pinned run folder."""
+    root = tmp_path_factory.mktemp("cli_errors")
+    tampered = root / "tampered"
+    shutil.copytree(mini_dir, tampered, ignore=shutil.ignore_patterns(".cache"))
+    with (tampered / "blocks.parquet").open("ab") as fh:
+        fh.write(b"\0")
+    (root / "bad-key.json").write_text(json.dumps({"seed": 1, "n_feilds": 12}), encoding="utf-8")
+    (root / "not-json.json").write_text("{seed: 1", encoding="utf-8")
+    (root / "bad-order.json").write_text(json.dumps({"origins": ["2025-01-01", "2024-01-01"]}), encoding="utf-8")
+    (root / "prices.json").write_text("[1, 2", encoding="utf-8")
+    (root / "calls.jsonl").write_text('{"field_id": "f000"\n', encoding="utf-8")
+    (root / "preds.jsonl").write_text("", encoding="utf-8")
+    (root / "a-file").write_text("not a folder\n", encoding="utf-8")
+    pinned = root / "pinned"
+    pinned.mkdir()
+    (pinned / "run.json").write_text(json.dumps({"model": "someone/else"}) + "\n", encoding="utf-8")
+    return root
+
+
+def _snapshot(*roots: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under the roots (size, mtime); ``.cache/`` (derived, never hashed) excluded."""
+    out = {}
+    for root in roots:
+        for path in root.rglob("*"):
+            if ".cache" in path.relative_to(root).parts:
+                continue
+            st = path.stat()
+            out[str(path)] = (st.st_size if path.is_file() else -1, st.st_mtime_ns)
+    return out
+
+
+# (id, argv with {mini}/{ws} placeholders, the command's name, text the message must contain)
+CASES: list[tuple[str, list[str], str, str]] = [
+    # argparse-level mistakes
+    ("unknown-command", ["frobnicate"], "rap", "frobnicate"),
+    ("run-no-out", ["run", "{mini}"], "rap run", "--out"),
+    ("run-limit-zero", ["run", "{mini}", "--out", "{ws}/r", "--limit", "0"], "rap run", "--limit"),
+    ("run-concurrency-word", ["run", "{mini}", "--out", "{ws}/r", "--concurrency", "many"], "rap run", "many"),
+    ("run-bad-backend", ["run", "{mini}", "--out", "{ws}/r", "--backend", "gpt"], "rap run", "gpt"),
+    ("build-bad-instance", ["build", "--instance", "huge", "--out", "{ws}/b"], "rap build", "huge"),
+    ("score-bad-split", ["score", "{mini}", "{ws}/preds.jsonl", "--split", "train"], "rap score", "train"),
+    (
+        "search-bad-regime",
+        ["search", "{mini}", "--field", "f000", "--origin", "2025-01-01", "--regime", "x", "q"],
+        "rap search",
+        "'x'",
+    ),
+    (
+        "report-negative-fields",
+        ["report", "{mini}", "{ws}/preds.jsonl", "--out", "{ws}/rep", "--fields", "-1"],
+        "rap report",
+        "--fields",
+    ),
+    # rap run: every argument is checked before run.json is written
+    (
+        "run-condition-A9",
+        ["run", "{mini}", "--backend", "reference", "--conditions", "A9", "--out", "{ws}/r"],
+        "rap run",
+        "A9",
+    ),
+    (
+        "run-no-conditions",
+        ["run", "{mini}", "--backend", "reference", "--conditions", ",", "--out", "{ws}/r"],
+        "rap run",
+        "--conditions",
+    ),
+    (
+        "run-missing-instance",
+        ["run", "{ws}/nowhere", "--backend", "reference", "--out", "{ws}/r"],
+        "rap run",
+        "no instance folder",
+    ),
+    (
+        "run-not-an-instance",
+        ["run", "{ws}/pinned", "--backend", "reference", "--out", "{ws}/r"],
+        "rap run",
+        "not a built instance",
+    ),
+    (
+        "run-tampered",
+        ["run", "{ws}/tampered", "--backend", "reference", "--out", "{ws}/r"],
+        "rap run",
+        "blocks.parquet",
+    ),
+    (
+        "run-shard-3",
+        ["run", "{mini}", "--backend", "reference", "--shard", "3", "--out", "{ws}/r"],
+        "rap run",
+        "--shard",
+    ),
+    (
+        "run-shard-4-of-4",
+        ["run", "{mini}", "--backend", "reference", "--shard", "4/4", "--out", "{ws}/r"],
+        "rap run",
+        "4/4",
+    ),
+    (
+        "run-unknown-field",
+        ["run", "{mini}", "--backend", "reference", "--fields", "f999", "--out", "{ws}/r"],
+        "rap run",
+        "f999",
+    ),
+    (
+        "run-unknown-origin",
+        ["run", "{mini}", "--backend", "reference", "--origins", "2030-01-01", "--out", "{ws}/r"],
+        "rap run",
+        "2030-01-01",
+    ),
+    (
+        "run-bad-date",
+        ["run", "{mini}", "--backend", "reference", "--origins", "2025-13-01", "--out", "{ws}/r"],
+        "rap run",
+        "2025-13-01",
+    ),
+    (
+        "run-openai-no-url",
+        ["run", "{mini}", "--backend", "openai", "--model", "m", "--out", "{ws}/r"],
+        "rap run",
+        "--base-url",
+    ),
+    (
+        "run-bad-prices",
+        ["run", "{mini}", "--backend", "reference", "--prices", "{ws}/prices.json", "--out", "{ws}/r"],
+        "rap run",
+        "prices.json",
+    ),
+    (
+        "run-pinned-folder",
+        ["run", "{mini}", "--backend", "reference", "--out", "{ws}/pinned"],
+        "rap run",
+        "different run",
+    ),
+    ("run-out-is-a-file", ["run", "{mini}", "--backend", "reference", "--out", "{ws}/a-file"], "rap run", "a-file"),
+    # build, verify, info
+    ("build-unknown-spec-key", ["build", "--spec", "{ws}/bad-key.json", "--out", "{ws}/b"], "rap build", "n_feilds"),
+    ("build-spec-not-json", ["build", "--spec", "{ws}/not-json.json", "--out", "{ws}/b"], "rap build", "not-json.json"),
+    ("build-spec-missing", ["build", "--spec", "{ws}/nowhere.json", "--out", "{ws}/b"], "rap build", "nowhere.json"),
+    ("build-spec-bad-origins", ["build", "--spec", "{ws}/bad-order.json", "--out", "{ws}/b"], "rap build", "origins"),
+    ("verify-missing", ["verify", "{ws}/nowhere"], "rap verify", "nowhere"),
+    ("info-missing", ["info", "{ws}/nowhere"], "rap info", "nowhere"),
+    ("info-tampered", ["info", "{ws}/tampered"], "rap info", "blocks.parquet"),
+    # search
+    (
+        "search-tampered",
+        ["search", "{ws}/tampered", "--field", "f000", "--origin", "2025-01-01", "graph"],
+        "rap search",
+        "blocks.parquet",
+    ),
+    (
+        "search-unknown-field",
+        ["search", "{mini}", "--field", "f999", "--origin", "2025-01-01", "graph"],
+        "rap search",
+        "f999",
+    ),
+    (
+        "search-bad-date",
+        ["search", "{mini}", "--field", "f000", "--origin", "2025-02-30", "graph"],
+        "rap search",
+        "2025-02-30",
+    ),
+    ("search-no-query", ["search", "{mini}", "--field", "f000", "--origin", "2025-01-01"], "rap search", "query"),
+    ("audit-tampered", ["search", "audit", "{ws}/tampered", "{ws}/calls.jsonl"], "rap search", "blocks.parquet"),
+    ("audit-bad-calls", ["search", "audit", "{mini}", "{ws}/calls.jsonl"], "rap search", "calls.jsonl:1"),
+    ("audit-missing-calls", ["search", "audit", "{mini}", "{ws}/nowhere.jsonl"], "rap search", "nowhere.jsonl"),
+    ("audit-not-a-run", ["search", "audit", "{mini}", "{ws}/tampered"], "rap search", "not a run folder"),
+    ("audit-one-arg", ["search", "audit", "{mini}"], "rap search", "audit"),
+    # scoring and reports
+    ("score-tampered", ["score", "{ws}/tampered", "{ws}/preds.jsonl"], "rap score", "blocks.parquet"),
+    ("score-missing-file", ["score", "{mini}", "{ws}/nowhere.jsonl"], "rap score", "nowhere.jsonl"),
+    ("baselines-tampered", ["baselines", "{ws}/tampered", "--out", "{ws}/b.jsonl"], "rap baselines", "blocks.parquet"),
+    ("report-missing-file", ["report", "{mini}", "{ws}/nowhere.jsonl", "--out", "{ws}/rep"], "rap report", "nowhere"),
+    # run folders
+    ("merge-not-a-run", ["merge-runs", "{ws}/m", "{ws}/nowhere"], "rap merge-runs", "not a run folder"),
+    ("diagnose-not-a-run", ["diagnose", "trace-stats", "{mini}", "{ws}/nowhere"], "rap diagnose", "not a run folder"),
+    (
+        "sft-export-not-a-run",
+        ["sft-export", "{mini}", "{ws}/nowhere", "--out", "{ws}/s.jsonl"],
+        "rap sft-export",
+        "not a run folder",
+    ),
+    (
+        "sft-export-bad-condition",
+        ["sft-export", "{mini}", "{ws}/pinned", "--out", "{ws}/s.jsonl", "--conditions", "B1"],
+        "rap sft-export",
+        "B1",
+    ),
+    ("export-hf-tampered", ["export-hf", "{ws}/tampered", "--out", "{ws}/hf"], "rap export-hf", "blocks.parquet"),
+    ("audit-truth-missing", ["audit", "truth", "{ws}/nowhere"], "rap audit", "nowhere"),
+    ("demo-out-is-a-file", ["demo", "--out", "{ws}/a-file"], "rap demo", "a-file"),
+]
+
+
+def _argv(template: list[str], mini: Path, ws: Path) -> list[str]:
+    return [a.replace("{mini}", str(mini)).replace("{ws}", str(ws)) for a in template]
+
+
+def _call(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse errors exit from parse_args
+        return exc.code if isinstance(exc.code, int) else 1
+
+
+def test_at_least_thirty_cases():
+    assert len(CASES) >= 30
+    assert len({c[0] for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize(("argv", "prog", "needle"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_user_error_is_one_line_exit_2_and_writes_nothing(
+    argv, prog, needle, ws: Path, mini_dir: Path, capsys, monkeypatch
+):
+    monkeypatch.chdir(ws)  # anything written relative to the working directory is seen too
+    before = _snapshot(ws, mini_dir)
+    code = _call(_argv(argv, mini_dir, ws))
+    out, err = capsys.readouterr()
+    assert code == 2, (out, err)
+    assert "Traceback" not in err + out
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"{prog}: "), err
+    assert needle in lines[0], err
+    assert _snapshot(ws, mini_dir) == before, "a refused command wrote files"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "{mini}", "--backend", "reference", "--conditions", "A9", "--out", "{ws}/r"],
+        ["run", "{ws}/nowhere", "--backend", "reference", "--out", "{ws}/r"],
+        ["search", "{ws}/tampered", "--field", "f000", "--origin", "2025-01-01", "graph"],
+        ["build", "--spec", "{ws}/bad-key.json", "--out", "{ws}/b"],
+        ["run", "{mini}", "--out"],
+    ],
+    ids=["condition", "missing-instance", "tampered-search", "spec-key", "argparse"],
+)
+def test_user_error_in_a_real_process(argv, ws: Path, mini_dir: Path):
+    """Through a real interpreter (as the ``rap`` script runs it): one stderr line, exit 2."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-c", "from rap_benchmark.cli import main; raise SystemExit(main())"]
+    proc = subprocess.run([*cmd, *_argv(argv, mini_dir, ws)], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("rap "), proc.stderr
+
+
+def test_debug_shows_the_traceback(ws: Path):
+    """``rap --debug`` re-raises the UserError so the traceback is printed."""
+    from rap_benchmark.core.errors import UserError
+
+    with pytest.raises(UserError, match="no instance folder"):
+        main(["--debug", "info", str(ws / "nowhere")])
+
+
+def test_a_refused_run_does_not_pin_the_folder(mini_dir: Path, tmp_path: Path, capsys):
+    """Regression (issue 11): ``rap run --fields f999`` wrote run.json before refusing, so the
+    corrected rerun was refused as "a different run"."""
+    out = tmp_path / "run"
+    base = ["run", str(mini_dir), "--backend", "reference", "--model", "reference/search-hits", "--out", str(out)]
+    assert main([*base, "--fields", "f999", "--conditions", "A0"]) == 2
+    assert not out.exists()
+    assert main([*base, "--fields", "f000", "--origins", "2025-01-01", "--conditions", "A0", "--no-progress"]) == 0
+    assert (out / "run.json").is_file() and (out / "predictions.jsonl").is_file()
+    capsys.readouterr()
+
+
+def test_one_line_bounds_long_messages():
+    from rap_benchmark.core.errors import MAX_MESSAGE_CHARS, one_line
+
+    text = one_line("first line\n  second line\n" + "x" * 10_000)
+    assert "\n" not in text and len(text) <= MAX_MESSAGE_CHARS and text.startswith("first line; second line")
