@@ -45,14 +45,15 @@ def ws(mini_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _snapshot(*roots: Path) -> dict[str, tuple[int, int]]:
-    """Every file and folder under the roots (size, mtime); ``.cache/`` (derived, never hashed) excluded."""
+    """Every file (size, mtime) and folder under the roots; ``.cache/`` (derived, never hashed) is
+    excluded, and so are folder mtimes (a run folder's lock file comes and goes while it is checked)."""
     out = {}
     for root in roots:
         for path in root.rglob("*"):
             if ".cache" in path.relative_to(root).parts:
                 continue
             st = path.stat()
-            out[str(path)] = (st.st_size if path.is_file() else -1, st.st_mtime_ns)
+            out[str(path)] = (st.st_size, st.st_mtime_ns) if path.is_file() else (-1, 0)
     return out
 
 
