@@ -31,7 +31,7 @@ from rap_benchmark.agents.protocol import EpisodeContext
 from rap_benchmark.agents.runner import UnitSpec, default_max_tokens, strip_targets
 from rap_benchmark.agents.store import RunStore, UnitKey
 from rap_benchmark.core.dates import add_months, parse_date
-from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Regime, Task
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Regime, Task, parse_enum
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
@@ -113,12 +113,12 @@ def oracle_units(
     cells: Sequence[tuple[str, str]],
     *,
     variants: Sequence[str] = ORACLE_VARIANTS,
-    policy: str = "canonical",
+    policy: Policy = Policy.CANONICAL,
 ) -> list[UnitSpec]:
     """Forecast units whose prompt carries exact pre-T counts (never y)."""
     spec = inst.spec
     eps = strip_targets(inst.episodes)
-    eps = eps[eps["policy"] == policy]
+    eps = eps[eps["policy"] == parse_enum(Policy, policy).value]
     by_cell = {(str(r.field_id), parse_date(r.origin).isoformat()): r for r in eps.itertuples(index=False)}
     units = []
     for variant in variants:
@@ -211,8 +211,8 @@ def recorded_calls(record: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _truth(inst: Instance, policy: str) -> dict[tuple[str, str], tuple[Any, Any]]:
-    eps = inst.episodes[inst.episodes["policy"] == policy]
+def _truth(inst: Instance, policy: Policy) -> dict[tuple[str, str], tuple[Any, Any]]:
+    eps = inst.episodes[inst.episodes["policy"] == parse_enum(Policy, policy).value]
     return {(str(r.field_id), parse_date(r.origin).isoformat()): (r.x, r.y) for r in eps.itertuples(index=False)}
 
 
@@ -225,7 +225,7 @@ def _rho(a: np.ndarray, b: Any) -> float:
 
 
 def trace_audit(
-    inst: Instance, store: RunStore, *, engine: Any = None, policy: str = "canonical", progress: bool = False
+    inst: Instance, store: RunStore, *, engine: Any = None, policy: Policy = Policy.CANONICAL, progress: bool = False
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Re-execute every recorded call natively and under the recent-window option.
 
@@ -292,7 +292,9 @@ def _jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / len(a | b) if a | b else float("nan")
 
 
-def trace_stats(inst: Instance, store: RunStore, *, policy: str = "canonical") -> tuple[pd.DataFrame, pd.DataFrame]:
+def trace_stats(
+    inst: Instance, store: RunStore, *, policy: Policy = Policy.CANONICAL
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-unit trace statistics and per-pair overlap (A1 vs A2, A3 vs A4) tables."""
     lookup = _primary_lookup(inst)
     dates = dict(zip(inst.papers["arxiv_id"].astype(str), inst.papers["date"].astype(str), strict=True))

@@ -27,7 +27,7 @@ from rap_benchmark.agents.prompts import format_answer
 from rap_benchmark.agents.store import RunStore, UnitKey
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.fsio import atomic_open
-from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Task
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Task, parse_enum
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
@@ -67,7 +67,7 @@ def export_sft(
     conditions: Iterable[Condition] = (Condition.A1, Condition.A3),
     fields: Iterable[str] | None = None,
     origins: Iterable[str] | None = None,
-    policy: str = "canonical",
+    policy: Policy = Policy.CANONICAL,
 ) -> dict[str, int]:
     """Write the SFT JSONL; return counts (written, skipped without Search, skipped without y)."""
     from rap_benchmark.search.tool import (
@@ -80,7 +80,7 @@ def export_sft(
         raise ValueError("SFT targets are realised next-window compositions: use Forecast conditions (A1, A3)")
     fields_s = set(fields) if fields is not None else None
     origins_s = {parse_date(o).isoformat() for o in origins} if origins is not None else None
-    eps = inst.episodes[inst.episodes["policy"] == policy]
+    eps = inst.episodes[inst.episodes["policy"] == parse_enum(Policy, policy).value]
     y_of = {(str(r.field_id), parse_date(r.origin).isoformat()): r.y for r in eps.itertuples(index=False)}
     schema = _schema(inst, tool_schema)
     counts = {"written": 0, "no_search": 0, "no_target": 0}
@@ -132,11 +132,11 @@ class GateResult:
 
 
 def _scores(
-    inst: Instance, store: RunStore, conditions: set[Condition], policy: str
+    inst: Instance, store: RunStore, conditions: set[Condition], policy: Policy
 ) -> dict[tuple[str, str, str], float]:
     from rap_benchmark.evaluation.scoring.metrics import spearman
 
-    eps = inst.episodes[inst.episodes["policy"] == policy]
+    eps = inst.episodes[inst.episodes["policy"] == parse_enum(Policy, policy).value]
     y_of = {(str(r.field_id), parse_date(r.origin).isoformat()): r.y for r in eps.itertuples(index=False)}
     out = {}
     for rec in native_records(store, conditions=conditions):
@@ -160,7 +160,7 @@ def sft_gate(
     base: RunStore,
     *,
     conditions: Iterable[Condition] = (Condition.A1, Condition.A3),
-    policy: str = "canonical",
+    policy: Policy = Policy.CANONICAL,
 ) -> GateResult:
     """The validation gate on the cells both runs share (paired, differenced before aggregation)."""
     from rap_benchmark.evaluation.scoring.aggregate import field_macro

@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from rap_benchmark.core.records import Split, parse_enum
+
 SUBMIT_EPILOG = """examples:
   rap submit validate preds/my-model.jsonl --instance build/mini
   rap submit validate preds/my-model.parquet --meta preds/my-model.meta.json --instance build/mini
@@ -66,8 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_verify_reveal)
 
 
-def _split(value: str) -> str | None:
-    return None if value == "all" else value
+def _split(value: str) -> Split | None:
+    return None if value == "all" else parse_enum(Split, value)
 
 
 def _instance(path: Path | None):

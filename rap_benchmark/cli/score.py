@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rap_benchmark.cli.args import existing_files, nonnegative_int, positive_int
+from rap_benchmark.core.records import Policy, Split, parse_enum
 
 BASELINES_EPILOG = """examples:
   rap baselines build/mini                          -> build/mini_predictions/baselines.jsonl
@@ -38,8 +39,8 @@ one CSV and markdown file per table, leaderboard.png and a few field_<id>.png fi
 """
 
 
-def _split(value: str) -> str | None:
-    return None if value == "all" else value
+def _split(value: str) -> Split | None:
+    return None if value == "all" else parse_enum(Split, value)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -67,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("dir", type=Path, help="a built instance folder")
     p.add_argument("predictions", type=Path, nargs="+", help="prediction files (.jsonl or .parquet)")
-    p.add_argument("--policy", default="canonical", choices=("canonical", "split_boundary", "single_only", "secondary"))
+    p.add_argument("--policy", default=Policy.CANONICAL.value, choices=[p.value for p in Policy])
     p.add_argument("--json", action="store_true", help="print the leaderboard and problems as JSON")
     _common(p)
     p.set_defaults(func=cmd_score)
@@ -122,7 +123,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     board = (
         leaderboard(
-            score_predictions(inst, preds, policy=args.policy),
+            score_predictions(inst, preds, policy=parse_enum(Policy, args.policy)),
             inst,
             n_resamples=args.resamples,
             seed=args.seed,

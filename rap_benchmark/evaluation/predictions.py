@@ -47,7 +47,7 @@ import pandas as pd
 import pyarrow as pa
 
 from rap_benchmark.core.fsio import atomic_open
-from rap_benchmark.core.records import DIRECTION_KEYS, Condition
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Split, parse_enum
 from rap_benchmark.core.schemas import (
     PREDICTION_KEY,
     PREDICTION_META,
@@ -886,11 +886,11 @@ def _is_iso_date(value: Any) -> bool:
 # -- checks against an instance ----------------------------------------------------------------
 
 
-def _episode_table(inst: Instance, split: str | None) -> pd.DataFrame:
+def _episode_table(inst: Instance, split: Split | None) -> pd.DataFrame:
     eps = inst.episodes[["field_id", "origin", "split"]].drop_duplicates(["field_id", "origin"])
     eps = eps.assign(origin=eps["origin"].astype(str).str[:10])
     if split is not None:
-        eps = eps[eps["split"] == split]
+        eps = eps[eps["split"] == parse_enum(Split, split).value]
     return eps.sort_values(["field_id", "origin"]).reset_index(drop=True)
 
 
@@ -899,7 +899,7 @@ def validate_predictions(
     inst: Instance,
     *,
     expected_conditions: Iterable[Condition | str] | None = None,
-    split: str | None = None,
+    split: Split | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> ValidationReport:
     """Validate a prediction file (or an in-memory frame) against a built instance.
@@ -1094,7 +1094,7 @@ def baseline_predictions(
     *,
     tune_dev: bool = False,
     seed: int | None = None,
-    policy: str = "canonical",
+    policy: Policy = Policy.CANONICAL,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The statistical baselines (SPEC 3.11) as a prediction frame, plus their ledger.
 
@@ -1108,7 +1108,7 @@ def baseline_predictions(
     from rap_benchmark.evaluation.scoring.baselines import BASELINE_NAMES, baseline_forecasts, tune_baselines
 
     spec = inst.spec
-    eps = inst.episodes[inst.episodes["policy"].astype(str) == policy]
+    eps = inst.episodes[inst.episodes["policy"].astype(str) == parse_enum(Policy, policy).value]
     eps = eps.sort_values(["field_id", "origin"], kind="stable").reset_index(drop=True)
     tuned = tune_baselines(eps, spec) if tune_dev else None
     forecasts = baseline_forecasts(eps, spec, tuned)

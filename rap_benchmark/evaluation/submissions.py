@@ -30,7 +30,7 @@ from typing import Any
 import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_write_text
-from rap_benchmark.core.records import Condition
+from rap_benchmark.core.records import Condition, Split
 from rap_benchmark.evaluation.predictions import (
     DEFAULT_MAX_BYTES,
     Problem,
@@ -230,7 +230,7 @@ def validate_submission(
     inst: Any,
     *,
     meta_path: str | Path | None = None,
-    split: str | None = None,
+    split: Split | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> SubmissionReport:
     """Validate one submission against an instance; never raises on bad input."""
@@ -262,7 +262,9 @@ def validate_submission(
         return SubmissionReport(path, None, (str(problem),), None)
 
 
-def score_submission(report: SubmissionReport, inst: Any, *, split: str | None = "test", **kwargs: Any) -> pd.DataFrame:
+def score_submission(
+    report: SubmissionReport, inst: Any, *, split: Split | None = Split.TEST, **kwargs: Any
+) -> pd.DataFrame:
     """``rap score``'s leaderboard rows for one accepted submission (empty when rejected)."""
     from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
 
@@ -289,7 +291,7 @@ def score_submissions(
     paths: Sequence[str | Path],
     inst: Any,
     *,
-    split: str | None = "test",
+    split: Split | None = Split.TEST,
     n_resamples: int | None = None,
     seed: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, AssignmentType, Policy
+from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, AssignmentType, Policy, parse_enum
 
 _KEY_INDEX = {key: i for i, key in enumerate(DIRECTION_KEYS)}
 
@@ -43,13 +43,13 @@ def _type_mask(types: np.ndarray, *kinds: AssignmentType) -> np.ndarray:
     return np.isin(types, [k.value for k in kinds])
 
 
-def direction_weights(assignments: pd.DataFrame, policy: Policy | str) -> np.ndarray:
+def direction_weights(assignments: pd.DataFrame, policy: Policy) -> np.ndarray:
     """Mass each assignment row gives to D0..D7 under ``policy``: float64 array (n_rows, 8).
 
     ``assignments`` needs the columns ``primary``, ``secondary`` and ``type``. Each row's mass
     sums to 1 (counted) or 0 (not counted).
     """
-    policy = Policy(policy)
+    policy = parse_enum(Policy, policy)
     n = len(assignments)
     types = assignments["type"].astype(object).to_numpy()
     unknown = set(pd.unique(types)) - {t.value for t in AssignmentType}
@@ -80,7 +80,7 @@ def direction_weights(assignments: pd.DataFrame, policy: Policy | str) -> np.nda
     return weights
 
 
-def policy_counts(assignments: pd.DataFrame, policy: Policy | str, by: list[str]) -> pd.DataFrame:
+def policy_counts(assignments: pd.DataFrame, policy: Policy, by: list[str]) -> pd.DataFrame:
     """Summed direction mass per group: columns ``by`` + ``D0..D7`` + ``n`` (counted mass).
 
     Groups with no rows do not appear; groups whose rows all count zero appear with zeros.

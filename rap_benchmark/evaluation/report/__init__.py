@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_write_text
+from rap_benchmark.core.records import Split
 from rap_benchmark.evaluation.report.tables import ReportTables, closing_note, compute_tables, write_tables
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ def build_report(
     out_dir: str | Path,
     *,
     registry: str | Path | None = None,
-    split: str | None = "test",
+    split: Split | None = Split.TEST,
     n_resamples: int | None = None,
     seed: int | None = None,
     reliability_splits: int | None = None,

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_path
-from rap_benchmark.core.records import DIRECTION_KEYS
+from rap_benchmark.core.records import DIRECTION_KEYS, Split, parse_enum
 from rap_benchmark.evaluation.predictions import BASELINE_PREFIX
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def plot_leaderboard(board: pd.DataFrame, path: str | Path, *, ceiling: float | 
     return _save(fig, path)
 
 
-def choose_fields(inst: Instance, n: int = 3, *, split: str | None = "test") -> list[str]:
+def choose_fields(inst: Instance, n: int = 3, *, split: Split | None = Split.TEST) -> list[str]:
     """Deterministic showcase fields: the most changing, the most stable and the median field.
 
     Fields are ranked by the mean rho(EWMA, y) of their episodes (truth and baselines only, never
@@ -98,7 +98,7 @@ def choose_fields(inst: Instance, n: int = 3, *, split: str | None = "test") -> 
     from rap_benchmark.evaluation.scoring.score import episode_arrays
 
     eps = episode_arrays(inst)
-    keep = np.ones(eps.field_id.size, bool) if split is None else eps.split == split
+    keep = np.ones(eps.field_id.size, bool) if split is None else eps.split == parse_enum(Split, split).value
     rho = rank_correlation(eps.ewma[keep], eps.y[keep])
     frame = pd.DataFrame({"field_id": eps.field_id[keep], "rho": rho}).dropna()
     if frame.empty:

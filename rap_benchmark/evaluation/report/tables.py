@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
+from rap_benchmark.core.records import Policy, Split
 from rap_benchmark.evaluation.predictions import BASELINE_PREFIX
 
 if TYPE_CHECKING:
@@ -76,7 +77,7 @@ def compute_tables(
     *,
     validation: pd.DataFrame | None = None,
     exposure_masks: tuple[Mapping[tuple[str, str], bool], Mapping[tuple[str, str], bool]] | None = None,
-    split: str | None = "test",
+    split: Split | None = Split.TEST,
     n_resamples: int | None = None,
     seed: int | None = None,
     reliability_splits: int | None = None,
@@ -224,17 +225,17 @@ def _per_origin_wide(per_origin: pd.DataFrame) -> pd.DataFrame:
     return wide
 
 
-def _policy_wide(policy: pd.DataFrame) -> pd.DataFrame:
+def _policy_wide(by_policy: pd.DataFrame) -> pd.DataFrame:
     """One row per (model, condition), one column per counting policy."""
-    if policy.empty:
+    if by_policy.empty:
         return pd.DataFrame(columns=["model", "cond."])
-    cells = policy.assign(
+    cells = by_policy.assign(
         cell=[
             fmt_interval(e, lo, hi)
-            for e, lo, hi in policy[["spearman", "spearman_lo", "spearman_hi"]].itertuples(index=False)
+            for e, lo, hi in by_policy[["spearman", "spearman_lo", "spearman_hi"]].itertuples(index=False)
         ]
     )
-    order = [p for p in ("canonical", "split_boundary", "single_only", "secondary") if p in set(cells["policy"])]
+    order = [p.value for p in Policy if p.value in set(cells["policy"])]
     wide = cells.pivot(index=["model", "condition"], columns="policy", values="cell").fillna("")[order]
     wide = wide.reset_index().rename(columns={"condition": "cond."})
     wide.columns.name = None

@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from rap_benchmark.core.artifacts import Instance
 from rap_benchmark.core.dates import add_months, parse_date
-from rap_benchmark.core.records import N_DIRECTIONS, Policy, Split
+from rap_benchmark.core.records import N_DIRECTIONS, Policy, Split, parse_enum
 from rap_benchmark.evaluation.scoring.metrics import rank_correlation
 from rap_benchmark.pipeline.policies import direction_weights
 
@@ -43,8 +43,8 @@ from rap_benchmark.pipeline.policies import direction_weights
 class ReliabilityResult:
     """Split-half reliability of one policy's targets (optionally one split's fields)."""
 
-    policy: str
-    split: str | None
+    policy: Policy
+    split: Split | None
     n_splits: int
     seed: int
     level: float  # mean Spearman-Brown full-window reliability (the repeatability)
@@ -147,11 +147,11 @@ def _mean_finite(a: NDArray[np.float64]) -> tuple[float, int]:
 
 def reliability(
     inst: Instance,
-    policy: Policy | str = Policy.CANONICAL,
+    policy: Policy = Policy.CANONICAL,
     *,
     n_splits: int | None = None,
     seed: int | None = None,
-    split: Split | str | None = None,
+    split: Split | None = None,
     horizons: tuple[int, ...] | None = None,
     progress: bool = True,
 ) -> ReliabilityResult:
@@ -164,11 +164,11 @@ def reliability(
     from tqdm.auto import tqdm
 
     spec = inst.spec
-    policy = Policy(policy)
+    policy = parse_enum(Policy, policy)
     n_splits = spec.reliability_splits if n_splits is None else int(n_splits)
     seed = spec.reliability_seed if seed is None else int(seed)
     horizons = tuple(spec.revision_horizons) if horizons is None else tuple(horizons)
-    split_value = None if split is None else Split(split).value
+    split_value = None if split is None else parse_enum(Split, split).value
     if n_splits < 1:
         raise ValueError("n_splits must be >= 1")
 

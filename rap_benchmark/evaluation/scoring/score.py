@@ -27,7 +27,7 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from rap_benchmark.core.dates import add_months, parse_date
-from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Task
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Split, Task, parse_enum
 from rap_benchmark.evaluation.scoring.aggregate import field_macro
 from rap_benchmark.evaluation.scoring.baselines import baseline_forecasts, composition_array
 from rap_benchmark.evaluation.scoring.bootstrap import Interval, block_bootstrap, field_bootstrap, paired_contrast
@@ -93,13 +93,13 @@ class EpisodeArrays:
     change_rich: NDArray[np.bool_]
 
 
-def episode_arrays(inst: Instance, policy: str | Policy = Policy.CANONICAL) -> EpisodeArrays:
+def episode_arrays(inst: Instance, policy: Policy = Policy.CANONICAL) -> EpisodeArrays:
     """The episodes of one counting policy as arrays, with the EWMA reference and change-rich flag.
 
     Change-rich episodes are those whose rho(EWMA, y) is in the lowest quartile over all episodes
     of the policy: chosen from truth and baselines only, never from model outputs.
     """
-    policy = Policy(policy).value
+    policy = parse_enum(Policy, policy).value
     eps = inst.episodes[inst.episodes["policy"].astype(str) == policy]
     if eps.empty:
         raise ValueError(f"the instance has no episodes under policy {policy!r}")
@@ -154,7 +154,7 @@ def score_predictions(
     inst: Instance,
     preds: pd.DataFrame,
     *,
-    policy: str | Policy = Policy.CANONICAL,
+    policy: Policy = Policy.CANONICAL,
     target: str = "y",
     episodes: EpisodeArrays | None = None,
 ) -> pd.DataFrame:
@@ -185,7 +185,7 @@ def score_predictions(
             "origin": eps.origin[idx],
             "split": eps.split[idx],
             "block_id": eps.block_id[idx],
-            "policy": Policy(policy).value,
+            "policy": parse_enum(Policy, policy).value,
             "target": target,
             "valid": valid,
             "defined": defined,
@@ -213,8 +213,8 @@ def _resampling(inst: Instance, n_resamples: int | None, seed: int | None) -> tu
     )
 
 
-def _in_split(scores: pd.DataFrame, split: str | None) -> pd.DataFrame:
-    return scores if split is None else scores[scores["split"] == split]
+def _in_split(scores: pd.DataFrame, split: Split | None) -> pd.DataFrame:
+    return scores if split is None else scores[scores["split"] == parse_enum(Split, split).value]
 
 
 def _groups(frame: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[tuple[Any, ...], pd.DataFrame]]:
@@ -232,7 +232,7 @@ def leaderboard(
     *,
     n_resamples: int | None = None,
     seed: int | None = None,
-    split: str | None = "test",
+    split: Split | None = Split.TEST,
     field_clustered: bool = True,
     forecast_only: bool = True,
 ) -> pd.DataFrame:
@@ -319,7 +319,7 @@ def paired_contrasts(
     reference_condition: Condition | str = Condition.A0,
     n_resamples: int | None = None,
     seed: int | None = None,
-    split: str | None = "test",
+    split: Split | None = Split.TEST,
 ) -> pd.DataFrame:
     """Paired contrasts on the same (field, origin) cells, differenced before aggregation.
 
@@ -388,7 +388,7 @@ def per_origin_table(
     *,
     n_resamples: int | None = None,
     seed: int | None = None,
-    split: str | None = "test",
+    split: Split | None = Split.TEST,
 ) -> pd.DataFrame:
     """Spearman per (model, condition, origin): mean over fields with a block-bootstrap interval."""
     n_res, seed_ = _resampling(inst, n_resamples, seed)
@@ -419,7 +419,7 @@ def exposure_table(
     joint_strict: Mapping[tuple[str, str], bool] | None = None,
     n_resamples: int | None = None,
     seed: int | None = None,
-    split: str | None = "test",
+    split: Split | None = Split.TEST,
 ) -> pd.DataFrame:
     """Strict vs potentially exposed scores (SPEC 3.13).
 
@@ -467,7 +467,7 @@ def policy_table(
     policies: Sequence[Policy | str] = tuple(Policy),
     n_resamples: int | None = None,
     seed: int | None = None,
-    split: str | None = "test",
+    split: Split | None = Split.TEST,
 ) -> pd.DataFrame:
     """Rescore the same predictions under each counting policy's targets (SPEC 3.3).
 
@@ -477,7 +477,7 @@ def policy_table(
     present = set(inst.episodes["policy"].astype(str))
     frames = []
     for pol in policies:
-        pol = Policy(pol).value
+        pol = parse_enum(Policy, pol).value
         if pol not in present:
             continue
         board = leaderboard(
@@ -503,7 +503,7 @@ def state_table(
     *,
     n_resamples: int | None = None,
     seed: int | None = None,
-    split: str | None = "test",
+    split: Split | None = Split.TEST,
 ) -> pd.DataFrame:
     """State outputs (A2, A4) scored against x (State fidelity) and y (State-as-Forecast)."""
     state = preds[preds["condition"].map(lambda c: Condition(c).task is Task.STATE)]
@@ -534,7 +534,7 @@ def revision_table(
     horizons: Sequence[int] | None = None,
     n_resamples: int | None = None,
     seed: int | None = None,
-    split: str | None = "test",
+    split: Split | None = Split.TEST,
 ) -> pd.DataFrame:
     """Rolling revision alignment at h months (SPEC 3.9), where origins T and T+h both exist.
 
@@ -570,7 +570,7 @@ def revision_table(
                 b_rows.append(loc[ok])
             ia, ib = np.concatenate(a_rows), np.concatenate(b_rows)
             if split is not None:
-                keep = eps.split[ep_idx[ia]] == split
+                keep = eps.split[ep_idx[ia]] == parse_enum(Split, split).value
                 ia, ib = ia[keep], ib[keep]
             if not len(ia):
                 continue

@@ -54,7 +54,7 @@ from rap_benchmark.agents import prompts
 from rap_benchmark.agents.protocol import Request
 from rap_benchmark.agents.runner import SearchTools, default_max_tokens, native_units
 from rap_benchmark.agents.transformers_backend import ANSWER_PREFILL
-from rap_benchmark.core.records import Condition
+from rap_benchmark.core.records import Condition, Task, parse_enum
 from rap_benchmark.core.spec import BENCHMARK_VERSION
 from rap_benchmark.evaluation.scoring.aggregate import field_macro
 from rap_benchmark.evaluation.scoring.metrics import spearman
@@ -147,7 +147,7 @@ def episode_metrics(doc: dict[str, Any], answer: str | None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if np.isfinite(rho):
         out["spearman"] = (fid, rho)
-    if doc.get("task") == "state" and np.isfinite(fidelity):
+    if parse_enum(Task, doc["task"]) is Task.STATE and np.isfinite(fidelity):
         out["state_fidelity"] = (fid, fidelity)
     out["valid"] = 1.0 if parsed.valid else 0.0
     return out
