@@ -937,7 +937,7 @@ def _validate(
     df_or_path: pd.DataFrame | str | Path,
     inst: Instance,
     expected_conditions: Iterable[Condition | str] | None,
-    split: str | None,
+    split: Split | None,
     max_bytes: int,
 ) -> ValidationReport:
     if isinstance(df_or_path, pd.DataFrame):
