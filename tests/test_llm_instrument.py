@@ -359,3 +359,28 @@ def test_rap_build_llm_user_errors(
     err = capsys.readouterr().err
     assert err.startswith("rap build: ") and message in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()
+
+
+def test_endpoints_bound_to_a_model_get_only_that_models_requests(tmp_path: Path, baseline: Any) -> None:
+    """A vLLM server answers for its own model only: ``MODEL=URL`` routes a model's requests."""
+    seen: dict[str, set[str]] = {"one": set(), "two": set()}
+
+    def recording(name: str) -> Any:
+        def script(messages: list[dict[str, str]]) -> str:
+            return respond(messages, typical=False)
+
+        app = ScriptedApp(script=script)
+        original = app.reply_for
+
+        def reply_for(body: bytes) -> Any:
+            seen[name].add(orjson.loads(body)["model"])
+            return original(body)
+
+        app.reply_for = reply_for  # type: ignore[method-assign]
+        return app
+
+    with ServerThread(recording("one")) as one, ServerThread(recording("two")) as two:
+        urls = (f"scripted-main={one.url}", f"scripted-b={one.url}", f"scripted-a={two.url}")
+        result, _ = run(tmp_path, urls)
+    assert seen == {"one": {"scripted-main", "scripted-b"}, "two": {"scripted-a"}}
+    assert fingerprint(result) == fingerprint(baseline[0])

@@ -225,7 +225,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--instrument", choices=["offline", "llm"], default="offline", help="assignment instrument (default offline)"
     )
-    g.add_argument("--base-url", help="OpenAI-compatible endpoint(s), comma-separated (e.g. http://host:8000/v1)")
+    g.add_argument(
+        "--base-url",
+        help="OpenAI-compatible endpoint(s), comma-separated: URL (any model) or MODEL=URL (a server of MODEL only)",
+    )
     g.add_argument("--model", help="model for naming, programs, consolidation and assignment")
     g.add_argument("--draft-models", help="the two drafting models A,B (default: --model twice)")
     g.add_argument("--llm-store", help="request store folder (default: OUT.llm-store); rerunning resumes from it")

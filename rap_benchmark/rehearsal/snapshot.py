@@ -104,17 +104,12 @@ class Topics:
         return cls(field_terms, direction_terms, pop / pop.sum(), tuple(words))
 
 
-def _wrap(text: str, width: int = 78) -> str:
-    """Hard-wrap like the snapshot (newline plus two spaces between lines)."""
-    out, line = [], ""
-    for word in text.split(" "):
-        if line and len(line) + 1 + len(word) > width:
-            out.append(line)
-            line = word
-        else:
-            line = f"{line} {word}" if line else word
-    out.append(line)
-    return "\n  ".join(out)
+def _wrap(text: str, words_per_line: int = 11) -> str:
+    """Hard-wrap like the snapshot (a newline plus two spaces between lines)."""
+    words = text.split(" ")
+    if len(words) <= words_per_line:
+        return text
+    return "\n  ".join(" ".join(words[i : i + words_per_line]) for i in range(0, len(words), words_per_line))
 
 
 def _created(day: dt.date, secs: int) -> str:
@@ -162,7 +157,8 @@ def _record(
     arxiv_id: str, created: str, update: str, cats: str, title: str, abstract: str, rng: np.random.Generator
 ) -> bytes:
     n_auth = int(rng.integers(1, 7))
-    parsed = [[str(rng.choice(_LAST)), str(rng.choice(_FIRST)), ""] for _ in range(n_auth)]
+    picks = rng.integers(0, 1 << 30, size=n_auth)
+    parsed = [[_LAST[p % len(_LAST)], _FIRST[(p >> 8) % len(_FIRST)], ""] for p in picks.tolist()]
     authors = ", ".join(f"{f} {last}" for last, f, _ in parsed)
     versions = [{"version": "v1", "created": created}]
     if rng.random() < 0.35:

@@ -1,7 +1,8 @@
 """Sending the pipeline's requests: keyed store, several endpoints, accounting, spend cap.
 
 :class:`LLMClient` sends chat requests (temperature 0) to one or more OpenAI-compatible
-endpoints. Every request is keyed by the sha256 of its canonical body (:func:`request_body`);
+endpoints (``URL``, or ``MODEL=URL`` for an endpoint that serves only MODEL, as a vLLM server
+does). Every request is keyed by the sha256 of its canonical body (:func:`request_body`);
 a key already in the :class:`~.store.RequestStore` is answered from it and never sent, and two
 identical requests in flight are sent once. Each endpoint has at most ``max_in_flight``
 requests open; a request goes to the open endpoint with the fewest in flight. A transport
@@ -93,6 +94,16 @@ class StageUsage:
         }
 
 
+def parse_endpoint(text: str) -> tuple[str | None, str]:
+    """``URL`` (serves any model) or ``MODEL=URL`` (serves only MODEL) -> (model or None, URL)."""
+    text = text.strip()
+    if "=" in text:
+        model, url = text.split("=", 1)
+        if url.startswith(("http://", "https://")) and model:
+            return model, url
+    return None, text
+
+
 def request_body(model: str, messages: Sequence[dict[str, str]], max_tokens: int) -> bytes:
     """The canonical request: compact JSON, sorted keys; its sha256 is the request's key."""
     return orjson.dumps(
@@ -138,7 +149,9 @@ class LLMClient:
         if not base_urls:
             raise ValueError("at least one base URL is needed")
         key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.endpoints = [Endpoint(u, timeout_s=timeout_s, api_key=key) for u in base_urls]
+        bound = [parse_endpoint(u) for u in base_urls]
+        self.endpoints = [Endpoint(u, timeout_s=timeout_s, api_key=key) for _, u in bound]
+        self._serves = [m for m, _ in bound]  # the model an endpoint is bound to (None: any)
         self._free = [max_in_flight] * len(self.endpoints)
         self._failures = [0] * len(self.endpoints)
         self._rest_until = [0.0] * len(self.endpoints)
@@ -209,17 +222,25 @@ class LLMClient:
         cost = self.accounting.cost(model, count_prompt_tokens(messages), max_tokens)
         return cost or 0.0
 
-    async def _acquire(self) -> int:
+    def endpoints_for(self, model: str) -> list[int]:
+        """The endpoints that may serve ``model``: those bound to it, else the unbound ones."""
+        bound = [i for i, m in enumerate(self._serves) if m == model]
+        return bound or [i for i, m in enumerate(self._serves) if m is None]
+
+    async def _acquire(self, model: str) -> int:
+        mine = self.endpoints_for(model)
+        if not mine:
+            raise EndpointsFailed(f"no --base-url serves model {model!r} (bind one with {model}=URL)")
         async with self._slot:
             while True:
                 now = time.monotonic()
-                open_ = [i for i in range(len(self.endpoints)) if self._rest_until[i] <= now and self._free[i] > 0]
+                open_ = [i for i in mine if self._rest_until[i] <= now and self._free[i] > 0]
                 if open_:
                     i = max(open_, key=lambda j: (self._free[j], -j))
                     self._free[i] -= 1
                     return i
-                resting = [t for t in self._rest_until if t > now]
-                wait = (min(resting) - now) if resting and all(f > 0 for f in self._free) else None
+                resting = [self._rest_until[i] for i in mine if self._rest_until[i] > now]
+                wait = (min(resting) - now) if resting and all(self._free[i] > 0 for i in mine) else None
                 try:
                     await asyncio.wait_for(self._slot.wait(), timeout=wait)
                 except TimeoutError:
@@ -256,8 +277,8 @@ class LLMClient:
             last = ""
             for attempt in range(self.max_transport_retries + 1):
                 if attempt:
-                    await asyncio.sleep(min(0.05 * 2 ** (attempt - 1), 2.0))
-                i = await self._acquire()
+                    await asyncio.sleep(min(0.01 * 2 ** (attempt - 1), 2.0))
+                i = await self._acquire(model)
                 ok = False
                 try:
                     status, data = await self.endpoints[i].post(body)

@@ -1,0 +1,177 @@
+"""Validators of the LLM instrument's replies (pure): labels, absorption, groups, programs, drafts,
+and the deterministic repair of a consolidation with a count other than eight."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rap_benchmark.core.records import DIRECTION_KEYS, AssignmentType
+from rap_benchmark.pipeline.instrument.llm.validate import (
+    InvalidOutput,
+    parse_json_reply,
+    repair_consolidation,
+    validate_absorption,
+    validate_assignment,
+    validate_codebook,
+    validate_draft,
+    validate_groups,
+    validate_label_batch,
+    validate_programs,
+)
+
+IDS = [f"2301.{i:05d}" for i in range(1, 21)]
+
+
+def _direction(name: str, exemplars: list[str] | None = None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "definition": f"Work on {name}.",
+        "inclusion": f"Central contribution on {name}.",
+        "exclusion": "Papers about other directions.",
+        "exemplars": exemplars or [IDS[0]],
+    }
+
+
+def _keyed(names: list[str]) -> str:
+    return orjson.dumps({f"D{i}": _direction(n, [IDS[i % 20]]) for i, n in enumerate(names)}).decode()
+
+
+@pytest.mark.parametrize(
+    ("obj", "reason"),
+    [
+        ({"primary": "other", "secondary": None, "type": "single"}, "needs a direction"),
+        ({"primary": "D1", "secondary": None, "type": "other"}, "needs primary 'other'"),
+        ({"primary": "D1", "secondary": "D2", "type": "single"}, "no secondary"),
+        ({"primary": "D1", "secondary": "D1", "type": "bridge"}, "different from the primary"),
+        ({"primary": "D1", "secondary": None, "type": "tie"}, "unknown type"),
+        ({"primary": "D8", "secondary": None, "type": "single"}, "not D0..D7 or other"),
+        ({"primary": "D1", "type": "single"}, "missing secondary"),
+    ],
+)
+def test_assignment_validator_rejects_incoherent_labels(obj: dict[str, Any], reason: str) -> None:
+    with pytest.raises(InvalidOutput, match=reason):
+        validate_assignment(obj, "2301.00001", "f000")
+
+
+def test_assignment_validator_accepts_every_type() -> None:
+    for obj in (
+        {"primary": "D0", "secondary": None, "type": "single"},
+        {"primary": "D0", "secondary": "D7", "type": "boundary"},
+        {"primary": "D3", "secondary": "D5", "type": "bridge"},
+        {"primary": "other", "secondary": None, "type": "other"},
+        {"primary": "other", "secondary": None, "type": "low_evidence"},
+    ):
+        assert validate_assignment(obj, "x", "f").type is AssignmentType(obj["type"])
+
+
+def test_label_batch_keeps_good_labels_and_names_each_bad_one() -> None:
+    ids = IDS[:4]
+    obj = {
+        "labels": [
+            {"id": ids[0], "primary": "D1", "secondary": None, "type": "single"},
+            {"id": ids[1], "primary": "D9", "secondary": None, "type": "single"},
+            {"id": ids[2], "primary": "D2", "secondary": None, "type": "single"},
+            {"id": ids[2], "primary": "D3", "secondary": None, "type": "single"},
+            {"id": "9999.00001", "primary": "D1", "secondary": None, "type": "single"},
+        ]
+    }
+    good, bad = validate_label_batch(obj, ids, "f000")
+    assert list(good) == [ids[0]] and good[ids[0]].primary == "D1"
+    assert "primary 'D9'" in bad[ids[1]] and "labelled twice" in bad[ids[2]] and "not labelled" in bad[ids[3]]
+    with pytest.raises(InvalidOutput):
+        validate_label_batch({"labels": "none"}, ids, "f000")
+
+
+def test_absorption_needs_every_shown_paper_once() -> None:
+    shown = IDS[:3]
+    ok = {
+        "papers": [
+            {"id": shown[0], "direction": 2},
+            {"id": shown[1], "direction": None},
+            {"id": shown[2], "direction": 1},
+        ]
+    }
+    assert validate_absorption(ok, shown, 2) == {shown[0]: 2, shown[1]: None, shown[2]: 1}
+    for bad, reason in (
+        ({"papers": ok["papers"][:2]}, "not labelled"),
+        ({"papers": [*ok["papers"], ok["papers"][0]]}, "labelled twice"),
+        ({"papers": [{"id": shown[0], "direction": 3}, *ok["papers"][1:]]}, "not 1..2"),
+        ({"papers": [{"id": shown[0], "direction": True}, *ok["papers"][1:]]}, "not 1..2"),
+    ):
+        with pytest.raises(InvalidOutput, match=reason):
+            validate_absorption(bad, shown, 2)
+
+
+def test_groups_are_disjoint_known_and_at_least_pairs() -> None:
+    assert validate_groups({"groups": [["b", "a"]]}, ["a", "b", "c"], "merge") == (("a", "b"),)
+    for groups, reason in (
+        ([["a"]], "at least two"),
+        ([["a", "z"]], "unknown"),
+        ([["a", "b"], ["b", "c"]], "disjoint"),
+    ):
+        with pytest.raises(InvalidOutput, match=reason):
+            validate_groups({"groups": groups}, ["a", "b", "c"], "merge")
+
+
+def test_programs_and_drafts_need_unique_names_and_shown_ids() -> None:
+    allowed = frozenset(IDS)
+    prog = {"name": "x", "description": "d", "papers": [IDS[0]]}
+    assert len(validate_programs({"programs": [prog]}, allowed)) == 1
+    with pytest.raises(InvalidOutput, match="duplicate"):
+        validate_programs({"programs": [prog, dict(prog, name="X")]}, allowed)
+    with pytest.raises(InvalidOutput, match="not among the papers shown"):
+        validate_programs({"programs": [dict(prog, papers=["1234.5678"])]}, allowed)
+    with pytest.raises(InvalidOutput, match="3 directions"):
+        validate_draft({"directions": [_direction(f"d{i}") for i in range(3)]}, allowed)
+    with pytest.raises(InvalidOutput, match="duplicate direction names"):
+        validate_draft({"directions": [_direction("same")] * 4}, allowed)
+
+
+def test_codebook_needs_exactly_eight_unique_directions() -> None:
+    names = [f"direction {k}" for k in DIRECTION_KEYS]
+    cb = validate_codebook(parse_json_reply(_keyed(names)), frozenset(IDS), "f000", "field", "def")
+    assert tuple(d.key for d in cb.directions) == DIRECTION_KEYS
+    for bad, reason in ((_keyed(names[:7]), "missing D7"), (_keyed([*names, "nine"]), "unknown D8"),
+                        (_keyed([*names[:7], names[0]]), "duplicate direction names")):  # fmt: skip
+        with pytest.raises(InvalidOutput, match=reason):
+            validate_codebook(parse_json_reply(bad), frozenset(IDS), "f000", "field", "def")
+
+
+def test_repair_merges_the_most_similar_names_and_fills_from_the_union() -> None:
+    names = ["speech recognition", "speech recognition streaming", *[f"topic {c}" for c in "abcdefg"]]
+    dirs, note = repair_consolidation(_keyed(names), frozenset(IDS), [])
+    assert len(dirs) == 8 and [d["name"] for d in dirs][0] == "speech recognition"
+    assert "returned 9" in note and "merged 'speech recognition streaming' into 'speech recognition'" in note
+    assert dirs[0]["exemplars"] == [IDS[0], IDS[1]]
+    union = [_direction("topic a"), _direction("graph learning"), _direction("topic b variant")]
+    dirs, note = repair_consolidation(_keyed([f"topic {c}" for c in "abcdefg"]), frozenset(IDS), union)
+    assert [d["name"] for d in dirs][-1] == "graph learning" and "added candidate 'graph learning'" in note
+    with pytest.raises(InvalidOutput, match="too few distinct candidates"):
+        repair_consolidation(_keyed(["a", "b"]), frozenset(IDS), [])
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 16), extra=st.integers(0, 10))
+def test_repair_always_gives_eight_distinct_directions_when_it_can(n: int, extra: int) -> None:
+    names = [f"direction {i} {'x' * (i % 3)}" for i in range(n)]
+    union = [_direction(f"candidate {j}") for j in range(extra)]
+    try:
+        dirs, _ = repair_consolidation(_keyed(names), frozenset(IDS), union)
+    except InvalidOutput:
+        assert n + extra < 8
+        return
+    assert len(dirs) == 8 and len({d["name"].casefold() for d in dirs}) == 8
+    assert all(1 <= len(d["exemplars"]) <= 5 for d in dirs)
+
+
+def test_parse_json_reply_is_strict() -> None:
+    assert parse_json_reply('{"a": 1}') == {"a": 1}
+    assert parse_json_reply('```json\n{"a": 1}\n```') == {"a": 1}
+    for bad in ("", "[1, 2]", 'Sure! {"a": 1}', '```json\n{"a": 1}\n``` trailing'):
+        with pytest.raises(InvalidOutput):
+            parse_json_reply(bad)
