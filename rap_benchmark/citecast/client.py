@@ -1,9 +1,7 @@
 """Clients of the environment with one interface: in process (same code path, no HTTP) and HTTP.
 
-Both raise the same exceptions: :class:`~rap_benchmark.citecast.env.UnknownTask`,
-:class:`~rap_benchmark.citecast.env.UnknownSession`, :class:`~rap_benchmark.citecast.env.SessionClosed`,
-:class:`~rap_benchmark.citecast.env.CallLimit` and
-:class:`~rap_benchmark.citecast.tools.ToolArgumentError`, so an agent loop written against one
+Both raise the same exceptions (the classes of :mod:`rap_benchmark.citecast.errors` and
+:class:`~rap_benchmark.citecast.tools.ToolArgumentError`), so an agent loop written against one
 runs unchanged against the other.
 """
 
@@ -11,14 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from rap_benchmark.citecast.env import CallLimit, CiteCastEnv, EnvError, SessionClosed, UnknownSession, UnknownTask
+from rap_benchmark.citecast import errors
+from rap_benchmark.citecast.env import CiteCastEnv
+from rap_benchmark.citecast.errors import EnvError
 from rap_benchmark.citecast.tools import ToolArgumentError
 
 _ERRORS: dict[str, type[Exception]] = {
-    "UnknownTask": UnknownTask,
-    "UnknownSession": UnknownSession,
-    "SessionClosed": SessionClosed,
-    "CallLimit": CallLimit,
+    **{c.__name__: c for c in vars(errors).values() if isinstance(c, type) and issubclass(c, EnvError)},
     "ToolArgumentError": ToolArgumentError,
 }
 
@@ -32,38 +29,42 @@ class EnvClient(Protocol):
 
 
 class InProcessClient:
-    """Calls :class:`CiteCastEnv` directly (for the runner, lm-eval and tests)."""
+    """Calls :class:`CiteCastEnv` directly (for the runner, lm-eval and tests); ``key`` is the API
+    key name the sessions belong to (what the server resolves a secret to)."""
 
-    def __init__(self, env: CiteCastEnv) -> None:
+    def __init__(self, env: CiteCastEnv, key: str = "") -> None:
         self.env = env
+        self.key = key
 
     def task_ids(self, split: str | None = None) -> list[str]:
         return self.env.task_ids(split)
 
     def start(self, task_id: str) -> dict[str, Any]:
-        return self.env.start(task_id).to_dict()
+        return self.env.start(task_id, self.key).to_dict()
 
     def call(self, session_id: str, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self.env.call(session_id, name, arguments).to_dict()
+        return self.env.call(session_id, name, arguments, self.key).to_dict()
 
     def state(self, session_id: str) -> dict[str, Any]:
-        return self.env.state(session_id)
+        return self.env.state(session_id, self.key)
 
     def close(self, session_id: str) -> None:
-        self.env.close(session_id)
+        self.env.close(session_id, self.key)
 
 
 class HttpClient:
     """Talks to ``rap citecast serve`` over HTTP (httpx)."""
 
-    def __init__(self, base_url: str, timeout_s: float = 60.0, http: Any = None) -> None:
-        """``http``: an httpx.Client-compatible object to use instead (e.g. FastAPI's TestClient)."""
+    def __init__(self, base_url: str, timeout_s: float = 60.0, http: Any = None, api_key: str | None = None) -> None:
+        """``http``: an httpx.Client-compatible object to use instead (e.g. Starlette's TestClient);
+        ``api_key``: the secret sent as ``Authorization: Bearer`` (required in evaluation mode)."""
         import httpx
 
         self._http = http if http is not None else httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s)
+        self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
     def _do(self, method: str, path: str, **kw: Any) -> Any:
-        resp = self._http.request(method, path, **kw)
+        resp = self._http.request(method, path, headers=self._headers, **kw)
         if resp.status_code >= 400:
             try:
                 body = resp.json()

@@ -3,78 +3,81 @@
 The HTTP server (:mod:`.server`) and the in-process client (:mod:`.client`) both call
 :class:`CiteCastEnv`, so an agent run over HTTP and one in process take the same code path.
 
-A session starts from a task id and gets the prompt; every tool call goes through the session's
-:class:`~rap_benchmark.citecast.tools.SessionTools`, whose web tools read the corpus view at the
-environment's cutoff (fixed server-side, applied on every request). The first valid
-``submit_prediction`` ends the session and fixes its reward; any later call is refused with
-:class:`SessionClosed` and changes nothing. An invalid submission (e.g. a negative prediction) is
-refused with :class:`~rap_benchmark.citecast.tools.ToolArgumentError` and does not end the session.
+A session starts from a task id and gets the prompt. Its state lives in a
+:class:`~rap_benchmark.citecast.sessions.SessionStore` (SQLite shared by a machine's workers, or
+Redis shared by several machines), so the environment object itself holds no session and any
+worker can serve any call. Web tools read the corpus view at the environment's cutoff (fixed
+server-side, applied on every request). A call is checked completely before it touches the
+session: a refused call (unknown tool, invalid or oversized arguments) changes nothing and uses
+no budget. The first valid ``submit_prediction`` ends the session; later calls are refused with
+:class:`SessionClosed`.
+
+Modes (:class:`Mode`): ``training`` serves the train split and returns the reward at submit;
+``evaluation`` serves the Test split, never returns the reward (a returned reward can be inverted
+to the target: r = 1/cosh(2|ln((p+1)/(t+1))|) at p = 0 gives t), and allows one scored session per
+task and API key, whose prediction ``rap citecast score`` reads from the store after the run.
+``mode=None`` is the trusted in-process use (every split, reward returned): whoever runs it
+holds the instance and its targets anyway.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import enum
 import secrets
-import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rap_benchmark.citecast.errors import (
+    AlreadyScored,
+    CallLimit,
+    EnvError,
+    SessionClosed,
+    UnknownSession,
+    UnknownTask,
+)
 from rap_benchmark.citecast.prompt import SYSTEM_PROMPT, render_prompt
-from rap_benchmark.citecast.records import DEFAULT_CUTOFF, CiteTask, TaskSplit, ToolCall
+from rap_benchmark.citecast.records import DEFAULT_CUTOFF, CiteTask, TaskSplit
 from rap_benchmark.citecast.reward import reward as reward_fn
+from rap_benchmark.citecast.sessions import DEFAULT_TTL_S, Outcome, SessionStore, SqliteStore
 from rap_benchmark.citecast.tools import (
     MAX_FETCH_CHARS,
     SEARCH_RESULTS,
     BackdatedWeb,
     SessionTools,
-    ToolArgumentError,
     call_tool,
     tool_schemas,
 )
 from rap_benchmark.citecast.webcorpus import WebCorpus
 from rap_benchmark.core.dates import parse_date
 
+__all__ = [
+    "AlreadyScored",
+    "CallLimit",
+    "CiteCastEnv",
+    "EnvError",
+    "Mode",
+    "SessionClosed",
+    "StartInfo",
+    "ToolResult",
+    "UnknownSession",
+    "UnknownTask",
+]
+
 MAX_TOOL_CALLS = 100  # web calls per session; submit_prediction is always allowed once
+EXPIRE_EVERY_S = 30.0  # how often a process sweeps expired sessions out of the store
 
 
-class EnvError(Exception):
-    """Base of the environment's refusals; ``status`` is the HTTP code the server answers with."""
-
-    status = 400
-
-
-class UnknownTask(EnvError):
-    status = 404
-
-
-class UnknownSession(EnvError):
-    status = 404
-
-
-class SessionClosed(EnvError):
-    status = 409
-
-
-class CallLimit(EnvError):
-    status = 429
-
-
-@dataclass
-class Session:
-    session_id: str
-    task: CiteTask
-    tools: SessionTools | None = None
-    calls: list[ToolCall] = field(default_factory=list)
-    prediction: int | None = None
-    justification: str | None = None
-    reward: float | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
+class Mode(enum.Enum):
+    TRAINING = "training"
+    EVALUATION = "evaluation"
 
     @property
-    def done(self) -> bool:
-        return self.reward is not None
+    def split(self) -> TaskSplit:
+        return TaskSplit.TRAIN if self is Mode.TRAINING else TaskSplit.TEST
 
 
 @dataclass(frozen=True)
@@ -105,115 +108,164 @@ class ToolResult:
         return {"observation": self.observation, "done": self.done, "reward": self.reward}
 
 
-class CiteCastEnv:
-    """Tasks (with targets) and the corpus, held server-side; sessions keyed by random ids.
+class _MeteredWeb:
+    """One call's view of the web: a search or fetch first takes a call from the session's budget
+    (the tool has checked its arguments by then, so refused calls never take any)."""
 
-    Session ids are unguessable random tokens (``secrets``), so one agent cannot act on another's
-    session; they identify sessions and never influence any result.
+    def __init__(self, web: BackdatedWeb, reserve: Callable[[], None]) -> None:
+        self._web = web
+        self._reserve = reserve
+
+    def search(self, query: str) -> list[dict[str, str]]:
+        self._reserve()
+        return self._web.search(query)
+
+    def fetch(self, url: str) -> dict[str, Any]:
+        self._reserve()
+        return self._web.fetch(url)
+
+
+class CiteCastEnv:
+    """Tasks (with targets) and the corpus view, held server-side; sessions in ``store``.
+
+    ``web`` is a :class:`~rap_benchmark.citecast.webcorpus.WebCorpus` (its view at ``cutoff`` is
+    built in memory) or a view already at the cutoff, e.g. the memory-mapped
+    :class:`~rap_benchmark.citecast.webindex.MappedView` that server workers share. Session ids
+    are unguessable random tokens; a session answers only to the API key name that started it.
     """
 
     def __init__(
         self,
         tasks: Mapping[str, CiteTask],
-        corpus: WebCorpus,
+        web: Any,
         cutoff: dt.date | str = DEFAULT_CUTOFF,
         *,
+        store: SessionStore | None = None,
+        mode: Mode | None = None,
         k: int = SEARCH_RESULTS,
         max_chars: int = MAX_FETCH_CHARS,
         max_tool_calls: int = MAX_TOOL_CALLS,
+        session_ttl_s: float = DEFAULT_TTL_S,
     ) -> None:
         self.tasks = dict(tasks)
         self.cutoff = parse_date(cutoff)
-        self.web = BackdatedWeb(corpus.view(self.cutoff), k=k, max_chars=max_chars)
+        view = web.view(self.cutoff) if isinstance(web, WebCorpus) else web
+        if view.cutoff != self.cutoff:
+            raise ValueError(f"the corpus view is at {view.cutoff}, the environment's cutoff is {self.cutoff}")
+        self.web = BackdatedWeb(view, k=k, max_chars=max_chars)
+        self.mode = mode
         self.max_tool_calls = max_tool_calls
-        self._sessions: dict[str, Session] = {}
-        self._lock = threading.Lock()
+        self.store: SessionStore = store if store is not None else SqliteStore(None, ttl_s=session_ttl_s)
+        self._served = {t.task_id for t in self.tasks.values() if mode is None or t.split is mode.split}
+        self._next_expiry = 0.0
+        self._schemas = tool_schemas()
 
     @classmethod
-    def from_instance(cls, instance_dir: str | Path, cutoff: dt.date | str | None = None, **kw: Any) -> CiteCastEnv:
+    def from_instance(
+        cls,
+        instance_dir: str | Path,
+        cutoff: dt.date | str | None = None,
+        *,
+        cache_dir: str | Path | None = None,
+        **kw: Any,
+    ) -> CiteCastEnv:
+        """The environment of a built instance, searching its memory-mapped index (built into the
+        instance's ``.cache/`` or ``cache_dir`` on first use)."""
         from rap_benchmark.citecast.instance import load_instance
 
         inst = load_instance(instance_dir)
-        return cls(inst.tasks, inst.corpus, cutoff or inst.cutoff, **kw)
+        at = parse_date(cutoff) if cutoff is not None else inst.cutoff
+        return cls(inst.tasks, inst.web_index(at, cache_dir), at, **kw)
+
+    @property
+    def returns_reward(self) -> bool:
+        return self.mode is not Mode.EVALUATION
 
     def warm(self) -> None:
-        """Build the search index now rather than on the first search."""
+        """Build (or map) the search index and compile its kernels now, not on the first search."""
         self.web.view.build_index()
+        self.web.search("warm up")
 
     def task_ids(self, split: TaskSplit | str | None = None) -> list[str]:
         s = TaskSplit(split) if split is not None else None
-        return sorted(t.task_id for t in self.tasks.values() if s is None or t.split is s)
+        return sorted(t for t in self._served if s is None or self.tasks[t].split is s)
 
     # -- sessions ------------------------------------------------------------------------------
-    def start(self, task_id: str) -> StartInfo:
-        task = self.tasks.get(task_id)
+    def _expire(self) -> None:
+        now = time.monotonic()
+        if now >= self._next_expiry:
+            self._next_expiry = now + min(EXPIRE_EVERY_S, self.store.ttl_s / 4)
+            self.store.expire()
+
+    def start(self, task_id: str, key: str = "") -> StartInfo:
+        """Start a session on ``task_id`` for the API key named ``key``."""
+        task = self.tasks.get(task_id) if task_id in self._served else None
         if task is None:
-            raise UnknownTask(f"unknown task id {task_id!r}")
-        session = Session(secrets.token_hex(16), task)
-        session.tools = SessionTools(self.web, lambda p, j, s=session: self._submit(s, p, j))
-        with self._lock:
-            self._sessions[session.session_id] = session
-        return StartInfo(session.session_id, task_id, SYSTEM_PROMPT, render_prompt(task.paper), tool_schemas())
+            served = "" if self.mode is None else f" in {self.mode.value} mode ({self.mode.split.value} split)"
+            raise UnknownTask(f"unknown task id {task_id[:64]!r}{served}")
+        self._expire()
+        session_id = secrets.token_hex(16)
+        if not self.store.create(session_id, task_id, key, scored=self.mode is Mode.EVALUATION):
+            raise AlreadyScored(f"task {task_id}: this API key already has its one scored session on this task")
+        return StartInfo(session_id, task_id, SYSTEM_PROMPT, render_prompt(task.paper), self._schemas)
 
-    def _session(self, session_id: str) -> Session:
-        with self._lock:
-            session = self._sessions.get(session_id)
-        if session is None:
-            raise UnknownSession(f"unknown session {session_id!r}")
-        return session
+    def _refusal(self, outcome: Outcome, session_id: str) -> EnvError:
+        sid = session_id[:64]
+        if outcome is Outcome.DONE:
+            return SessionClosed(f"session {sid} is finished: a prediction was already submitted")
+        if outcome is Outcome.LIMIT:
+            return CallLimit(f"session {sid}: at most {self.max_tool_calls} web calls; submit now")
+        return UnknownSession(f"unknown session {sid!r} (never started, deleted, or expired)")
 
-    def _submit(self, session: Session, prediction: int, justification: str) -> dict[str, Any]:
-        # called with session.lock held (from call()), so exactly one submission can win
-        session.prediction = prediction
-        session.justification = justification
-        session.reward = reward_fn(prediction, session.task.target)
-        return {"accepted": True, "prediction": prediction, "reward": session.reward}
-
-    def call(self, session_id: str, name: str, arguments: Any) -> ToolResult:
+    def call(self, session_id: str, name: str, arguments: Any, key: str = "") -> ToolResult:
         """Run one tool call of a session. Refusals raise an :class:`EnvError` subclass or
-        :class:`ToolArgumentError`; refused calls change no state and are logged as not ok."""
-        session = self._session(session_id)
-        with session.lock:
-            if session.done:
-                raise SessionClosed(f"session {session_id} is finished: a prediction was already submitted")
-            n_web = sum(1 for c in session.calls if c.name != "submit_prediction")
-            if name != "submit_prediction" and n_web >= self.max_tool_calls:
-                raise CallLimit(f"session {session_id}: at most {self.max_tool_calls} web calls; submit now")
-            assert session.tools is not None
-            try:
-                observation = call_tool(session.tools, name, arguments)
-            except ToolArgumentError as exc:
-                session.calls.append(
-                    ToolCall(name, dict(arguments) if isinstance(arguments, dict) else {}, str(exc), False)
-                )
-                raise
-            session.calls.append(ToolCall(name, dict(arguments), observation, True))
-            return ToolResult(observation, session.done, session.reward)
+        :class:`~rap_benchmark.citecast.tools.ToolArgumentError` and change nothing: the tool's
+        arguments are checked in full before the call takes budget or submits."""
 
-    def state(self, session_id: str) -> dict[str, Any]:
-        """Public state of a session (never the target or band)."""
-        session = self._session(session_id)
-        with session.lock:
-            return {
-                "session_id": session.session_id,
-                "task_id": session.task.task_id,
-                "done": session.done,
-                "n_calls": len(session.calls),
-                "prediction": session.prediction,
-                "reward": session.reward,
-            }
+        def reserve() -> None:
+            outcome = self.store.reserve_call(session_id, key, self.max_tool_calls)
+            if outcome is not Outcome.OK:
+                raise self._refusal(outcome, session_id)
 
-    def trajectory(self, session_id: str) -> list[ToolCall]:
-        session = self._session(session_id)
-        with session.lock:
-            return list(session.calls)
+        tools = SessionTools(_MeteredWeb(self.web, reserve), lambda p, j: self._submit(session_id, key, p, j))
+        observation = call_tool(tools, name, arguments)
+        if name == "submit_prediction":
+            return ToolResult(observation, True, observation.get("reward"))
+        return ToolResult(observation, False, None)
 
-    def close(self, session_id: str) -> None:
-        """Forget a session (finished or abandoned)."""
-        with self._lock:
-            if self._sessions.pop(session_id, None) is None:
-                raise UnknownSession(f"unknown session {session_id!r}")
+    def _submit(self, session_id: str, key: str, prediction: int, justification: str) -> dict[str, Any]:
+        outcome, task_id = self.store.submit(session_id, key, prediction, justification)
+        if outcome is not Outcome.OK:
+            raise self._refusal(outcome, session_id)
+        observation: dict[str, Any] = {"accepted": True, "prediction": prediction}
+        if self.returns_reward:  # a pure function of the validated prediction: it cannot fail
+            observation["reward"] = self._reward(task_id, prediction)
+        return observation
+
+    def _reward(self, task_id: str | None, prediction: int | None) -> float | None:
+        if task_id is None or prediction is None or not self.returns_reward:
+            return None
+        return reward_fn(prediction, self.tasks[task_id].target)
+
+    def state(self, session_id: str, key: str = "") -> dict[str, Any]:
+        """Public state of a session (never the target or band; no reward in evaluation mode)."""
+        s = self.store.get(session_id, key)
+        if s is None:
+            raise self._refusal(Outcome.UNKNOWN, session_id)
+        return {
+            "session_id": s.session_id,
+            "task_id": s.task_id,
+            "done": s.done,
+            "n_calls": s.n_calls,
+            "prediction": s.prediction,
+            "reward": self._reward(s.task_id, s.prediction),
+        }
+
+    def close(self, session_id: str, key: str = "") -> None:
+        """Delete a session's state (finished or abandoned). A scored session's claim and
+        prediction stay in the store: they are the evaluation's result."""
+        if not self.store.delete(session_id, key):
+            raise self._refusal(Outcome.UNKNOWN, session_id)
 
     def __len__(self) -> int:
-        with self._lock:
-            return len(self._sessions)
+        return self.store.count()

@@ -7,20 +7,28 @@ specs/train.jsonl         agent-facing specs: {"task_id": ...} only
 specs/test.jsonl
 corpus/documents.jsonl    the frozen crawl-dated web corpus (one crawl a line)
 SHA256SUMS                sha256 of every file above (verified on load)
+.cache/webindex-<key>/    the memory-mapped search index of the cutoff view (derived, not hashed;
+                          see :mod:`rap_benchmark.citecast.webindex`)
+
+:func:`write_instance` builds into a temporary sibling folder and swaps it into place only once
+everything (the search index included) is written, so a build killed half-way leaves the previous
+instance as it was.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass
+import os
+import shutil
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from rap_benchmark.citecast.records import CiteTask
 from rap_benchmark.citecast.tasks import DEFAULT_BANDS, DEFAULT_MIX, TaskSet, load_tasks, write_task_files
 from rap_benchmark.citecast.webcorpus import WebCorpus
-from rap_benchmark.core.artifacts import ArtifactError, verify, write_json, write_sums
+from rap_benchmark.core.artifacts import CACHE_DIR, SUMS_FILE, ArtifactError, verify, write_json, write_sums
 from rap_benchmark.core.dates import parse_date
 
 CITECAST_VERSION = "1.0.0"
@@ -28,16 +36,45 @@ MANIFEST = "citecast.json"
 CORPUS_FILE = Path("corpus") / "documents.jsonl"
 
 
-@dataclass(frozen=True)
 class CiteCastInstance:
-    root: Path
-    manifest: dict[str, Any]
-    tasks: dict[str, CiteTask]
-    corpus: WebCorpus
+    """A loaded instance: manifest and tasks; the corpus is read only when asked for."""
+
+    def __init__(self, root: Path, manifest: dict[str, Any], tasks: dict[str, CiteTask]) -> None:
+        self.root = root
+        self.manifest = manifest
+        self.tasks = tasks
 
     @property
     def cutoff(self) -> dt.date:
         return parse_date(self.manifest["cutoff"])
+
+    @cached_property
+    def corpus(self) -> WebCorpus:
+        return WebCorpus.from_jsonl(self.root / CORPUS_FILE)
+
+    def corpus_sha256(self) -> str:
+        """The corpus file's sha256 as recorded in SHA256SUMS (verified when the instance loaded)."""
+        for line in (self.root / SUMS_FILE).read_text(encoding="utf-8").splitlines():
+            digest, _, rel = line.partition("  ")
+            if rel == CORPUS_FILE.as_posix():
+                return digest
+        raise ArtifactError(f"{self.root}: {CORPUS_FILE.as_posix()} is not listed in {SUMS_FILE}")
+
+    def index_dir(self, cutoff: dt.date | None = None, cache_dir: str | Path | None = None) -> Path:
+        """Where the memory-mapped search index of the view at ``cutoff`` lives."""
+        from rap_benchmark.citecast.webindex import index_key
+
+        base = Path(cache_dir) if cache_dir is not None else self.root / CACHE_DIR
+        return base / f"webindex-{index_key(self.corpus_sha256(), cutoff or self.cutoff)}"
+
+    def web_index(self, cutoff: dt.date | None = None, cache_dir: str | Path | None = None):  # -> MappedView
+        """The search index of the view at ``cutoff`` (default: the instance's), built on first use."""
+        from rap_benchmark.citecast.webindex import MappedView, write_index
+
+        folder = self.index_dir(cutoff, cache_dir)
+        if not (folder / "meta.json").is_file():
+            write_index(self.corpus.view(cutoff or self.cutoff), folder)
+        return MappedView(folder)
 
 
 def write_instance(
@@ -49,8 +86,61 @@ def write_instance(
     snapshot_date: dt.date,
     provenance: dict[str, Any],
 ) -> Path:
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    final = Path(out_dir)
+    out = _building_dir(final)
+    try:
+        _write_files(out, task_set, corpus, cutoff=cutoff, snapshot_date=snapshot_date, provenance=provenance)
+        _swap_into_place(out, final)
+    except BaseException:
+        shutil.rmtree(out, ignore_errors=True)
+        raise
+    return final
+
+
+def _building_dir(final: Path) -> Path:
+    if final.exists() and not final.is_dir():
+        raise FileExistsError(f"{final} exists and is not a folder")
+    if final.is_dir() and any(final.iterdir()) and not (final / MANIFEST).is_file():
+        raise FileExistsError(f"{final} is a non-empty folder that is not a CiteCast instance; refusing to replace it")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    for stale in final.parent.glob(f".{final.name}.building-*"):  # left by a killed build
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+    tmp = final.parent / f".{final.name}.building-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    return tmp
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _swap_into_place(tmp: Path, final: Path) -> None:
+    """Two renames: the previous instance stays whole until the new one is complete."""
+    old = final.parent / f".{final.name}.old-{os.getpid()}"
+    if final.exists():
+        os.rename(final, old)
+    os.rename(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_files(
+    out: Path,
+    task_set: TaskSet,
+    corpus: WebCorpus,
+    *,
+    cutoff: dt.date,
+    snapshot_date: dt.date,
+    provenance: dict[str, Any],
+) -> None:
     write_task_files(out, task_set)
     corpus.to_jsonl(out / CORPUS_FILE)
     splits: dict[str, dict[str, int]] = {}
@@ -73,7 +163,10 @@ def write_instance(
     }
     write_json(out / MANIFEST, manifest)
     write_sums(out)
-    return out
+    from rap_benchmark.citecast.webindex import write_index
+
+    # the serving index, in .cache/ (derived, not hashed), so `serve` starts without building it
+    write_index(corpus.view(cutoff), CiteCastInstance(out, manifest, {}).index_dir(cutoff))
 
 
 def load_instance(root: str | Path, *, check: bool = True) -> CiteCastInstance:
@@ -83,4 +176,4 @@ def load_instance(root: str | Path, *, check: bool = True) -> CiteCastInstance:
         if problems:
             raise ArtifactError(f"{root}: " + "; ".join(problems[:5]))
     manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
-    return CiteCastInstance(root, manifest, load_tasks(root), WebCorpus.from_jsonl(root / CORPUS_FILE))
+    return CiteCastInstance(root, manifest, load_tasks(root))

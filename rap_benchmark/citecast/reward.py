@@ -11,29 +11,36 @@ from typing import Any
 
 import numpy as np
 
+# Far above any citation count (the most-cited paper ever has ~3e5); bounds the float conversion
+# of the reward, so a prediction such as 10**400 is refused instead of overflowing.
+MAX_PREDICTION = 10**9
+
 
 class PredictionError(ValueError):
-    """A prediction that is not a nonnegative integer."""
+    """A prediction that is not an integer in ``[0, MAX_PREDICTION]``."""
 
 
 def validate_prediction(value: Any) -> int:
     """Return ``value`` as an int, or raise :class:`PredictionError` saying why it is refused.
 
-    Accepted: a nonnegative int, or a float with an integral value (``12.0``; JSON encoders of
-    some models emit these). Refused: negatives, fractions, NaN/inf, booleans, strings.
+    Accepted: an int in ``[0, MAX_PREDICTION]``, or a float with an integral value in that range
+    (``12.0``; JSON encoders of some models emit these). Refused: negatives, values above
+    ``MAX_PREDICTION`` (e.g. ``10**400``), fractions, NaN/inf, booleans, strings.
     """
     if isinstance(value, bool):
         raise PredictionError(f"prediction must be a nonnegative integer, got the boolean {value!r}")
     if isinstance(value, int):
         n = value
     elif isinstance(value, float):
-        if not math.isfinite(value) or value != int(value):
+        if not math.isfinite(value) or value != math.floor(value):
             raise PredictionError(f"prediction must be a nonnegative integer, got {value!r}")
         n = int(value)
     else:
         raise PredictionError(f"prediction must be a nonnegative integer, got {type(value).__name__} {value!r}")
     if n < 0:
         raise PredictionError(f"prediction must be a nonnegative integer, got {n}")
+    if n > MAX_PREDICTION:
+        raise PredictionError(f"prediction must be at most {MAX_PREDICTION:,} (got a {n.bit_length()}-bit integer)")
     return n
 
 

@@ -1,80 +1,174 @@
-"""The environment over HTTP (FastAPI). Tasks, bands and targets never leave the server.
+"""The environment over HTTP: a small ASGI app. Tasks, bands and targets never leave the server.
 
-    GET  /health                              {"ok": true, "n_tasks": ..., "n_sessions": ...}
+    GET  /health                              {"ok", "mode", "n_tasks", "pid"}
     GET  /tasks?split=test                    {"tasks": [{"task_id": ...}, ...]}  (ids only)
     GET  /tools                               the tools' function-calling schemas
     POST /tasks/{task_id}/start               {"session_id", "task_id", "system", "prompt", "tools"}
     POST /sessions/{sid}/tools/{name}         body: the tool's JSON arguments
                                               -> {"observation", "done", "reward"}
     GET  /sessions/{sid}                      {"done", "n_calls", "prediction", "reward", ...}
-    DELETE /sessions/{sid}                    forget a session
+    DELETE /sessions/{sid}                    delete the session's state
 
-Errors: 404 unknown task/session, 409 the session already submitted (nothing changes), 422
-invalid tool name or arguments (e.g. a negative or fractional prediction), 429 call limit.
-Every route calls :class:`~rap_benchmark.citecast.env.CiteCastEnv`, which applies the cutoff on
-every search and fetch; the cutoff is not a request parameter. Serve on loopback by default.
+Errors are JSON ``{"detail", "error"}``: 401 missing or unknown API key, 404 unknown task or
+session, 405 method, 409 the session already submitted / the key's scored session on the task
+exists, 413 body above ``max_body_bytes`` (not read), 422 invalid JSON, tool name or arguments,
+429 call limit. API keys: ``Authorization: Bearer <secret>``; when the server has keys every route
+but ``/health`` requires one (evaluation mode always has keys).
+
+Every call goes to :class:`~rap_benchmark.citecast.env.CiteCastEnv` (cutoff applied there; it is
+not a request parameter). The app is plain ASGI rather than a framework: a request costs a route
+match, ``json.loads`` of a small body and one ``orjson`` encoding, so a worker spends its time on
+the search itself. Handlers run on the event loop (a search is well under a millisecond); one
+server scales out by worker processes (:mod:`rap_benchmark.citecast.serving`).
 """
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from rap_benchmark.citecast.env import CiteCastEnv, EnvError
+from rap_benchmark.citecast.errors import PayloadTooLarge, Unauthorized
 from rap_benchmark.citecast.tools import ToolArgumentError, tool_schemas
 
-
-def create_app(env: CiteCastEnv):  # -> fastapi.FastAPI
-    from fastapi import Body, FastAPI, HTTPException
-    from fastapi.responses import JSONResponse
-
-    app = FastAPI(title="CiteCast environment", version="1.0.0")
-
-    @app.exception_handler(EnvError)
-    async def _env_error(_request, exc: EnvError):  # noqa: ANN001
-        return JSONResponse(status_code=exc.status, content={"detail": str(exc), "error": type(exc).__name__})
-
-    @app.exception_handler(ToolArgumentError)
-    async def _arg_error(_request, exc: ToolArgumentError):  # noqa: ANN001
-        return JSONResponse(status_code=422, content={"detail": str(exc), "error": "ToolArgumentError"})
-
-    @app.get("/health")
-    def health() -> dict[str, Any]:
-        return {"ok": True, "n_tasks": len(env.tasks), "n_sessions": len(env)}
-
-    @app.get("/tasks")
-    def tasks(split: str | None = None) -> dict[str, Any]:
-        if split not in (None, "train", "test"):
-            raise HTTPException(422, f"split must be train or test, got {split!r}")
-        return {"tasks": [{"task_id": t} for t in env.task_ids(split)]}
-
-    @app.get("/tools")
-    def tools() -> list[dict[str, Any]]:
-        return tool_schemas()
-
-    # Plain `def` routes run in the threadpool: BM25 search is CPU work and must not block the loop.
-    @app.post("/tasks/{task_id}/start")
-    def start(task_id: str) -> dict[str, Any]:
-        return env.start(task_id).to_dict()
-
-    @app.post("/sessions/{session_id}/tools/{name}")
-    def call(session_id: str, name: str, arguments: Any = Body(default=None)) -> dict[str, Any]:  # noqa: B008
-        return env.call(session_id, name, {} if arguments is None else arguments).to_dict()
-
-    @app.get("/sessions/{session_id}")
-    def state(session_id: str) -> dict[str, Any]:
-        return env.state(session_id)
-
-    @app.delete("/sessions/{session_id}")
-    def close(session_id: str) -> dict[str, Any]:
-        env.close(session_id)
-        return {"closed": session_id}
-
-    return app
+MAX_BODY_BYTES = 64 * 1024  # a tool call's arguments: a query, a url or a justification, all capped far below
+_JSON = [(b"content-type", b"application/json")]
 
 
-def serve(env: CiteCastEnv, host: str = "127.0.0.1", port: int = 8765, log_level: str = "warning") -> None:
-    """Run the app with uvicorn (blocking)."""
-    import uvicorn
+class HttpError(EnvError):
+    """A refusal that is about the request itself (method, route, JSON) rather than the environment."""
 
-    env.warm()
-    uvicorn.run(create_app(env), host=host, port=port, log_level=log_level)
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+
+
+def _response(status: int, payload: Any) -> tuple[int, bytes]:
+    return status, orjson.dumps(payload)
+
+
+class CiteCastApp:
+    """The ASGI application. ``api_keys`` maps secret -> key name (empty: no key required)."""
+
+    def __init__(
+        self, env: CiteCastEnv, api_keys: Mapping[str, str] | None = None, *, max_body_bytes: int = MAX_BODY_BYTES
+    ) -> None:
+        self.env = env
+        self.api_keys = dict(api_keys or {})
+        self.max_body_bytes = max_body_bytes
+        self._tools = orjson.dumps(tool_schemas())
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - the ASGI signature
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        try:
+            status, body = await self._handle(scope, receive)
+        except (EnvError, ToolArgumentError) as exc:
+            status = exc.status if isinstance(exc, EnvError) else 422
+            name = "ToolArgumentError" if isinstance(exc, ToolArgumentError) else type(exc).__name__
+            status, body = _response(status, {"detail": str(exc), "error": name})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [*_JSON, (b"content-length", str(len(body)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    def _key(self, scope) -> str:  # noqa: ANN001
+        if not self.api_keys:
+            return ""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                scheme, _, secret = value.decode("latin-1").partition(" ")
+                key = self.api_keys.get(secret.strip()) if scheme.lower() == "bearer" else None
+                if key is not None:
+                    return key
+                break
+        raise Unauthorized("a valid API key is required: send the header 'Authorization: Bearer <key>'")
+
+    async def _body(self, scope, receive) -> Any:  # noqa: ANN001
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_body_bytes:
+                raise PayloadTooLarge(f"request body of {int(value):,} bytes; at most {self.max_body_bytes:,}")
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise HttpError(400, "client disconnected")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise PayloadTooLarge(f"request body above {self.max_body_bytes:,} bytes")
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        raw = b"".join(chunks)
+        if not raw.strip():
+            return {}
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # also integers above Python's digit limit
+            raise HttpError(422, f"the body is not valid JSON: {str(exc)[:200]}") from None
+
+    async def _handle(self, scope, receive) -> tuple[int, bytes]:  # noqa: ANN001
+        env = self.env
+        method = scope["method"]
+        parts = scope["path"].strip("/").split("/")
+        if parts == ["health"] and method == "GET":
+            mode = env.mode.value if env.mode else "in-process"
+            return _response(200, {"ok": True, "mode": mode, "n_tasks": len(env.task_ids()), "pid": os.getpid()})
+        key = self._key(scope)
+        n = len(parts)
+        if n == 4 and parts[0] == "sessions" and parts[2] == "tools":
+            self._method(method, "POST")
+            arguments = await self._body(scope, receive)
+            return _response(200, env.call(parts[1], parts[3], arguments, key).to_dict())
+        if n == 3 and parts[0] == "tasks" and parts[2] == "start":
+            self._method(method, "POST")
+            return _response(200, env.start(parts[1], key).to_dict())
+        if n == 2 and parts[0] == "sessions":
+            if method == "GET":
+                return _response(200, env.state(parts[1], key))
+            self._method(method, "DELETE")
+            env.close(parts[1], key)
+            return _response(200, {"closed": parts[1]})
+        if parts == ["tasks"]:
+            self._method(method, "GET")
+            split = _query_param(scope, "split")
+            if split not in (None, "train", "test"):
+                raise HttpError(422, f"split must be train or test, got {split[:32]!r}")
+            return _response(200, {"tasks": [{"task_id": t} for t in env.task_ids(split)]})
+        if parts == ["tools"]:
+            self._method(method, "GET")
+            return 200, self._tools
+        raise HttpError(404, f"no route {method} {scope['path'][:100]!r}")
+
+    @staticmethod
+    def _method(method: str, allowed: str) -> None:
+        if method != allowed:
+            raise HttpError(405, f"method {method} not allowed here (use {allowed})")
+
+
+def _query_param(scope, name: str) -> str | None:  # noqa: ANN001
+    from urllib.parse import parse_qs
+
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(name)
+    return values[0] if values else None
+
+
+def create_app(env: CiteCastEnv, api_keys: Mapping[str, str] | None = None, **kw: Any) -> CiteCastApp:
+    """The ASGI app serving ``env`` (run it with uvicorn, or test it with Starlette's TestClient)."""
+    return CiteCastApp(env, api_keys, **kw)

@@ -13,15 +13,17 @@ import inspect
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, get_type_hints
 
 from rap_benchmark.citecast.records import WebDocument
 from rap_benchmark.citecast.reward import PredictionError, validate_prediction
-from rap_benchmark.citecast.webcorpus import CorpusView, snippet
+from rap_benchmark.citecast.webcorpus import CorpusView
 
 MAX_FETCH_CHARS = 24_000
 SEARCH_RESULTS = 8
-MAX_QUERY_CHARS = 500
+MAX_QUERY_CHARS = 500  # longer queries are cut (search and snippets alike)
+MAX_URL_CHARS = 2_048  # longer urls are refused (and never echoed back)
 MAX_JUSTIFICATION_CHARS = 4_000
 NOT_FOUND = "not found: this url is not in the archive as of the research cutoff"
 
@@ -34,20 +36,12 @@ class ToolArgumentError(ValueError):
 class BackdatedWeb:
     """Search and fetch over one cutoff view of the corpus (server-side; holds the cutoff)."""
 
-    view: CorpusView
+    view: CorpusView  # or a MappedView: anything with cutoff, search_results(query, k) and fetch(url)
     k: int = SEARCH_RESULTS
     max_chars: int = MAX_FETCH_CHARS
 
     def search(self, query: str) -> list[dict[str, str]]:
-        hits, _ = self.view.search(query[:MAX_QUERY_CHARS], k=self.k)
-        return [
-            {
-                "title": h.document.title or h.document.url,
-                "url": h.document.url,
-                "snippet": snippet(h.document.text, query),
-            }
-            for h in hits
-        ]
+        return self.view.search_results(query[:MAX_QUERY_CHARS], k=self.k)
 
     def fetch(self, url: str) -> dict[str, Any]:
         doc: WebDocument | None = self.view.fetch(url)
@@ -80,6 +74,8 @@ class SessionTools:
         Args:
             url: the page's url, e.g. one returned by web_search.
         """
+        if len(url) > MAX_URL_CHARS:  # refused, and never echoed back
+            raise ToolArgumentError(f"web_fetch: url has {len(url):,} characters; at most {MAX_URL_CHARS:,}")
         return self._web.fetch(url)
 
     def submit_prediction(self, prediction: int, justification: str) -> dict[str, Any]:
@@ -142,15 +138,20 @@ def tool_schemas() -> list[dict[str, Any]]:
     return out
 
 
+@cache
+def _signature(name: str) -> tuple[list[str], dict[str, Any]]:
+    """A tool's parameter names and types (resolving string annotations costs ~0.4 ms: once)."""
+    fn = getattr(SessionTools, name)
+    return list(inspect.signature(fn).parameters)[1:], get_type_hints(fn)
+
+
 def check_arguments(name: str, arguments: Any) -> dict[str, Any]:
     """Validate an agent's arguments for tool ``name``; return them coerced (prediction -> int)."""
     if name not in TOOL_NAMES:
-        raise ToolArgumentError(f"unknown tool {name!r} (tools: {', '.join(TOOL_NAMES)})")
+        raise ToolArgumentError(f"unknown tool {name[:64]!r} (tools: {', '.join(TOOL_NAMES)})")
     if not isinstance(arguments, dict):
         raise ToolArgumentError(f"{name}: arguments must be a JSON object")
-    fn = getattr(SessionTools, name)
-    hints = get_type_hints(fn)
-    params = list(inspect.signature(fn).parameters)[1:]
+    params, hints = _signature(name)
     unknown = sorted(set(arguments) - set(params))
     if unknown:
         raise ToolArgumentError(f"{name}: unknown argument(s) {', '.join(unknown)} (expected {', '.join(params)})")

@@ -99,6 +99,10 @@ class CorpusView:
         """Build the BM25 index now (otherwise on the first search)."""
         self._get_index()
 
+    def bm25_index(self):  # -> rap_benchmark.search.BM25Index
+        """The view's BM25 index (built on first use), keyed by position in :attr:`keys`."""
+        return self._get_index()
+
     def search(self, query: str, k: int = 8) -> tuple[list[SearchHitDoc], int]:
         """Top ``k`` documents by BM25 (ties by url order) and the number matching any term."""
         if not query_terms(query) or not self.documents:
@@ -111,6 +115,19 @@ class CorpusView:
                 raise AssertionError(f"post-cutoff document in a view: {doc.url}")
             hits.append(SearchHitDoc(doc, float(score)))
         return hits, int(result.total_hits)
+
+    def search_results(self, query: str, k: int = 8) -> list[dict[str, str]]:
+        """What ``web_search`` shows: title, url and a snippet around the query's first term."""
+        hits, _ = self.search(query, k=k)
+        terms = query_terms(query)
+        return [
+            {
+                "title": h.document.title or h.document.url,
+                "url": h.document.url,
+                "snippet": snippet_of_flat(flatten(h.document.text), terms),
+            }
+            for h in hits
+        ]
 
     def fetch(self, url: str) -> WebDocument | None:
         """The latest crawl of ``url`` on or before the cutoff, or None."""
@@ -196,17 +213,49 @@ def iter_warc_documents(path: str | Path, classify: Callable[[str], SubCorpus] =
 _SPACE = re.compile(r"\s+")
 
 
-def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
-    """A window of ``text`` around the first whole-word occurrence of a query term."""
-    flat = _SPACE.sub(" ", text).strip()
-    terms = query_terms(query)
-    best = None
-    if terms:
-        m = re.search(r"\b(?:" + "|".join(map(re.escape, terms)) + r")\b", flat, re.I)
-        best = m.start() if m else None
+def flatten(text: str) -> str:
+    """``text`` with every run of whitespace made one space, stripped (what snippets cut from)."""
+    return _SPACE.sub(" ", text).strip()
+
+
+def _is_word(c: str) -> bool:
+    return c.isalnum() or c == "_"
+
+
+def first_term(flat: str, terms: Sequence[str]) -> int | None:
+    """Where the first whole-word, case-insensitive occurrence of any of ``terms`` (lower-case
+    ASCII tokens, as :func:`~rap_benchmark.core.text.query_terms` gives) starts in ``flat``.
+
+    The same position as ``re.search(r"\b(?:t1|t2|...)\b", flat, re.I)``, found with ``str.find``
+    (compiling that pattern for every query cost more than the search itself)."""
+    low = flat.lower()
+    if len(low) != len(flat):  # a character whose lower case is longer: positions would shift
+        m = re.search(r"\b(?:" + "|".join(map(re.escape, terms)) + r")\b", flat, re.I) if terms else None
+        return m.start() if m else None
+    best: int | None = None
+    n = len(low)
+    for t in terms:
+        i = low.find(t, 0, n if best is None else best + len(t))
+        while i >= 0 and (best is None or i < best):
+            j = i + len(t)
+            if (i == 0 or not _is_word(low[i - 1])) and (j == n or not _is_word(low[j])):
+                best = i
+                break
+            i = low.find(t, i + 1, n if best is None else best + len(t))
+    return best
+
+
+def snippet_of_flat(flat: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:
+    """A window of already-flattened text around the first occurrence of a term (see :func:`snippet`)."""
+    best = first_term(flat, terms)
     start = 0 if best is None else max(0, best - width // 4)
     if start > 0:  # begin on a word boundary
         space = flat.find(" ", start, best)
         start = space + 1 if space >= 0 else start
     piece = flat[start : start + width]
     return ("..." if start > 0 else "") + piece + ("..." if start + width < len(flat) else "")
+
+
+def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
+    """A window of ``text`` around the first whole-word occurrence of a query term."""
+    return snippet_of_flat(flatten(text), query_terms(query), width)

@@ -13,7 +13,11 @@ EPILOG = """examples:
   rap citecast build --instance embedded --out build/citecast
   rap citecast build --instance embedded --out build/citecast --arxiv-source ../shared/data/arxiv
   rap citecast build --instance harvest --out build/citecast-full --corpus crawl/*.warc.gz news.jsonl
-  rap citecast serve build/citecast --port 8765            # loopback only unless --host is given
+  rap citecast serve build/citecast --port 8765 --workers 4   # training mode, train split, loopback
+  CITECAST_API_KEYS=teamA:s3cret-a-key rap citecast serve build/citecast --mode evaluation \
+      --store build/eval-sessions.sqlite3                     # Test split, no reward returned
+  rap citecast serve build/citecast --store redis://10.0.0.5:6379/0 --host 0.0.0.0   # N machines, one Redis
+  rap citecast score build/citecast --store build/eval-sessions.sqlite3 --out runs/eval_scores.jsonl
   rap citecast sweep build/citecast --out runs/citecast-sweep
   rap citecast leak-probe build/citecast --n 25 --out runs/leak_probe.jsonl
   rap citecast leak-probe build/citecast --url http://127.0.0.1:8765
@@ -52,11 +56,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--s2-api-key", default=None, help="harvest: Semantic Scholar API key (optional)")
     b.set_defaults(func=_build)
 
-    s = sub.add_parser("serve", help="serve an instance over HTTP (FastAPI + uvicorn)")
+    s = sub.add_parser(
+        "serve",
+        help="serve an instance over HTTP (worker processes sharing one mapped index and session store)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     s.add_argument("instance_dir", type=Path)
     s.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
-    s.add_argument("--port", type=int, default=8765)
+    s.add_argument("--port", type=int, default=8765, help="port (0: any free port, printed at start)")
+    s.add_argument("--workers", type=int, default=None, help="worker processes (default: the number of CPUs)")
+    s.add_argument(
+        "--mode",
+        choices=["training", "evaluation"],
+        default="training",
+        help="training: train split, reward returned at submit; evaluation: Test split, no reward returned, "
+        "one scored session per task and API key, results via `rap citecast score`",
+    )
+    s.add_argument(
+        "--store",
+        default=None,
+        help="session store: a SQLite file (default <instance>/.cache/sessions.sqlite3) or redis://host:port/db",
+    )
+    s.add_argument(
+        "--api-keys",
+        type=Path,
+        default=None,
+        help="file of name:secret lines (default: $CITECAST_API_KEYS, comma-separated); required in evaluation mode",
+    )
+    s.add_argument("--session-ttl-s", type=float, default=3600.0, help="idle seconds before a session expires")
     s.set_defaults(func=_serve)
+
+    sc = sub.add_parser("score", help="score the evaluation-mode sessions recorded in a session store")
+    sc.add_argument("instance_dir", type=Path)
+    sc.add_argument("--store", default=None, help="the server's --store (default <instance>/.cache/sessions.sqlite3)")
+    sc.add_argument("--key", default=None, help="only this API key name")
+    sc.add_argument("--out", type=Path, default=None, help="JSONL of per-task rows (key, task, prediction, reward)")
+    sc.set_defaults(func=_score)
 
     w = sub.add_parser("sweep", help="baselines with per-task rewards (blind constant, per-category, band oracle)")
     w.add_argument("instance_dir", type=Path)
@@ -108,15 +144,76 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from rap_benchmark.citecast.env import CiteCastEnv
-    from rap_benchmark.citecast.server import serve
+def _fail(command: str, message: str) -> int:
+    print(f"rap citecast {command}: {message}", file=sys.stderr)
+    return 2
 
+
+def _serve(args: argparse.Namespace) -> int:
+    import os
+
+    from rap_benchmark.citecast.env import Mode
+    from rap_benchmark.citecast.serving import ServeConfig, parse_api_keys, serve
+    from rap_benchmark.core.artifacts import ArtifactError
+
+    mode = Mode(args.mode)
+    try:
+        if args.api_keys is not None:
+            keys = parse_api_keys(args.api_keys.read_text(encoding="utf-8"), str(args.api_keys))
+        else:
+            keys = parse_api_keys(os.environ.get("CITECAST_API_KEYS", ""), "$CITECAST_API_KEYS")
+    except (OSError, ValueError) as exc:
+        return _fail("serve", str(exc))
+    if mode is Mode.EVALUATION and not keys:
+        return _fail("serve", "evaluation mode needs API keys (--api-keys FILE or $CITECAST_API_KEYS)")
+    if args.workers is not None and args.workers < 1:
+        return _fail("serve", "--workers must be at least 1")
+    if args.session_ttl_s <= 0:
+        return _fail("serve", "--session-ttl-s must be positive")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}, not loopback", file=sys.stderr)
-    env = CiteCastEnv.from_instance(args.instance_dir)
-    print(f"serving {len(env.tasks)} tasks on http://{args.host}:{args.port} (cutoff {env.cutoff})", file=sys.stderr)
-    serve(env, host=args.host, port=args.port)
+    cfg = ServeConfig(
+        args.instance_dir,
+        host=args.host,
+        port=args.port,
+        workers=args.workers or os.cpu_count() or 1,
+        store=args.store,
+        mode=mode,
+        api_keys=keys,
+        session_ttl_s=args.session_ttl_s,
+    )
+    try:
+        return serve(cfg)
+    except (ArtifactError, OSError, ValueError, KeyError) as exc:
+        message = str(exc) or type(exc).__name__
+        return _fail("serve", f"{args.instance_dir}: not a servable CiteCast instance or store: {message}"[:2000])
+    except ImportError as exc:
+        return _fail("serve", f"{exc} (pip install 'rap_benchmark[redis]' for a Redis store)")
+    except Exception as exc:  # noqa: BLE001 - e.g. redis.ConnectionError: one line, not a traceback
+        return _fail("serve", f"{type(exc).__name__}: {exc}"[:2000])
+
+
+def _score(args: argparse.Namespace) -> int:
+    from rap_benchmark.citecast.instance import load_instance
+    from rap_benchmark.citecast.scoring import score_results
+    from rap_benchmark.citecast.serving import default_store
+    from rap_benchmark.citecast.sessions import open_store
+    from rap_benchmark.core.artifacts import ArtifactError
+
+    try:
+        inst = load_instance(args.instance_dir)
+        store_url = args.store or default_store(args.instance_dir)
+        if "://" not in store_url and not Path(store_url).is_file():
+            return _fail("score", f"no session store at {store_url}")
+        results = open_store(store_url).results()
+    except (ArtifactError, OSError, ValueError) as exc:
+        return _fail("score", str(exc))
+    report = score_results(inst.tasks, results, key=args.key)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in report.rows), encoding="utf-8")
+    print(report.table())
+    print(json.dumps(report.summary, sort_keys=True))
     return 0
 
 
