@@ -1,25 +1,45 @@
-"""Load test of the CiteCast server on loopback: many concurrent task sessions over HTTP.
+"""Load test of the CiteCast server: the old single-process layout and the new multi-worker one,
+side by side in one run, each as its own server process(es), driven by a load generator in this
+process (never sharing the server's process or GIL).
 
-Starts ``rap citecast serve``'s app (uvicorn, 127.0.0.1 only) in a background thread, then runs
-``--sessions`` task sessions concurrently (asyncio + httpx): start, two web_search calls, one
-web_fetch, one submit_prediction with a session-specific prediction, a second submission that
-must be refused (409), and a state read. Checks that no session is lost or mixed up (every
-session's reward equals the reward of *its own* prediction against *its own* task's target,
-computed here from the server-side task file) and prints latency percentiles per call type.
-Bounded: at most 2,000 sessions and ``--timeout-s`` seconds overall.
+Every session runs the same call mix: start, ``web_search`` (the paper's title), ``web_search``
+(title + " citations"), ``web_fetch`` (the first hit), ``submit_prediction`` with a
+session-specific prediction, a second submission that must be refused (409), and a state read.
+``--sessions`` session slots run concurrently, each ``--rounds`` sessions back to back. A session
+is *lost* when any of its calls fails unexpectedly, and *mixed* when its reward or state is not the
+reward of its own prediction against its own task's target (computed here from the task file).
 
-    .venv/bin/python benchmarks/citecast_load.py                      # builds the embedded instance
-    .venv/bin/python benchmarks/citecast_load.py --instance build/citecast --sessions 200
+Measured in the same run, on the same instance:
+
+* ``legacy``: the server as it was before issue 15 (``benchmarks/citecast_legacy.py``: FastAPI,
+  one process, sessions in process memory);
+* ``new``: ``rap citecast serve --workers N`` (default: one per CPU) with its SQLite session
+  store: the figures of the final JSON line;
+* ``in_process_capacity_rps``: the same call mix through ``InProcessClient`` (no HTTP), on the
+  same memory-mapped index and the same kind of SQLite store, in one process per CPU.
+
+``efficiency = throughput_rps / in_process_capacity_rps`` (what HTTP and sessions cost on top of
+the work itself) and ``speedup_vs_single_process = new / legacy throughput``. The load generator
+is a minimal keep-alive HTTP/1.1 client on asyncio (uvloop when installed), so that on a small
+machine it takes as little CPU from the server as possible; it still shares the machine's cores.
+
+    python benchmarks/citecast_load.py --sessions 64
+    python benchmarks/citecast_load.py --sessions 256 --instance build/citecast
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
+import multiprocessing as mp
+import os
+import shutil
 import socket
+import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -29,140 +49,363 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from rap_benchmark.citecast.env import CiteCastEnv  # noqa: E402
 from rap_benchmark.citecast.reward import reward  # noqa: E402
-from rap_benchmark.citecast.server import create_app  # noqa: E402
 
 MAX_SESSIONS = 2000
+CALL_KINDS = ("start", "web_search", "web_fetch", "submit", "submit_again", "state")
 
 
+# -- a minimal HTTP/1.1 keep-alive client ----------------------------------------------------------
+class Connection:
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, method: str, path: str, body: object | None = None) -> tuple[int, object]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        data = b"" if body is None else json.dumps(body).encode()
+        head = f"{method} {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n"
+        self.writer.write(head.encode() + data)
+        assert self.reader is not None
+        raw = await self.reader.readuntil(b"\r\n\r\n")
+        lines = raw.split(b"\r\n")
+        status = int(lines[0].split(b" ", 2)[1])
+        length = 0
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            if name.strip().lower() == b"content-length":
+                length = int(value)
+        payload = await self.reader.readexactly(length)
+        return status, json.loads(payload) if payload else None
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def one_session(conn: Connection, i: int, task_id: str, title: str, lat: dict[str, list[float]]) -> dict:
+    async def timed(kind: str, method: str, path: str, body: object | None = None) -> tuple[int, object]:
+        t0 = time.perf_counter()
+        out = await conn.request(method, path, body)
+        lat[kind].append(time.perf_counter() - t0)
+        return out
+
+    status, started = await timed("start", "POST", f"/tasks/{task_id}/start")
+    if status != 200:
+        return {"i": i, "ok": False, "why": f"start {status}"}
+    sid = started["session_id"]
+    s1, hits = await timed("web_search", "POST", f"/sessions/{sid}/tools/web_search", {"query": title})
+    s2, _ = await timed("web_search", "POST", f"/sessions/{sid}/tools/web_search", {"query": f"{title} citations"})
+    s3 = 200
+    if s1 == 200 and hits["observation"]:
+        s3, _ = await timed(
+            "web_fetch", "POST", f"/sessions/{sid}/tools/web_fetch", {"url": hits["observation"][0]["url"]}
+        )
+    prediction = i % 97  # session-specific, so a mixed-up session shows as a wrong reward
+    s4, sub = await timed(
+        "submit", "POST", f"/sessions/{sid}/tools/submit_prediction", {"prediction": prediction, "justification": "b"}
+    )
+    s5, _ = await timed(
+        "submit_again",
+        "POST",
+        f"/sessions/{sid}/tools/submit_prediction",
+        {"prediction": prediction + 1, "justification": "x"},
+    )
+    s6, state = await timed("state", "GET", f"/sessions/{sid}")
+    ok = (s1, s2, s3, s4, s5, s6) == (200, 200, 200, 200, 409, 200)
+    return {
+        "i": i,
+        "ok": ok,
+        "why": None if ok else f"statuses {(s1, s2, s3, s4, s5, s6)}",
+        "task_id": task_id,
+        "session_id": sid,
+        "prediction": prediction,
+        "reward": sub.get("reward") if s4 == 200 else None,
+        "state": state if s6 == 200 else {},
+    }
+
+
+async def drive(port: int, jobs: list[tuple[int, str, str]], slots: int, timeout_s: float) -> tuple[list, dict, float]:
+    lat: dict[str, list[float]] = defaultdict(list)
+    queue: asyncio.Queue = asyncio.Queue()
+    for job in jobs:
+        queue.put_nowait(job)
+    results: list[dict] = []
+
+    async def slot() -> None:
+        conn = Connection("127.0.0.1", port)
+        try:
+            while not queue.empty():
+                i, tid, title = queue.get_nowait()
+                try:
+                    results.append(await one_session(conn, i, tid, title, lat))
+                except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+                    results.append({"i": i, "ok": False, "why": repr(exc)})
+                    conn.close()
+                    conn = Connection("127.0.0.1", port)
+        finally:
+            conn.close()
+
+    t0 = time.perf_counter()
+    await asyncio.wait_for(asyncio.gather(*(slot() for _ in range(slots))), timeout=timeout_s)
+    return results, lat, time.perf_counter() - t0
+
+
+def run_load(port: int, jobs: list, slots: int, timeout_s: float) -> tuple[list, dict, float]:
+    try:
+        import uvloop
+
+        return uvloop.run(drive(port, jobs, slots, timeout_s))
+    except ImportError:
+        return asyncio.run(drive(port, jobs, slots, timeout_s))
+
+
+# -- servers -----------------------------------------------------------------------------------------
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
-def start_server(env: CiteCastEnv, port: int):
-    import uvicorn
-
-    server = uvicorn.Server(uvicorn.Config(create_app(env), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        if time.monotonic() > deadline:
-            raise RuntimeError("server did not start")
-        time.sleep(0.05)
-    return server, thread
-
-
-async def one_session(http, i: int, task_id: str, title: str, lat: dict[str, list[float]]) -> dict:
-    async def timed(kind: str, method: str, path: str, **kw):
-        t0 = time.perf_counter()
-        resp = await http.request(method, path, **kw)
-        lat[kind].append(time.perf_counter() - t0)
-        return resp
-
-    r = await timed("start", "POST", f"/tasks/{task_id}/start")
-    r.raise_for_status()
-    sid = r.json()["session_id"]
-    hits = (await timed("web_search", "POST", f"/sessions/{sid}/tools/web_search", json={"query": title})).json()
-    await timed("web_search", "POST", f"/sessions/{sid}/tools/web_search", json={"query": f"{title} citations"})
-    if hits["observation"]:
-        await timed(
-            "web_fetch", "POST", f"/sessions/{sid}/tools/web_fetch", json={"url": hits["observation"][0]["url"]}
-        )
-    prediction = i % 97  # session-specific, so a mixed-up session shows as a wrong reward
-    sub = await timed(
-        "submit",
-        "POST",
-        f"/sessions/{sid}/tools/submit_prediction",
-        json={"prediction": prediction, "justification": f"s{i}"},
-    )
-    again = await timed(
-        "submit_again",
-        "POST",
-        f"/sessions/{sid}/tools/submit_prediction",
-        json={"prediction": prediction + 1, "justification": "x"},
-    )
-    state = (await timed("state", "GET", f"/sessions/{sid}")).json()
-    return {
-        "i": i,
-        "task_id": task_id,
-        "session_id": sid,
-        "prediction": prediction,
-        "reward": sub.json()["reward"],
-        "second_status": again.status_code,
-        "state": state,
-    }
-
-
-async def run_load(
-    base_url: str, env: CiteCastEnv, n: int, timeout_s: float
-) -> tuple[list[dict], dict[str, list[float]], float]:
+def wait_healthy(port: int, proc: subprocess.Popen, timeout_s: float = 120.0) -> None:
     import httpx
 
-    ids = env.task_ids()
-    lat: dict[str, list[float]] = defaultdict(list)
-    limits = httpx.Limits(max_connections=n, max_keepalive_connections=n)
-    async with httpx.AsyncClient(base_url=base_url, limits=limits, timeout=timeout_s) as http:
-        t0 = time.perf_counter()
-        jobs = [
-            one_session(http, i, ids[i % len(ids)], env.tasks[ids[i % len(ids)]].paper.title, lat) for i in range(n)
-        ]
-        results = await asyncio.wait_for(asyncio.gather(*jobs), timeout=timeout_s)
-        wall = time.perf_counter() - t0
-    return list(results), lat, wall
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("server did not become healthy")
+
+
+def start_server(layout: str, instance: Path, workers: int, store: Path) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if layout == "legacy":
+        cmd = [sys.executable, str(REPO / "benchmarks" / "citecast_legacy.py"), str(instance), str(port)]
+    else:
+        cmd = [sys.executable, "-m", "rap_benchmark", "citecast", "serve", str(instance), "--port", str(port)]
+        cmd += ["--workers", str(workers), "--store", str(store)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_healthy(port, proc)
+    except BaseException:
+        proc.kill()
+        raise
+    return proc, port
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+# -- in-process capacity -------------------------------------------------------------------------------
+def _inprocess_worker(instance: str, store: str, jobs: list, out: mp.Queue) -> None:
+    from rap_benchmark.citecast.client import InProcessClient
+    from rap_benchmark.citecast.env import CiteCastEnv, Mode, SessionClosed
+    from rap_benchmark.citecast.sessions import SqliteStore
+
+    env = CiteCastEnv.from_instance(instance, store=SqliteStore(store), mode=Mode.TRAINING)
+    env.warm()
+    client = InProcessClient(env)
+    n = 0
+    t0 = time.perf_counter()
+    cpu0 = time.process_time()
+    for i, tid, title in jobs:
+        sid = client.start(tid)["session_id"]
+        hits = client.call(sid, "web_search", {"query": title})["observation"]
+        client.call(sid, "web_search", {"query": f"{title} citations"})
+        n += 3
+        if hits:
+            client.call(sid, "web_fetch", {"url": hits[0]["url"]})
+            n += 1
+        client.call(sid, "submit_prediction", {"prediction": i % 97, "justification": "b"})
+        try:
+            client.call(sid, "submit_prediction", {"prediction": 1, "justification": "x"})
+        except SessionClosed:
+            pass
+        client.state(sid)
+        n += 3
+    out.put((n, time.perf_counter() - t0, time.process_time() - cpu0))
+
+
+def in_process_capacity(instance: Path, store: Path, jobs: list, procs: int) -> tuple[float, float]:
+    """Requests per second of the call mix made in process by ``procs`` processes at once (sharing
+    one SQLite store, as the server's workers do), and the CPU milliseconds per request."""
+    ctx = mp.get_context("fork")
+    out: mp.Queue = ctx.Queue()
+    workers = [
+        ctx.Process(target=_inprocess_worker, args=(str(instance), str(store), jobs[k::procs], out))
+        for k in range(procs)
+    ]
+    for w in workers:
+        w.start()
+    parts = [out.get(timeout=600) for _ in workers]
+    for w in workers:
+        w.join()
+    # every process ran its share at the same time: the total work over the slowest one's time
+    n = sum(p[0] for p in parts)
+    return n / max(p[1] for p in parts), sum(p[2] for p in parts) / n * 1000
+
+
+# -- one layout ----------------------------------------------------------------------------------------
+def server_cpu_s(proc: subprocess.Popen) -> tuple[float, list[int]]:
+    """CPU seconds used so far by the server process and its workers, and their pids."""
+    try:
+        import psutil
+    except ImportError:  # pragma: no cover - psutil is optional here
+        return float("nan"), [proc.pid]
+    root = psutil.Process(proc.pid)
+    procs = [root, *root.children(recursive=True)]
+    total = 0.0
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            t = p.cpu_times()
+            total += t.user + t.system
+    return total, [p.pid for p in procs]
+
+
+def measure(
+    layout: str, instance: Path, tasks: dict, jobs: list, slots: int, workers: int, store: Path, timeout_s: float
+) -> dict:
+    proc, port = start_server(layout, instance, workers, store)
+    try:
+        warm = [(j + 10_000, tid, title) for j, (_, tid, title) in enumerate(jobs[: min(len(jobs), 2 * slots)])]
+        run_load(port, warm, slots, timeout_s)  # warm-up (connections, caches), not measured
+        cpu0, pids = server_cpu_s(proc)
+        client0 = time.process_time()
+        results, lat, wall = run_load(port, jobs, slots, timeout_s)
+        client_cpu = time.process_time() - client0
+        cpu1, _ = server_cpu_s(proc)
+    finally:
+        stop_server(proc)
+    lost = sum(not r["ok"] for r in results) + (len(jobs) - len(results))
+    mixed = 0
+    for r in results:
+        if not r["ok"]:
+            continue
+        expected = reward(r["prediction"], tasks[r["task_id"]].target)
+        st = r["state"]
+        if (
+            r["reward"] != expected
+            or st.get("session_id") != r["session_id"]
+            or st.get("task_id") != r["task_id"]
+            or st.get("prediction") != r["prediction"]
+            or st.get("reward") != expected
+        ):
+            mixed += 1
+    n_requests = sum(len(v) for v in lat.values())
+    search = np.array(lat["web_search"], dtype=np.float64) * 1000
+    out = {
+        "layout": layout,
+        "requests": n_requests,
+        "wall_s": round(wall, 3),
+        "throughput_rps": round(n_requests / wall, 1),
+        "lost": lost,
+        "mixed": mixed,
+        "search_p50_ms": round(float(np.percentile(search, 50)), 2) if search.size else None,
+        "search_p99_ms": round(float(np.percentile(search, 99)), 2) if search.size else None,
+        "server_cpu_ms_per_request": round((cpu1 - cpu0) / max(1, n_requests) * 1000, 3),
+        "loadgen_cpu_ms_per_request": round(client_cpu / max(1, n_requests) * 1000, 3),
+        "server_pids": pids,
+        "loadgen_pid": os.getpid(),
+    }
+    failures = [r["why"] for r in results if not r["ok"]][:3]
+    if failures:
+        out["first_failures"] = failures
+    return out
+
+
+def best(runs: list[dict]) -> dict:
+    """The run with the highest throughput (on a shared machine, the one that got the cores),
+    with lost and mixed summed over every run."""
+    top = dict(max(runs, key=lambda r: r["throughput_rps"]))
+    top["lost"] = sum(r["lost"] for r in runs)
+    top["mixed"] = sum(r["mixed"] for r in runs)
+    return top
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--instance", type=Path, default=None, help="built instance (default: build the embedded one)")
-    ap.add_argument("--sessions", type=int, default=64, help="concurrent task sessions (>= 50 recommended)")
-    ap.add_argument("--timeout-s", type=float, default=300.0, help="overall bound on the load run")
+    ap.add_argument("--sessions", type=int, default=64, help="concurrent session slots")
+    ap.add_argument("--rounds", type=int, default=3, help="sessions each slot runs back to back")
+    ap.add_argument("--workers", type=int, default=None, help="new layout's worker processes (default: CPUs)")
+    ap.add_argument("--repeats", type=int, default=3, help="interleaved runs of each layout; the best counts")
+    ap.add_argument("--timeout-s", type=float, default=900.0, help="bound on each load run")
     args = ap.parse_args(argv)
-    n = min(args.sessions, MAX_SESSIONS)
-    if args.instance is None:
-        from rap_benchmark.citecast.embedded import build_embedded
-
-        tmp = tempfile.mkdtemp(prefix="citecast_load_")
-        print(f"building the embedded instance in {tmp} ...", file=sys.stderr)
-        args.instance = build_embedded(Path(tmp) / "embedded")
-    env = CiteCastEnv.from_instance(args.instance)
-    env.warm()
-    port = free_port()
-    server, thread = start_server(env, port)
+    slots = max(1, min(args.sessions, MAX_SESSIONS))
+    cpus = os.cpu_count() or 1
+    workers = args.workers or cpus
+    tmp = Path(tempfile.mkdtemp(prefix="citecast_load_"))
     try:
-        results, lat, wall = asyncio.run(run_load(f"http://127.0.0.1:{port}", env, n, args.timeout_s))
+        if args.instance is None:
+            from rap_benchmark.citecast.embedded import build_embedded
+
+            print(f"building the embedded instance in {tmp} ...", file=sys.stderr)
+            args.instance = build_embedded(tmp / "embedded")
+        from rap_benchmark.citecast.instance import load_instance
+
+        inst = load_instance(args.instance)
+        inst.web_index()  # the mapped index exists before any server starts
+        tasks = inst.tasks
+        ids = sorted(t for t, task in tasks.items() if task.split.value == "train")
+        jobs = [(i, ids[i % len(ids)], tasks[ids[i % len(ids)]].paper.title) for i in range(slots * args.rounds)]
+        print(
+            f"{slots} concurrent sessions x {args.rounds} rounds = {len(jobs)} sessions ({7 * len(jobs)} requests)"
+            f" per layout; {cpus} CPUs (load now {os.getloadavg()[0]:.2f}); new layout: {workers} workers",
+            file=sys.stderr,
+        )
+        runs: dict[str, list] = {"legacy": [], "new": [], "in_process": []}
+        for k in range(max(1, args.repeats)):  # interleaved, so that both see the same machine
+            for layout, n_workers, store in (("legacy", 1, tmp / "unused"), ("new", workers, tmp / f"s{k}.sqlite3")):
+                run = measure(layout, args.instance, tasks, jobs, slots, n_workers, store, args.timeout_s)
+                runs[layout].append(run)
+                print(json.dumps({"run": k, **run}), file=sys.stderr)
+            capacity, cpu_ms = in_process_capacity(args.instance, tmp / f"inprocess{k}.sqlite3", jobs, cpus)
+            runs["in_process"].append(capacity)
+            print(
+                json.dumps({"run": k, "layout": "in_process", "processes": cpus, "throughput_rps": round(capacity, 1),
+                            "cpu_ms_per_request": round(cpu_ms, 3)}),
+                file=sys.stderr,
+            )  # fmt: skip
+        legacy, new = best(runs["legacy"]), best(runs["new"])
+        capacity = max(runs["in_process"])
+        print(
+            f"best of {len(runs['new'])}: legacy {legacy['throughput_rps']} req/s"
+            f" ({legacy['server_cpu_ms_per_request']} server CPU ms/request), new {new['throughput_rps']} req/s"
+            f" ({new['server_cpu_ms_per_request']} server CPU ms/request), in process {capacity:.1f} req/s;"
+            f" load now {os.getloadavg()[0]:.2f}",
+            file=sys.stderr,
+        )
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-    sids = {r["session_id"] for r in results}
-    wrong = [
-        r
-        for r in results
-        if r["reward"] != reward(r["prediction"], env.tasks[r["task_id"]].target)
-        or r["state"]["session_id"] != r["session_id"]
-        or r["state"]["task_id"] != r["task_id"]
-        or r["state"]["prediction"] != r["prediction"]
-        or r["state"]["reward"] != r["reward"]
-    ]
-    refused = sum(r["second_status"] == 409 for r in results)
-    print(f"sessions: {len(results)} concurrent on 127.0.0.1:{port}; distinct session ids {len(sids)}")
-    print(
-        f"lost: {n - len(results)}  mixed-up: {len(wrong)}  second submissions refused (409): {refused}/{len(results)}"
-    )
-    total_calls = sum(len(v) for v in lat.values())
-    print(f"wall {wall:.2f} s, {total_calls} requests, {total_calls / wall:.1f} req/s")
-    print(f"{'call':<14}{'n':>6}{'p50 ms':>10}{'p95 ms':>10}{'p99 ms':>10}{'max ms':>10}")
-    for kind in ("start", "web_search", "web_fetch", "submit", "submit_again", "state"):
-        v = np.array(lat.get(kind, []), dtype=np.float64) * 1000
-        if v.size:
-            p50, p95, p99 = np.percentile(v, [50, 95, 99])
-            print(f"{kind:<14}{v.size:>6}{p50:>10.1f}{p95:>10.1f}{p99:>10.1f}{v.max():>10.1f}")
-    ok = len(results) == n and not wrong and refused == n and len(sids) == n
-    print("OK" if ok else "FAILED")
-    return 0 if ok else 1
+        shutil.rmtree(tmp, ignore_errors=True)
+    summary = {
+        "sessions": slots,
+        "requests": new["requests"],
+        "lost": new["lost"],
+        "mixed": new["mixed"],
+        "throughput_rps": new["throughput_rps"],
+        "in_process_capacity_rps": round(capacity, 1),
+        "efficiency": round(new["throughput_rps"] / capacity, 3),
+        "search_p50_ms": new["search_p50_ms"],
+        "search_p99_ms": new["search_p99_ms"],
+        "speedup_vs_single_process": round(new["throughput_rps"] / legacy["throughput_rps"], 2),
+    }
+    print(json.dumps(summary))
+    return 0 if new["lost"] == 0 and new["mixed"] == 0 else 1
 
 
 if __name__ == "__main__":

@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import secrets
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -192,7 +191,7 @@ class CiteCastEnv:
 
     # -- sessions ------------------------------------------------------------------------------
     def _expire(self) -> None:
-        now = time.monotonic()
+        now = self.store.clock()
         if now >= self._next_expiry:
             self._next_expiry = now + min(EXPIRE_EVERY_S, self.store.ttl_s / 4)
             self.store.expire()

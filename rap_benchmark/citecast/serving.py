@@ -98,7 +98,16 @@ def _run_worker(factory: Callable[[], CiteCastEnv], api_keys: Mapping[str, str] 
     loop = "uvloop" if _has("uvloop") else "asyncio"
     http = "httptools" if _has("httptools") else "h11"
     config = uvicorn.Config(
-        app, loop=loop, http=http, lifespan="off", access_log=False, log_level="warning", backlog=4096
+        app,
+        loop=loop,
+        http=http,
+        lifespan="off",
+        access_log=False,
+        log_level="warning",
+        backlog=4096,
+        proxy_headers=False,  # no per-request proxy middleware
+        server_header=False,
+        date_header=False,
     )
     uvicorn.Server(config).run(sockets=[sock])
 

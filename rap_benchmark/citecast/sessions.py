@@ -69,6 +69,7 @@ class ScoredResult:
 
 class SessionStore(Protocol):
     ttl_s: float
+    clock: Callable[[], float]  # seconds (time.time); injectable for tests
 
     def create(self, session_id: str, task_id: str, key: str, *, scored: bool) -> bool:
         """Add a session; with ``scored``, also claim ``(key, task_id)``: False when it is taken."""
