@@ -30,6 +30,7 @@ from rap_benchmark.citecast.tasks import DEFAULT_BANDS, DEFAULT_MIX, TaskSet, lo
 from rap_benchmark.citecast.webcorpus import WebCorpus
 from rap_benchmark.core.artifacts import CACHE_DIR, SUMS_FILE, ArtifactError, verify, write_json, write_sums
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.fsio import fsync_dir, remove_stale, temp_name
 
 CITECAST_VERSION = "1.0.0"
 MANIFEST = "citecast.json"
@@ -103,32 +104,20 @@ def _building_dir(final: Path) -> Path:
     if final.is_dir() and any(final.iterdir()) and not (final / MANIFEST).is_file():
         raise FileExistsError(f"{final} is a non-empty folder that is not a CiteCast instance; refusing to replace it")
     final.parent.mkdir(parents=True, exist_ok=True)
-    for stale in final.parent.glob(f".{final.name}.building-*"):  # left by a killed build
-        pid = stale.name.rsplit("-", 1)[-1]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
-    tmp = final.parent / f".{final.name}.building-{os.getpid()}"
+    remove_stale(final.parent, name=final.name)  # what killed builds of this folder left behind
+    tmp = temp_name(final, "building")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     return tmp
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _swap_into_place(tmp: Path, final: Path) -> None:
     """Two renames: the previous instance stays whole until the new one is complete."""
-    old = final.parent / f".{final.name}.old-{os.getpid()}"
+    old = temp_name(final, "old")
     if final.exists():
         os.rename(final, old)
     os.rename(tmp, final)
+    fsync_dir(final.parent)
     shutil.rmtree(old, ignore_errors=True)
 
 

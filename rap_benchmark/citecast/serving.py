@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rap_benchmark.citecast.env import CiteCastEnv, Mode
+from rap_benchmark.core.errors import InputError
 
 RESPAWN_PAUSE_S = 0.5
 
@@ -52,9 +53,9 @@ def parse_api_keys(text: str, source: str) -> dict[str, str]:
             continue
         name, sep, secret = entry.partition(":")
         if not sep or not name.strip() or len(secret.strip()) < 8:
-            raise ValueError(f"{source} entry {n}: expected name:secret with a secret of 8+ characters")
+            raise InputError(f"{source} entry {n}: expected name:secret with a secret of 8+ characters")
         if secret.strip() in keys:
-            raise ValueError(f"{source} entry {n}: the same secret is given twice")
+            raise InputError(f"{source} entry {n}: the same secret is given twice")
         keys[secret.strip()] = name.strip()
     return keys
 
@@ -68,7 +69,14 @@ def make_env_factory(cfg: ServeConfig) -> Callable[[], CiteCastEnv]:
     inst = load_instance(cfg.instance_dir)
     view = inst.web_index(None, cfg.cache_dir)
     store_url = cfg.store or default_store(cfg.instance_dir)
-    open_store(store_url, ttl_s=cfg.session_ttl_s).close()  # schema, and a clear error now if unreachable
+    try:  # the schema, and a clear error now when the store is unreachable
+        probe = open_store(store_url, ttl_s=cfg.session_ttl_s)
+        probe.count()
+        probe.close()
+    except ImportError as exc:
+        raise InputError(f"{exc} (pip install 'rap_benchmark[redis]' for a Redis store)") from exc
+    except Exception as exc:  # noqa: BLE001 - sqlite3/redis errors: the store is the user's input
+        raise InputError(f"session store {store_url}: {type(exc).__name__}: {exc}") from exc
 
     def factory() -> CiteCastEnv:
         store = open_store(store_url, ttl_s=cfg.session_ttl_s)
@@ -122,7 +130,10 @@ def serve(cfg: ServeConfig, *, ready: Callable[[socket.socket], None] | None = N
     """Run the server until SIGINT/SIGTERM (blocking); returns the exit status."""
     factory = make_env_factory(cfg)
     factory().warm()  # compile the kernels once, before forking, so workers start warm
-    sock = bind(cfg.host, cfg.port)
+    try:
+        sock = bind(cfg.host, cfg.port)
+    except OSError as exc:
+        raise InputError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}") from exc
     children: dict[int, int] = {}  # pid -> slot
     stopping = False
 

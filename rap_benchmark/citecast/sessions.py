@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from rap_benchmark.core.errors import InputError
+
 DEFAULT_TTL_S = 3600.0
 
 
@@ -247,5 +249,5 @@ def open_store(url: str | Path | None, *, ttl_s: float = DEFAULT_TTL_S) -> Sessi
     if text.startswith("sqlite://"):
         text = text.removeprefix("sqlite://")
     if "://" in text:
-        raise ValueError(f"unknown session store {url!r} (expected a file path, sqlite:///path or redis://...)")
+        raise InputError(f"unknown session store {text[:200]!r} (expected a file path, sqlite:///path or redis://...)")
     return SqliteStore(text, ttl_s=ttl_s)

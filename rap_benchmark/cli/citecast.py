@@ -144,32 +144,24 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fail(command: str, message: str) -> int:
-    print(f"rap citecast {command}: {message}", file=sys.stderr)
-    return 2
-
-
 def _serve(args: argparse.Namespace) -> int:
     import os
 
     from rap_benchmark.citecast.env import Mode
     from rap_benchmark.citecast.serving import ServeConfig, parse_api_keys, serve
-    from rap_benchmark.core.artifacts import ArtifactError
+    from rap_benchmark.core.errors import InputError
 
     mode = Mode(args.mode)
-    try:
-        if args.api_keys is not None:
-            keys = parse_api_keys(args.api_keys.read_text(encoding="utf-8"), str(args.api_keys))
-        else:
-            keys = parse_api_keys(os.environ.get("CITECAST_API_KEYS", ""), "$CITECAST_API_KEYS")
-    except (OSError, ValueError) as exc:
-        return _fail("serve", str(exc))
+    if args.api_keys is not None:
+        keys = parse_api_keys(args.api_keys.read_text(encoding="utf-8"), str(args.api_keys))
+    else:
+        keys = parse_api_keys(os.environ.get("CITECAST_API_KEYS", ""), "$CITECAST_API_KEYS")
     if mode is Mode.EVALUATION and not keys:
-        return _fail("serve", "evaluation mode needs API keys (--api-keys FILE or $CITECAST_API_KEYS)")
+        raise InputError("evaluation mode needs API keys (--api-keys FILE or $CITECAST_API_KEYS)")
     if args.workers is not None and args.workers < 1:
-        return _fail("serve", "--workers must be at least 1")
-    if args.session_ttl_s <= 0:
-        return _fail("serve", "--session-ttl-s must be positive")
+        raise InputError(f"--workers must be at least 1, got {args.workers}")
+    if not args.session_ttl_s > 0:
+        raise InputError(f"--session-ttl-s must be positive, got {args.session_ttl_s}")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}, not loopback", file=sys.stderr)
     cfg = ServeConfig(
@@ -182,15 +174,7 @@ def _serve(args: argparse.Namespace) -> int:
         api_keys=keys,
         session_ttl_s=args.session_ttl_s,
     )
-    try:
-        return serve(cfg)
-    except (ArtifactError, OSError, ValueError, KeyError) as exc:
-        message = str(exc) or type(exc).__name__
-        return _fail("serve", f"{args.instance_dir}: not a servable CiteCast instance or store: {message}"[:2000])
-    except ImportError as exc:
-        return _fail("serve", f"{exc} (pip install 'rap_benchmark[redis]' for a Redis store)")
-    except Exception as exc:  # noqa: BLE001 - e.g. redis.ConnectionError: one line, not a traceback
-        return _fail("serve", f"{type(exc).__name__}: {exc}"[:2000])
+    return serve(cfg)
 
 
 def _score(args: argparse.Namespace) -> int:
@@ -198,20 +182,16 @@ def _score(args: argparse.Namespace) -> int:
     from rap_benchmark.citecast.scoring import score_results
     from rap_benchmark.citecast.serving import default_store
     from rap_benchmark.citecast.sessions import open_store
-    from rap_benchmark.core.artifacts import ArtifactError
 
-    try:
-        inst = load_instance(args.instance_dir)
-        store_url = args.store or default_store(args.instance_dir)
-        if "://" not in store_url and not Path(store_url).is_file():
-            return _fail("score", f"no session store at {store_url}")
-        results = open_store(store_url).results()
-    except (ArtifactError, OSError, ValueError) as exc:
-        return _fail("score", str(exc))
-    report = score_results(inst.tasks, results, key=args.key)
+    inst = load_instance(args.instance_dir)
+    store_url = args.store or default_store(args.instance_dir)
+    if "://" not in store_url and not Path(store_url).is_file():
+        raise FileNotFoundError(2, "no session store", store_url)
+    report = score_results(inst.tasks, open_store(store_url).results(), key=args.key)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in report.rows), encoding="utf-8")
+        from rap_benchmark.core.fsio import atomic_write_text
+
+        atomic_write_text(args.out, "".join(json.dumps(r, sort_keys=True) + "\n" for r in report.rows))
     print(report.table())
     print(json.dumps(report.summary, sort_keys=True))
     return 0
