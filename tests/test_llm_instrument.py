@@ -346,6 +346,12 @@ def test_rap_build_with_the_llm_instrument_end_to_end(tmp_path: Path) -> None:
         (["--instrument", "llm", "--base-url", "http://x/v1"], "needs --model"),
         (["--base-url", "http://x/v1"], "need --instrument llm"),
         (["--instrument", "llm", "--model", "m", "--base-url", "http://x/v1", "--draft-models", "a"], "two model"),
+        (["--instrument", "llm", "--model", "m", "--base-url", "ftp://x"], "not an http(s) URL"),
+        (
+            ["--instrument", "llm", "--model", "m", "--base-url", "m=http://x/v1", "--draft-models", "m,b"],
+            "serves model 'b'",
+        ),
+        (["--instrument", "llm", "--model", "m", "--base-url", "http://x/v1", "--max-spend-usd", "5"], "needs a price"),
     ],
 )
 def test_rap_build_llm_user_errors(

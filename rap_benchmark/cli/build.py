@@ -89,7 +89,9 @@ def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None
         max_spend_usd=args.max_spend_usd,
         prices_path=args.prices,
     )
-    return LLMInstrument(config, settings), None
+    instrument = LLMInstrument(config, settings)
+    instrument.check()
+    return instrument, None
 
 
 def _dry_run(spec: object, source: Path, instrument: object, quiet: bool) -> int:
@@ -155,15 +157,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         return 2
     if args.dry_run:
         return _dry_run(spec, Path(source), instrument, args.quiet)
-    from rap_benchmark.core.fsio import FolderBusy
-    from rap_benchmark.pipeline.instrument.llm import StopRun
-
     start = time.perf_counter()
-    try:
-        out = build_instance(spec, args.out, source=source, progress=not args.quiet, instrument=instrument)
-    except (StopRun, FolderBusy) as exc:
-        print(f"rap build: {exc}", file=sys.stderr)
-        return 2
+    out = build_instance(spec, args.out, source=source, progress=not args.quiet, instrument=instrument)
     seconds = time.perf_counter() - start
     print(f"built {spec.name} at {out} in {seconds:.1f} s")
     print(format_info(instance_info(load_instance(out))))

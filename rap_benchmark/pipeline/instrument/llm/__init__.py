@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 import pandas as pd
 
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.llm.client import (
@@ -70,6 +71,22 @@ class LLMInstrument:
     config: PipelineConfig
     settings: LLMSettings
 
+    def check(self) -> None:
+        """Refuse, before anything is read or sent, endpoints that are not URLs, a model that no
+        endpoint serves, and a spend cap without prices (InputError)."""
+        from rap_benchmark.pipeline.instrument.llm.client import parse_endpoint
+        from rap_benchmark.pipeline.instrument.llm.http import Endpoint
+
+        bound = [parse_endpoint(u) for u in self.settings.base_urls]
+        for _, url in bound:
+            Endpoint(url, timeout_s=self.settings.timeout_s)
+        if bound:
+            served = {m for m, _ in bound}
+            for model in (self.config.model, *self.config.draft_models):
+                if model not in served and None not in served:
+                    raise InputError(f"no --base-url serves model {model!r} (bind one with {model}=URL)")
+        _check_prices(self.config, self.settings)
+
     def run(
         self,
         papers: pd.DataFrame,
@@ -94,7 +111,7 @@ def _check_prices(config: PipelineConfig, settings: LLMSettings) -> None:
     prices = _prices(settings.prices_path)
     for model in {config.model, *config.draft_models}:
         if prices.cost_usd(model, 1, 1) is None:
-            raise ValueError(
+            raise InputError(
                 f"--max-spend-usd needs a price for model {model!r}: add it to a price table and pass --prices"
             )
 

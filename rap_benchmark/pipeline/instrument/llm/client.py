@@ -36,6 +36,7 @@ from typing import Any
 import orjson
 
 from rap_benchmark.agents.pricing import PriceTable
+from rap_benchmark.core.errors import InputError, UserError
 from rap_benchmark.pipeline.instrument.llm.http import Endpoint, TransportError
 from rap_benchmark.pipeline.instrument.llm.store import RequestStore
 from rap_benchmark.pipeline.instrument.llm.tokens import count_prompt_tokens, count_tokens
@@ -45,8 +46,8 @@ REST_S = (1.0, 30.0)  # first and longest rest of a failing endpoint
 FLUSH_EVERY_S = 0.05
 
 
-class StopRun(RuntimeError):
-    """The run stopped cleanly; everything answered so far is in the store."""
+class StopRun(UserError, RuntimeError):
+    """The run stopped cleanly; everything answered so far is in the store (rerun to resume)."""
 
 
 class SpendCapReached(StopRun):
@@ -230,7 +231,7 @@ class LLMClient:
     async def _acquire(self, model: str) -> int:
         mine = self.endpoints_for(model)
         if not mine:
-            raise EndpointsFailed(f"no --base-url serves model {model!r} (bind one with {model}=URL)")
+            raise InputError(f"no --base-url serves model {model!r} (bind one with {model}=URL)")
         async with self._slot:
             while True:
                 now = time.monotonic()
@@ -354,16 +355,23 @@ class StandInClient:
 
 
 async def run_all(
-    client: LLMClient | StandInClient, jobs: Sequence[Callable[[], Awaitable[Any]]], concurrency: int
+    client: LLMClient | StandInClient,
+    jobs: Sequence[Callable[[], Awaitable[Any]]],
+    concurrency: int,
+    desc: str | None = None,
 ) -> list[Any]:
-    """Run ``jobs`` with at most ``concurrency`` at a time; results in job order.
+    """Run ``jobs`` with at most ``concurrency`` at a time; results in job order (a progress bar
+    named ``desc`` when given).
 
     When the client stops (spend cap, no endpoint), no further job starts, the jobs running are
     allowed to finish (their answers are stored), and the stop is raised.
     """
+    from tqdm import tqdm
+
     results: list[Any] = [None] * len(jobs)
     it = iter(range(len(jobs)))
     first_error: list[BaseException] = []
+    bar = tqdm(total=len(jobs), desc=desc, unit=" units", disable=desc is None or not jobs)
 
     async def worker() -> None:
         for i in it:
@@ -371,6 +379,7 @@ async def run_all(
                 return
             try:
                 results[i] = await jobs[i]()
+                bar.update()
             except StopRun:
                 return
             except Exception as exc:  # noqa: BLE001 - re-raised below, after the others drained
@@ -378,6 +387,7 @@ async def run_all(
                 return
 
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(jobs))))))
+    bar.close()
     if first_error:
         raise first_error[0]
     if client.stop_reason is not None:

@@ -14,6 +14,8 @@ import asyncio
 import ssl
 from urllib.parse import urlsplit
 
+from rap_benchmark.core.errors import InputError
+
 
 class TransportError(Exception):
     """The request got no complete HTTP response (refused, reset, timed out, torn)."""
@@ -25,7 +27,7 @@ class Endpoint:
     def __init__(self, base_url: str, *, timeout_s: float, api_key: str | None = None) -> None:
         parts = urlsplit(base_url.strip())
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"not an http(s) base URL: {base_url!r}")
+            raise InputError(f"--base-url: not an http(s) URL: {base_url!r}")
         self.base_url = base_url.strip().rstrip("/")
         self.host = parts.hostname
         self.port = parts.port or (443 if parts.scheme == "https" else 80)

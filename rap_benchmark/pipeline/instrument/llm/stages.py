@@ -168,8 +168,8 @@ class Pipeline:
         self.progress = progress
         self.notes: list[str] = []
 
-    async def _all(self, jobs: list[Callable[[], Any]]) -> list[Any]:
-        return await run_all(self.client, jobs, self.cfg.concurrency)
+    async def _all(self, jobs: list[Callable[[], Any]], stage: str) -> list[Any]:
+        return await run_all(self.client, jobs, self.cfg.concurrency, f"llm {stage}" if self.progress else None)
 
     def _rows(self, ids: Sequence[str]) -> list[tuple[str, str, str]]:
         return [(i, self._title[i], self._abstract[i]) for i in ids]
@@ -232,7 +232,7 @@ class Pipeline:
             prompt = P.render("field_name", terms=candidates[cid].name, papers=P.paper_lines(self._rows(sample), None))
             return lambda: ask(self.client, "field_name", cfg.model, prompt, validate_field_name, cfg.max_attempts)
 
-        named = await self._all([name_job(c) for c in cids])
+        named = await self._all([name_job(c) for c in cids], "field_name")
         names: dict[str, FieldName] = {}
         for cid, out in zip(cids, named, strict=True):
             if out.value is None:
@@ -244,20 +244,14 @@ class Pipeline:
         if len(cids) > 1:
             lines = "\n".join(f"{c}: {names[c].name}. {names[c].definition}" for c in cids)
             prompt = P.render("field_merge", fields=lines)
-            out = (
-                await self._all(
-                    [
-                        lambda: ask(
-                            self.client,
-                            "field_merge",
-                            cfg.model,
-                            prompt,
-                            lambda o: validate_groups(o, cids, "merge"),
-                            cfg.max_attempts,
-                        )
-                    ]
-                )
-            )[0]
+            out = await ask(
+                self.client,
+                "field_merge",
+                cfg.model,
+                prompt,
+                lambda o: validate_groups(o, cids, "merge"),
+                cfg.max_attempts,
+            )
             if out.value is None:
                 self.notes.append(f"synonym merging failed ({out.reason}); no fields merged")
             else:
@@ -308,7 +302,7 @@ class Pipeline:
                     )
                 )
                 owners.append(r)
-        for r, out in zip(owners, await self._all(jobs), strict=True):
+        for r, out in zip(owners, await self._all(jobs, "programs"), strict=True):
             if out.value is None:
                 r.notes.append(f"a program batch stayed invalid: {out.reason}")
                 continue
@@ -339,7 +333,7 @@ class Pipeline:
                 )
             )
             dedupe_owners.append(r)
-        for r, out in zip(dedupe_owners, await self._all(dedupe_jobs), strict=True):
+        for r, out in zip(dedupe_owners, await self._all(dedupe_jobs, "programs_dedupe"), strict=True):
             if out.value is None:
                 r.notes.append(f"program deduplication stayed invalid ({out.reason}); exact-name dedupe only")
                 continue
@@ -375,7 +369,7 @@ class Pipeline:
                     )
                 )
                 owners.append((r, which))
-        for (r, which), out in zip(owners, await self._all(jobs), strict=True):
+        for (r, which), out in zip(owners, await self._all(jobs, "draft"), strict=True):
             r.drafts[which] = None if out.value is None else list(out.value)
             if out.value is None:
                 r.notes.append(f"draft {which} stayed invalid: {out.reason}")
@@ -420,7 +414,7 @@ class Pipeline:
                     )
                     owners.append((r, which))
         absorbed_ids: dict[tuple[str, str], list[str]] = {}
-        for (r, which), out in zip(owners, await self._all(jobs), strict=True):
+        for (r, which), out in zip(owners, await self._all(jobs, "absorb"), strict=True):
             if out.value is None:
                 r.notes.append(f"an absorption batch of draft {which} stayed invalid: {out.reason}")
                 continue
@@ -459,7 +453,7 @@ class Pipeline:
                     )
                 )
                 owners.append((r, which))
-        for (r, which), out in zip(owners, await self._all(jobs), strict=True):
+        for (r, which), out in zip(owners, await self._all(jobs, "revise"), strict=True):
             if out.value is None:
                 r.notes.append(
                     f"the revision of draft {which} stayed invalid ({out.reason}); the draft is frozen as is"
@@ -499,7 +493,7 @@ class Pipeline:
                 )
             )
             owners.append((r, allowed))
-        for (r, allowed), out in zip(owners, await self._all(jobs), strict=True):
+        for (r, allowed), out in zip(owners, await self._all(jobs, "consolidate"), strict=True):
             if out.value is not None:
                 r.codebook = out.value
                 if out.attempts > 1:
@@ -529,7 +523,7 @@ class Pipeline:
         directions = {cb.field_id: P.codebook_lines(cb) for cb in codebooks}
         for cb, batch in batches:
             jobs.append(lambda cb=cb, batch=batch: self._assign_batch(cb, directions[cb.field_id], batch))
-        results = await self._all(jobs)
+        results = await self._all(jobs, "assign")
         rows: list[tuple[str, str, str, str | None, str]] = []
         invalid: list[dict[str, str]] = []
         for (cb, batch), (good, bad) in zip(batches, results, strict=True):
