@@ -116,11 +116,9 @@ def _dry_run(spec: object, source: Path, instrument: object, quiet: bool) -> int
     return 0
 
 
-def format_estimate(table: dict[str, dict[str, object]]) -> str:
-    """The dry run's table: requests to send (and already stored), tokens and price per stage."""
-    lines = [
-        f"{'stage':<16}{'requests':>10}{'to send':>10}{'stored':>9}{'prompt tok':>14}{'compl. tok':>13}{'USD':>12}"
-    ]
+def format_estimate(table: dict[str, dict[str, object]], sent: str = "to send") -> str:
+    """Requests (to send, or sent) and already stored, tokens and price per stage."""
+    lines = [f"{'stage':<16}{'requests':>10}{sent:>10}{'stored':>9}{'prompt tok':>14}{'compl. tok':>13}{'USD':>12}"]
     for stage, row in table.items():
         usd = "unknown" if row["cost_usd"] is None else f"{row['cost_usd']:.2f}"
         lines.append(
@@ -162,6 +160,13 @@ def _cmd_build(args: argparse.Namespace) -> int:
     seconds = time.perf_counter() - start
     print(f"built {spec.name} at {out} in {seconds:.1f} s")
     print(format_info(instance_info(load_instance(out))))
+    if instrument is not None:
+        import json
+
+        store = instrument.settings.store_dir
+        summary = json.loads((store / "summary.json").read_text(encoding="utf-8"))
+        print(format_estimate(summary["stages"], "sent").rsplit("\n", 1)[0])
+        print(f"requests stored in {store}; maintainers' review: {store / 'review.md'}")
     return 0
 
 
