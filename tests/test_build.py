@@ -157,19 +157,6 @@ def test_info_refuses_a_tampered_instance(mini_dir: Path, tmp_path: Path, capsys
     assert err.startswith("rap info: ") and "episodes.parquet" in err and err.count("\n") == 1
 
 
-def test_demo_runs_every_step(tmp_path: Path):
-    from rap_benchmark.cli.demo_flow import STEPS, run_demo
-
-    printed: list[str] = []
-    ctx = run_demo(tmp_path / "demo", echo=printed.append, progress=False)
-    text = "\n".join(printed)
-    for k, step in enumerate(STEPS, 1):
-        assert f"== [{k}/{len(STEPS)}] {step.title} ==" in text
-    assert "blocks.parquet: sha256 mismatch" in text
-    assert verify(ctx.out) == []
-    assert -1.0 <= ctx.results["persistence_rho"] <= 1.0
-
-
 # -- the real arXiv sample ----------------------------------------------------------------------------
 
 

@@ -215,6 +215,7 @@ CASES: list[tuple[str, list[str], str, str]] = [
     ("export-hf-tampered", ["export-hf", "{ws}/tampered", "--out", "{ws}/hf"], "rap export-hf", "blocks.parquet"),
     ("audit-truth-missing", ["audit", "truth", "{ws}/nowhere"], "rap audit", "nowhere"),
     ("demo-out-is-a-file", ["demo", "--out", "{ws}/a-file"], "rap demo", "a-file"),
+    ("demo-out-holds-other-files", ["demo", "--out", "{ws}/pinned"], "rap demo", "did not write"),
 ]
 
 

@@ -148,18 +148,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     asub = p.add_subparsers(dest="audit_command", metavar="AUDIT")
 
-    q = asub.add_parser("parallel", help="second offline instrument, cross-fit Hungarian agreement")
+    q = asub.add_parser(
+        "parallel",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="second offline instrument, cross-fit Hungarian agreement",
+    )
     q.add_argument("dir")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--resamples", type=int, default=2000)
     q.add_argument("--out", help="write the per-field table (CSV)")
     q.set_defaults(func=_parallel)
 
-    q = asub.add_parser("truth", help="mini only: frozen instrument vs the generator's latent directions")
+    q = asub.add_parser(
+        "truth",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="mini only: frozen instrument vs the generator's latent directions",
+    )
     q.add_argument("dir")
     q.set_defaults(func=_truth)
 
-    q = asub.add_parser("sample", help="draw the stratified human-audit sample and write the blind sheet")
+    q = asub.add_parser(
+        "sample",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="draw the stratified human-audit sample and write the blind sheet",
+    )
     q.add_argument("dir")
     q.add_argument("--out", required=True)
     q.add_argument("--fields", type=int, default=24)
@@ -169,7 +184,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--seed", type=int, default=0)
     q.set_defaults(func=_sample)
 
-    q = asub.add_parser("analyse", help="analyse returned annotations against the private key")
+    q = asub.add_parser(
+        "analyse",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="analyse returned annotations against the private key",
+    )
     q.add_argument("dir")
     q.add_argument("key", help="key.private.csv written by `rap audit sample`")
     q.add_argument("answers", help="annotations CSV (item_id, member, primary, secondary, clarity, confidence)")

@@ -1,4 +1,4 @@
-"""``rap build``, ``rap verify``, ``rap info`` and ``rap demo``."""
+"""``rap build``, ``rap verify`` and ``rap info``."""
 
 from __future__ import annotations
 
@@ -37,11 +37,6 @@ VERIFY_EPILOG = """examples:
 INFO_EPILOG = """examples:
   rap info build/mini
   rap info build/arxiv-sample --json > info.json
-"""
-
-DEMO_EPILOG = """examples:
-  rap demo                       # builds mini into a new temporary folder and runs every step
-  rap demo --out build/demo      # keep the instance where you want it
 """
 
 
@@ -199,14 +194,6 @@ def _cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from rap_benchmark.cli.demo_flow import run_demo
-
-    ctx = run_demo(args.out, progress=not args.quiet)
-    print(f"\ndemo finished; the instance is at {ctx.out}")
-    return 0
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser(
@@ -264,14 +251,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("dir", help="instance folder")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")
     p.set_defaults(func=_cmd_info)
-
-    p = subparsers.add_parser(
-        "demo",
-        help="build mini and run everything the package can do on it",
-        description="Build the embedded mini instance and run every demo step on it, printing a summary per step.",
-        epilog=DEMO_EPILOG,
-        formatter_class=fmt,
-    )
-    p.add_argument("--out", help="where to build mini (default: a new temporary folder)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.set_defaults(func=_cmd_demo)

@@ -87,26 +87,46 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--session-ttl-s", type=float, default=3600.0, help="idle seconds before a session expires")
     s.set_defaults(func=_serve)
 
-    sc = sub.add_parser("score", help="score the evaluation-mode sessions recorded in a session store")
+    sc = sub.add_parser(
+        "score",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="score the evaluation-mode sessions recorded in a session store",
+    )
     sc.add_argument("instance_dir", type=Path)
     sc.add_argument("--store", default=None, help="the server's --store (default <instance>/.cache/sessions.sqlite3)")
     sc.add_argument("--key", default=None, help="only this API key name")
     sc.add_argument("--out", type=Path, default=None, help="JSONL of per-task rows (key, task, prediction, reward)")
     sc.set_defaults(func=_score)
 
-    w = sub.add_parser("sweep", help="baselines with per-task rewards (blind constant, per-category, band oracle)")
+    w = sub.add_parser(
+        "sweep",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="baselines with per-task rewards (blind constant, per-category, band oracle)",
+    )
     w.add_argument("instance_dir", type=Path)
     w.add_argument("--out", type=Path, required=True, help="folder for sweep_rewards.{jsonl,csv}, sweep_summary.csv")
     w.set_defaults(func=_sweep)
 
-    lp = sub.add_parser("leak-probe", help="backdated searches/fetches for the most-cited tasks, scanned for figures")
+    lp = sub.add_parser(
+        "leak-probe",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="backdated searches/fetches for the most-cited tasks, scanned for figures",
+    )
     lp.add_argument("instance_dir", type=Path)
     lp.add_argument("--n", type=int, default=25, help="most-cited tasks to probe (default 25)")
     lp.add_argument("--url", default=None, help="probe a running server instead of an in-process environment")
     lp.add_argument("--out", type=Path, default=None, help="JSONL of per-task rows")
     lp.set_defaults(func=_leak_probe)
 
-    r = sub.add_parser("run", help="run a policy on a split and write per-task rewards")
+    r = sub.add_parser(
+        "run",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="run a policy on a split and write per-task rewards",
+    )
     r.add_argument("instance_dir", type=Path)
     r.add_argument("--split", choices=["train", "test"], default="test")
     r.add_argument("--policy", default="constant:3", help="constant:N or openai (default constant:3)")

@@ -1,14 +1,24 @@
 """``rap demo``: build the embedded ``mini`` instance and run everything the package can do on it.
 
+Everything the demo writes goes into ONE folder (default ``./rap-demo``, or ``--out``) and
+nothing outside it is touched::
+
+    rap-demo/
+      .rap-demo                  marker: a rerun may replace this folder's contents
+      mini/                      the built instance (rap info rap-demo/mini)
+      predictions/               baselines.jsonl and baselines_ledger.json
+      runs/reference-search-hits/  a resumable run store with its predictions.jsonl
+      report/report.html         the self-contained report
+      citecast/                  the embedded CiteCast instance
+
 The demo is a list of small steps (:data:`STEPS`). Each step takes the shared
 :class:`DemoContext`, does one thing, may leave results in ``ctx.results`` for later steps, and
-returns a short readable summary that :func:`run_demo` prints under the step's title. Later
-stages (baselines, reference agents, the report) add themselves by appending a
-:class:`DemoStep` to :data:`STEPS`.
+returns a short readable summary that :func:`run_demo` prints under the step's title.
 """
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import tempfile
 import time
@@ -20,19 +30,29 @@ from typing import Any
 import numpy as np
 
 from rap_benchmark.core.artifacts import Instance
-from rap_benchmark.core.fsio import atomic_write_bytes
+from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.fsio import atomic_write_bytes, atomic_write_text
 from rap_benchmark.core.spec import BenchmarkSpec, mini_spec
+
+DEFAULT_DIR = "rap-demo"
+MARKER = ".rap-demo"
+"""A file that marks a folder as made by ``rap demo``: only such a folder (or an empty one) is reused."""
 
 
 @dataclass
 class DemoContext:
-    """State shared by the demo steps."""
+    """State shared by the demo steps; every path is inside ``root``."""
 
-    out: Path  # the built instance folder
+    root: Path  # the demo folder: everything the demo writes is inside it
     spec: BenchmarkSpec
     progress: bool = True
     instance: Instance | None = None
     results: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def out(self) -> Path:
+        """The built instance folder."""
+        return self.root / "mini"
 
     def require_instance(self) -> Instance:
         if self.instance is None:
@@ -48,6 +68,21 @@ class DemoStep:
 
     title: str
     run: Callable[[DemoContext], str]
+
+
+def prepare_folder(root: str | Path) -> Path:
+    """Check ``root`` can hold the demo (absent, empty, or made by an earlier ``rap demo``) and mark it.
+
+    Refuses, before anything is written, a path that is a file or a folder holding other things.
+    """
+    root = Path(root)
+    if root.exists() and not root.is_dir():
+        raise InputError(f"--out {root} is a file, not a folder")
+    if root.is_dir() and any(root.iterdir()) and not (root / MARKER).is_file():
+        raise InputError(f"--out {root} already holds files that rap demo did not write; give a new or empty folder")
+    root.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(root / MARKER, "made by rap demo; a rerun of rap demo may replace everything in this folder\n")
+    return root
 
 
 def step_build(ctx: DemoContext) -> str:
@@ -71,7 +106,7 @@ def step_verify(ctx: DemoContext) -> str:
 
     problems = verify(ctx.out)
     lines = [f"verify {ctx.out}: {'OK' if not problems else f'{len(problems)} problems'}"]
-    with tempfile.TemporaryDirectory(prefix="rap-demo-tamper-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=".tamper-check-", dir=ctx.root) as tmp:
         copy = Path(tmp) / "copy"
         shutil.copytree(ctx.out, copy)
         target = copy / "blocks.parquet"
@@ -187,7 +222,7 @@ def step_baselines(ctx: DemoContext) -> str:
 
     inst = ctx.require_instance()
     frame, ledger = baseline_predictions(inst, tune_dev=True)
-    out = ctx.out.parent / "predictions" / "baselines.jsonl"
+    out = ctx.root / "predictions" / "baselines.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     write_predictions(frame, out)
     write_json(out.with_name("baselines_ledger.json"), ledger)
@@ -200,7 +235,7 @@ def step_reference_agents(ctx: DemoContext) -> str:
     from rap_benchmark.core.records import Condition
 
     inst = ctx.require_instance()
-    out = ctx.out.parent / "runs" / "reference-search-hits"
+    out = ctx.root / "runs" / "reference-search-hits"
     stats, preds = run_benchmark(
         inst,
         ReferenceBackend("reference/search-hits"),
@@ -222,7 +257,8 @@ def step_report(ctx: DemoContext) -> str:
 
     inst = ctx.require_instance()
     files = [ctx.results[k] for k in ("baselines", "reference") if k in ctx.results]
-    result = build_report(inst, files, ctx.out.parent / "report", audit=True, progress=ctx.progress)
+    result = build_report(inst, files, ctx.root / "report", audit=True, progress=ctx.progress)
+    ctx.results["report"] = Path(result.html)
     return f"wrote {len(result.files)} files; open {result.html} in a browser (self-contained, no network)"
 
 
@@ -249,7 +285,8 @@ def step_citecast(ctx: DemoContext) -> str:
     from rap_benchmark.citecast.embedded import build_embedded
     from rap_benchmark.citecast.tasks import load_tasks
 
-    out = build_embedded(ctx.out.parent / "citecast", progress=False)
+    out = build_embedded(ctx.root / "citecast", progress=False)
+    ctx.results["citecast"] = Path(out)
     result = sweep(list(load_tasks(out).values()))
     return f"CiteCast embedded instance at {out}; baseline mean reward:\n{result.table()}"
 
@@ -272,20 +309,15 @@ STEPS: list[DemoStep] = [
 
 
 def run_demo(
-    out: str | Path | None = None,
+    root: str | Path = DEFAULT_DIR,
     *,
     steps: list[DemoStep] | None = None,
     spec: BenchmarkSpec | None = None,
     echo: Callable[[str], None] = print,
     progress: bool = True,
 ) -> DemoContext:
-    """Run every step (default :data:`STEPS`) on a fresh ``mini`` build in ``out``.
-
-    ``out=None`` builds into a new temporary folder (kept, and printed, so it can be inspected).
-    """
-    if out is None:
-        out = Path(tempfile.mkdtemp(prefix="rap-demo-")) / "mini"
-    ctx = DemoContext(out=Path(out), spec=spec or mini_spec(), progress=progress)
+    """Run every step (default :data:`STEPS`) on a fresh ``mini`` build inside the folder ``root``."""
+    ctx = DemoContext(root=prepare_folder(root), spec=spec or mini_spec(), progress=progress)
     chosen = STEPS if steps is None else steps
     for k, step in enumerate(chosen, 1):
         echo(f"\n== [{k}/{len(chosen)}] {step.title} ==")
@@ -294,3 +326,50 @@ def run_demo(
         echo(summary)
         echo(f"({time.perf_counter() - start:.1f} s)")
     return ctx
+
+
+def where_things_are(ctx: DemoContext) -> str:
+    """The closing summary: where the instance, the predictions and report.html are."""
+    rows = [("instance", ctx.out, f"rap info {ctx.out}")]
+    preds = [ctx.results[k] for k in ("baselines", "reference") if k in ctx.results]
+    rows.extend(("predictions", Path(p), "") for p in preds)
+    if "report" in ctx.results:
+        rows.append(("report", ctx.results["report"], "open it in a browser (works offline)"))
+    if "citecast" in ctx.results:
+        rows.append(("citecast", ctx.results["citecast"], f"rap citecast sweep {ctx.results['citecast']}"))
+    lines = [f"everything is in {ctx.root}/ (nothing was written outside it):"]
+    width = max(len(str(path)) for _, path, _ in rows)
+    lines.extend(f"  {what:<12} {str(path):<{width}}" + (f"  # {hint}" if hint else "") for what, path, hint in rows)
+    if preds:
+        lines.append(f"next: rap score {ctx.out} {' '.join(str(p) for p in preds)}")
+    return "\n".join(lines)
+
+
+DEMO_EPILOG = f"""examples:
+  rap demo                       # everything goes into ./{DEFAULT_DIR}/ (about a minute and a half)
+  rap demo --out /tmp/demo       # or into a folder of your choice (new, empty, or an earlier demo's)
+  rap demo --quiet               # no progress bars
+
+The demo writes only inside its folder: mini/ (the instance), predictions/, runs/, report/report.html
+and citecast/. It ends with a summary of where each of them is.
+"""
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    start = time.perf_counter()
+    ctx = run_demo(args.out, progress=not args.quiet)
+    print(f"\ndemo finished in {time.perf_counter() - start:.0f} s; {where_things_are(ctx)}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "demo",
+        help="build mini and run everything the package can do on it (into ./rap-demo)",
+        description="Build the embedded mini instance and run every demo step on it, printing a summary per step.",
+        epilog=DEMO_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--out", default=DEFAULT_DIR, help=f"the demo folder (default ./{DEFAULT_DIR})")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_cmd_demo)
