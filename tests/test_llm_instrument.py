@@ -390,3 +390,25 @@ def test_endpoints_bound_to_a_model_get_only_that_models_requests(tmp_path: Path
         result, _ = run(tmp_path, urls)
     assert seen == {"one": {"scripted-main", "scripted-b"}, "two": {"scripted-a"}}
     assert fingerprint(result) == fingerprint(baseline[0])
+
+
+def test_a_kept_alive_connection_closed_by_the_server_while_idle_is_not_a_failure() -> None:
+    """Regression: uvicorn closes idle keep-alive connections (5 s by default); the next request
+    on a pooled connection met EOF and counted as a transport failure (three rested the endpoint)."""
+    import asyncio
+
+    from rap_benchmark.pipeline.instrument.llm.client import request_body
+    from rap_benchmark.pipeline.instrument.llm.http import Endpoint
+
+    body = request_body("m", [{"role": "user", "content": "# Task: name a research field\n[1] a title"}], 50)
+
+    async def twice(url: str) -> list[int]:
+        ep = Endpoint(url, timeout_s=5.0)
+        first, _ = await ep.post(body)
+        await asyncio.sleep(0.6)  # the server closes the idle connection meanwhile
+        second, _ = await ep.post(body)
+        ep.close()
+        return [first, second]
+
+    with ServerThread(ScriptedApp(), keep_alive_s=0.2) as srv:
+        assert asyncio.run(twice(srv.url)) == [200, 200]

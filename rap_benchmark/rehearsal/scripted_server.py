@@ -148,11 +148,17 @@ def bind(port: int = 0) -> socket.socket:
     return sock
 
 
-def _server(app: ScriptedApp) -> Any:
+def _server(app: ScriptedApp, keep_alive_s: float = 5.0) -> Any:
     import uvicorn
 
     config = uvicorn.Config(
-        app, lifespan="off", log_level="warning", access_log=False, backlog=2048, timeout_graceful_shutdown=1
+        app,
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        backlog=2048,
+        timeout_graceful_shutdown=1,
+        timeout_keep_alive=keep_alive_s,
     )
     return uvicorn.Server(config)
 
@@ -160,11 +166,11 @@ def _server(app: ScriptedApp) -> Any:
 class ServerThread:
     """The app served on a free loopback port in a background thread (tests): ``with`` it."""
 
-    def __init__(self, app: ScriptedApp) -> None:
+    def __init__(self, app: ScriptedApp, *, keep_alive_s: float = 5.0) -> None:
         self.app = app
         self.sock = bind(0)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/v1"
-        self.server = _server(app)
+        self.server = _server(app, keep_alive_s)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
     def __enter__(self) -> ServerThread:

@@ -43,19 +43,48 @@ class Endpoint:
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
     async def post(self, body: bytes) -> tuple[int, bytes]:
-        """(status, response body); TransportError when no complete response came back."""
-        if self._idle:
+        """(status, response body); TransportError when no complete response came back.
+
+        A kept-alive connection that the server closed while idle (EOF or reset before any byte
+        of a response) is replaced by a fresh one once, without counting as a failure.
+        """
+        while self._idle:
             reader, writer = self._idle.pop()
-        else:
             try:
-                async with asyncio.timeout(self.timeout_s):
-                    reader, writer = await asyncio.open_connection(self.host, self.port, ssl=self.ssl, limit=1 << 20)
-            except (OSError, TimeoutError) as exc:
-                raise TransportError(f"cannot connect to {self.base_url}: {type(exc).__name__}: {exc}") from None
+                return await self._exchange(reader, writer, body)
+            except _StaleConnection:
+                continue
+        reader, writer = await self._connect()
+        try:
+            return await self._exchange(reader, writer, body)
+        except _StaleConnection as exc:
+            raise TransportError(f"{self.base_url}: connection closed before a response") from exc
+
+    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                return await asyncio.open_connection(self.host, self.port, ssl=self.ssl, limit=1 << 20)
+        except (OSError, TimeoutError) as exc:
+            raise TransportError(f"cannot connect to {self.base_url}: {type(exc).__name__}: {exc}") from None
+
+    async def _exchange(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: bytes
+    ) -> tuple[int, bytes]:
         try:
             async with asyncio.timeout(self.timeout_s):
                 writer.write(b"%s%d\r\n\r\n%s" % (self._head, len(body), body))
-                status, keep_alive, data = await _read_response(reader)
+                try:
+                    head = await reader.readuntil(b"\r\n\r\n")
+                except asyncio.IncompleteReadError as exc:
+                    if not exc.partial:
+                        raise _StaleConnection from None
+                    raise
+                except (ConnectionResetError, BrokenPipeError):
+                    raise _StaleConnection from None
+                status, keep_alive, data = await _read_response(head, reader)
+        except _StaleConnection:
+            writer.close()
+            raise
         except (OSError, TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError) as exc:
             writer.close()
             raise TransportError(f"{self.base_url}: {type(exc).__name__}: {exc}") from None
@@ -74,8 +103,11 @@ class Endpoint:
             writer.close()
 
 
-async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bool, bytes]:
-    head = await reader.readuntil(b"\r\n\r\n")
+class _StaleConnection(Exception):
+    """A kept-alive connection the server had closed: nothing was answered on it."""
+
+
+async def _read_response(head: bytes, reader: asyncio.StreamReader) -> tuple[int, bool, bytes]:
     lines = head.split(b"\r\n")
     status_line = lines[0].split(b" ", 2)
     if len(status_line) < 2 or not status_line[0].startswith(b"HTTP/1."):
