@@ -19,14 +19,11 @@ pytestmark = [pytest.mark.llm, pytest.mark.slow]
 
 
 def test_smollm2_runs_a0_a1_on_mini(mini, tmp_path):
+    from rap_benchmark.agents.prompts import ANSWER_PREFILL
     from rap_benchmark.agents.runner import run_benchmark
     from rap_benchmark.agents.store import RunStore
-    from rap_benchmark.agents.transformers_backend import (
-        ANSWER_PREFILL,
-        TransformersBackend,
-        parse_text_tool_call,
-        smollm2_gguf,
-    )
+    from rap_benchmark.agents.toolset import search_text_protocol
+    from rap_benchmark.agents.transformers_backend import TransformersBackend, smollm2_gguf
     from rap_benchmark.core.records import Condition
     from rap_benchmark.evaluation.predictions import read_predictions
     from rap_benchmark.evaluation.scoring.score import score_predictions
@@ -85,5 +82,5 @@ def test_smollm2_runs_a0_a1_on_mini(mini, tmp_path):
         )
     )
     # the text protocol round-trips a search tag into a normal tool call
-    call = parse_text_tool_call('<search start_date="2023-07-01">graph nets</search>', 0)
-    assert json.loads(call.arguments) == {"query": "graph nets", "start_date": "2023-07-01"}
+    call = search_text_protocol().parse('<search start_date="2023-07-01">graph nets</search>')
+    assert call.tool == "search" and call.arguments == {"query": "graph nets", "start_date": "2023-07-01"}

@@ -50,6 +50,8 @@ def fake_search(query: str, start_date: str | None = None, end_date: str | None 
         start_date: Optional earliest date, YYYY-MM-DD.
         end_date: Optional latest date, YYYY-MM-DD.
     """
+    if not query.strip():
+        raise ValueError("query must be a non-empty string")  # like the real tool
     if start_date is not None:
         dt.date.fromisoformat(start_date)  # ValueError on a bad date, like the real tool
     n = len(query.split())
@@ -59,7 +61,7 @@ def fake_search(query: str, start_date: str | None = None, end_date: str | None 
 
 class FakeTools:
     def bind(self, field_id: str, origin: str, regime: Regime):
-        from rap_benchmark.search.tool import tool_schema
+        from rap_benchmark.tools import tool_schema
 
         return fake_search, tool_schema(fake_search)
 
@@ -167,7 +169,7 @@ def test_plain_text_is_nudged_once_then_accepted():
 
 def test_plain_text_twice_is_invalid():
     rec, fake, stats = run_one(lambda kw: completion(content="no idea"))
-    assert not rec["valid"] and rec["invalid_reason"].startswith("invalid_answer")
+    assert not rec["valid"] and rec["invalid_reason"] == "invalid_answer" and rec["invalid_detail"]
     assert len(fake.completions.requests) == 2 and stats.invalid == 1
     assert rec["answer_text"] == "no idea"
 
@@ -179,7 +181,7 @@ def test_plain_text_that_parses_is_accepted_without_nudge():
 
 def test_over_length_answer_is_invalid_and_recorded():
     rec, fake, _ = run_one(lambda kw: completion(content='{"D0": 12, "D1": 1', finish="length"))
-    assert not rec["valid"] and rec["invalid_reason"].startswith("over_length")
+    assert not rec["valid"] and rec["invalid_reason"] == "over_length" and "token cap" in rec["invalid_detail"]
     assert len(fake.completions.requests) == 1
     assert rec["turns"][0]["finish_reason"] == "length"
 
@@ -233,7 +235,9 @@ def test_exhausted_retries_make_an_invalid_unit():
         return openai.InternalServerError("down", response=httpx.Response(503, request=_request()), body=None)
 
     rec, _, _ = run_one(script, max_attempts=3)
-    assert not rec["valid"] and rec["invalid_reason"].startswith("backend_error: HTTP 503")
+    assert (
+        not rec["valid"] and rec["invalid_reason"] == "backend_error" and rec["invalid_detail"].startswith("HTTP 503")
+    )
     assert rec["attempts"] == 3 and rec["retries"] == 3
 
 
@@ -242,7 +246,7 @@ def test_non_retryable_error_is_not_retried():
         return openai.BadRequestError("bad", response=httpx.Response(400, request=_request()), body=None)
 
     rec, _, _ = run_one(script)
-    assert not rec["valid"] and rec["attempts"] == 1 and "HTTP 400" in rec["invalid_reason"]
+    assert not rec["valid"] and rec["attempts"] == 1 and "HTTP 400" in rec["invalid_detail"]
 
 
 def test_backoff_is_exponential_and_capped():
@@ -331,19 +335,19 @@ def test_real_http_500_and_timeout_paths(flaky_server, tmp_path):
 
 def test_text_and_hermes_tool_call_parsing_and_rendering():
     from rap_benchmark.agents.protocol import Request
-    from rap_benchmark.agents.transformers_backend import (
-        parse_hermes_tool_call,
-        parse_text_tool_call,
-        render_text_protocol,
-    )
+    from rap_benchmark.agents.toolset import search_text_protocol
+    from rap_benchmark.agents.transformers_backend import parse_hermes_tool_call
 
-    call = parse_text_tool_call('ok <search start_date="2023-07-01" end_date="2023-12-31">graph nets</search> x', 3)
+    protocol = search_text_protocol()
+    three = tuple({"role": "assistant", "content": "", "tool_calls": [{}]} for _ in range(3))
+    req3 = Request(messages=three, tools=({},), tool_choice="auto", max_tokens=10, text_protocol=protocol)
+    call = req3.text_call('ok <search start_date="2023-07-01" end_date="2023-12-31">graph nets</search> x')
     assert call.id == "call_3" and json.loads(call.arguments) == {
         "query": "graph nets",
         "start_date": "2023-07-01",
         "end_date": "2023-12-31",
     }
-    assert parse_text_tool_call("no tag here", 0) is None
+    assert req3.text_call("no tag here") is None
     h = parse_hermes_tool_call('<tool_call>\n{"name": "search", "arguments": {"query": "asr"}}\n</tool_call>', 0)
     assert h.name == "search" and json.loads(h.arguments) == {"query": "asr"}
     bad = parse_hermes_tool_call("<tool_call>{oops</tool_call>", 1)
@@ -358,8 +362,9 @@ def test_text_and_hermes_tool_call_parsing_and_rendering():
         tools=({"type": "function"},),
         tool_choice="auto",
         max_tokens=10,
+        text_protocol=protocol,
     )
-    msgs = render_text_protocol(req)
+    msgs = req.text_messages()
     assert msgs[0]["content"].startswith("S\n\n") and "<search>" in msgs[0]["content"]
     assert msgs[2] == {
         "role": "assistant",

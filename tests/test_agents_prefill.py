@@ -14,8 +14,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from rap_benchmark.agents.prompts import ANSWER_PREFILL  # noqa: E402
 from rap_benchmark.agents.protocol import Request  # noqa: E402
-from rap_benchmark.agents.transformers_backend import ANSWER_PREFILL  # noqa: E402
 from rap_benchmark.evaluation.scoring.parse import parse_answer  # noqa: E402
 
 EOS = 0
@@ -97,8 +97,11 @@ def make_backend(monkeypatch, script: Callable[[str], str], *, template: str = "
 
 def request(*, tools: bool, tool_choice: str | None = None, max_tokens: int = 1000) -> Request:
     msgs = ({"role": "system", "content": "S"}, {"role": "user", "content": "U"})
+    from rap_benchmark.agents.toolset import search_text_protocol
+
     schema = ({"type": "function", "function": {"name": "search"}},) if tools else None
-    return Request(msgs, schema, tool_choice if tools else None, max_tokens)
+    protocol = search_text_protocol() if tools else None
+    return Request(msgs, schema, tool_choice if tools else None, max_tokens, text_protocol=protocol)
 
 
 def complete(backend: Any, req: Request) -> Any:
@@ -126,7 +129,10 @@ def test_search_turns_are_not_prefilled_and_forced_turns_are(monkeypatch):
 
     backend, lm = make_backend(monkeypatch, script, max_new_tokens=64)
     open_turn = complete(backend, request(tools=True, tool_choice="auto"))
-    assert lm.calls[-1]["prompt"].endswith("<assistant>") and lm.calls[-1]["stop_strings"] == ["</search>"]
+    assert lm.calls[-1]["prompt"].endswith("<assistant>") and lm.calls[-1]["stop_strings"] == [
+        "</search>",
+        "<observation>",
+    ]
     assert lm.calls[-1]["max_new_tokens"] == 64
     assert open_turn.finish_reason == "tool_calls" and open_turn.prefill is None
     assert json.loads(open_turn.tool_calls[0].arguments) == {"query": "asr", "start_date": "2024-01-01"}
@@ -159,8 +165,8 @@ def test_prefill_defaults_off_for_native_tool_templates_and_can_be_switched(monk
 
 def test_a_prefilled_unit_through_the_episode_loop(monkeypatch, mini):
     """A0 through run_episode: valid, and the trajectory shows which text was prefilled."""
-    from rap_benchmark.agents.episode import run_episode
-    from rap_benchmark.agents.prompts import condition_prompt
+    from rap_benchmark.agents.episode import Episode, run_episode
+    from rap_benchmark.agents.prompts import condition_prompt, initial_messages
     from rap_benchmark.agents.protocol import EpisodeContext
     from rap_benchmark.core.dates import parse_date
     from rap_benchmark.core.records import Condition, Task
@@ -172,7 +178,7 @@ def test_a_prefilled_unit_through_the_episode_loop(monkeypatch, mini):
     ctx = EpisodeContext("fake-lm", field_id, parse_date(origin), Condition.A0, Task.FORECAST, cb, mini.spec)
     prompt = condition_prompt(cb, origin, Condition.A0, mini.spec)
     res = asyncio.run(
-        run_episode(backend, ctx, prompt, search_fn=None, tool_schema=None, max_tokens=1600, max_search_calls=1)
+        run_episode(backend, ctx, Episode(initial_messages(prompt), None, max_tokens=1600, max_tool_calls=1))
     )
     assert res.valid and res.events == ["nudged: missing keys D1, D2, D3, D4, D5, D6, D7"]
     assert [m["content"] for m in res.messages if m["role"] == "assistant"] == ['{"D0": "many"}', '{"D0": ' + ANSWER]

@@ -19,9 +19,9 @@ from lm_eval.api.model import LM  # noqa: E402
 from lm_eval.api.task import TaskConfig  # noqa: E402
 
 from rap_benchmark.agents.protocol import Request  # noqa: E402
+from rap_benchmark.agents.toolset import search_text_protocol  # noqa: E402
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition  # noqa: E402
 from rap_benchmark.integrations.lmeval import harness  # noqa: E402
-from rap_benchmark.integrations.lmeval.protocol import restore_stop  # noqa: E402
 from rap_benchmark.integrations.lmeval.rounds import generation_kwargs  # noqa: E402
 from rap_benchmark.integrations.lmeval.samples import unit_record  # noqa: E402
 
@@ -111,6 +111,7 @@ def test_task_index_registers_all_tasks_and_the_group() -> None:
 
 
 def test_restore_stop_only_closes_an_open_search_tag() -> None:
+    restore_stop = search_text_protocol().restore_stop
     assert restore_stop("<search>graph nets") == "<search>graph nets</search>"
     assert restore_stop('x <search start_date="2023-10-01">q') == 'x <search start_date="2023-10-01">q</search>'
     assert restore_stop("<search>a</search> then") == "<search>a</search> then"
@@ -119,8 +120,9 @@ def test_restore_stop_only_closes_an_open_search_tag() -> None:
 
 def test_generation_kwargs_follow_the_request_state() -> None:
     base = {"until": ["</search>", "<observation>", "END"], "max_gen_toks": 64, "do_sample": False}
-    open_ = Request(messages=(), tools=({},), tool_choice="auto", max_tokens=1800)
-    forced = Request(messages=(), tools=({},), tool_choice="none", max_tokens=1800)
+    protocol = search_text_protocol()
+    open_ = Request(messages=(), tools=({},), tool_choice="auto", max_tokens=1800, text_protocol=protocol)
+    forced = Request(messages=(), tools=({},), tool_choice="none", max_tokens=1800, text_protocol=protocol)
     closed = Request(messages=(), tools=None, tool_choice=None, max_tokens=32)
     assert generation_kwargs(open_, base)["until"] == ["</search>", "<observation>", "END"]
     assert "</search>" not in generation_kwargs(forced, base)["until"]
@@ -249,7 +251,7 @@ def test_per_episode_spearman_equals_rap_score(scripted_run, mini, tmp_path: Pat
 
 
 def test_answer_prefill_opens_only_answer_turns_and_is_recorded() -> None:
-    from rap_benchmark.agents.transformers_backend import ANSWER_PREFILL
+    from rap_benchmark.agents.prompts import ANSWER_PREFILL
     from rap_benchmark.integrations.lmeval.rounds import run_rounds
 
     seen: list[str] = []
@@ -259,7 +261,13 @@ def test_answer_prefill_opens_only_answer_turns_and_is_recorded() -> None:
         return ['0.5, "D1": 0.5}' if ctx.endswith(ANSWER_PREFILL) else "<search>x" for ctx, _ in batch]
 
     answer = Request(messages=({"role": "user", "content": "q"},), tools=None, tool_choice=None, max_tokens=64)
-    searching = Request(messages=({"role": "user", "content": "q"},), tools=({},), tool_choice="auto", max_tokens=64)
+    searching = Request(
+        messages=({"role": "user", "content": "q"},),
+        tools=({},),
+        tool_choice="auto",
+        max_tokens=64,
+        text_protocol=search_text_protocol(),
+    )
 
     def loop(request):
         return lambda backend: backend.complete(request, None)
@@ -275,4 +283,4 @@ def test_answer_prefill_opens_only_answer_turns_and_is_recorded() -> None:
     assert results["a"].content == ANSWER_PREFILL + '0.5, "D1": 0.5}' and results["a"].prefill == ANSWER_PREFILL
     assert results["s"].prefill is None and results["s"].tool_calls
     off, _ = run_rounds({"a": loop(answer)}, generate=generate, render=lambda r: "CTX:", base_kwargs={})
-    assert off["a"].prefill is None and off["a"].content == "<search>x</search>"  # no prefill: not an answer
+    assert off["a"].prefill is None and off["a"].content == "<search>x"  # no prefill, and no tools: kept as written

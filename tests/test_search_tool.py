@@ -24,11 +24,11 @@ from rap_benchmark.search import (
     observation_to_dict,
     read_calls,
     shard_hash,
-    tool_schema,
     write_calls,
 )
 from rap_benchmark.search.synthetic import synthetic_instance
 from rap_benchmark.search.tokens import CACHE_NAME
+from rap_benchmark.tools import tool_schema
 
 ORIGIN = "2025-01-01"
 

@@ -1,6 +1,9 @@
-"""The episode loop: one unit (model, field, origin, condition) from first prompt to parsed answer.
+"""The episode loop: one unit from first prompt to a recorded answer, generic over a tool set.
 
-Protocol (SPEC 3.7, the paper's section on conditions):
+RAP units (model, field, origin, condition) run with the Search tool set and a JSON answer;
+CiteCast tasks run with web_search/web_fetch/submit_prediction and end at the first accepted
+submission (:mod:`rap_benchmark.agents.toolset`). Protocol (SPEC 3.7, the paper's section on
+conditions):
 
 * temperature 0; Search conditions offer the ``search`` tool with ``tool_choice="auto"`` and
   parallel tool calls off; A0 offers no tools;
@@ -10,21 +13,20 @@ Protocol (SPEC 3.7, the paper's section on conditions):
 * malformed tool arguments (bad JSON, unknown keys, bad dates, unknown tool) get an error
   observation and count toward the budget; extra parallel calls in one turn get an error
   observation and are not executed;
-* at most ``max_search_calls`` calls; the next request carries ``tool_choice="none"`` and a
-  message that forces the answer;
+* at most ``max_tool_calls`` calls (an answer tool's calls do not count); the next request
+  carries ``tool_choice="none"`` (or offers only the answer tool) and a message that forces the
+  answer; a refused call of the answer tool is a failed answer (nudged once);
 * an over-length reply (``finish_reason == "length"``) that does not parse is invalid at once
   (at temperature 0 a retry would truncate again; recovery may rerun it with a lower cap);
 * a request whose every attempt failed makes the unit invalid with its attempts recorded.
 
-Every path ends in a :class:`UnitResult`, valid or invalid; nothing is lost.
+Every path ends in a :class:`UnitResult`, valid or invalid (an
+:class:`~rap_benchmark.core.records.InvalidReason` plus a detail); nothing is lost.
 """
 
 from __future__ import annotations
 
-import inspect
-import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,24 +35,41 @@ from rap_benchmark.agents.protocol import (
     Attempt,
     Backend,
     BackendFailure,
-    EpisodeContext,
     Message,
     ModelTurn,
     Request,
+    UnitContext,
 )
-from rap_benchmark.evaluation.scoring.parse import parse_answer
-
-SearchFn = Callable[..., dict[str, Any]]
-"""A bound search tool: ``search(query, start_date=None, end_date=None) -> observation dict``."""
-
-TOOL_NAME = "search"
+from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolSet
+from rap_benchmark.core.records import InvalidReason
 
 
-def observation_text(observation: dict[str, Any]) -> str:
-    """The exact tool-message content for an observation (the Search tool's stable JSON)."""
-    from rap_benchmark.search.tool import observation_json
+def _rap_answer(text: str) -> AnswerCheck:
+    from rap_benchmark.evaluation.scoring.parse import parse_answer
 
-    return observation_json(observation)
+    parsed = parse_answer(text)
+    return AnswerCheck(True, list(parsed.weights or ())) if parsed.valid else AnswerCheck(False, None, parsed.reason)
+
+
+RAP_RULES = Rules(
+    parse_answer=_rap_answer,
+    force_message=prompts.force_answer_message,
+    nudge_message=lambda reason, tools_open: prompts.nudge_message(reason, tools_available=tools_open),
+    no_calls_left="no search calls are available now; reply with the final JSON answer",
+)
+"""RAP: the final answer is the JSON weights of D0..D7 (``evaluation.scoring.parse``)."""
+
+
+@dataclass(frozen=True)
+class Episode:
+    """One unit's loop input: first messages, tool set (None: closed book), rules and caps."""
+
+    messages: list[Message]
+    tools: ToolSet | None
+    max_tokens: int
+    max_tool_calls: int
+    temperature: float = 0.0
+    rules: Rules = RAP_RULES
 
 
 @dataclass
@@ -58,84 +77,53 @@ class UnitResult:
     """Everything recorded about one unit (stored as JSON by the run store)."""
 
     messages: list[Message]
-    search_calls: list[dict[str, Any]]
+    calls: list[dict[str, Any]]
     turns: list[dict[str, Any]]
     events: list[str]
     answer_text: str | None
-    valid: bool
-    weights: list[float] | None
-    invalid_reason: str | None
+    answer: Any
+    invalid_reason: InvalidReason | None
+    invalid_detail: str | None
     response_model: str | None
     attempts: int
     retries: int
     prompt_tokens: int
     completion_tokens: int
     wall_s: float
+    n_tool_calls: int = 0
+    rules: Rules = RAP_RULES
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def n_search_calls(self) -> int:
-        return len(self.search_calls)
+    def valid(self) -> bool:
+        return self.answer is not None
+
+    @property
+    def weights(self) -> list[float] | None:
+        """RAP's answer (D0..D7 weights), None when invalid."""
+        return self.answer
 
     def to_dict(self) -> dict[str, Any]:
+        key = self.rules.calls_key
         return {
             "messages": self.messages,
-            "search_calls": self.search_calls,
+            key: self.calls,
             "turns": self.turns,
             "events": self.events,
             "answer_text": self.answer_text,
             "valid": self.valid,
-            "weights": self.weights,
-            "invalid_reason": self.invalid_reason,
+            self.rules.answer_key: self.answer,
+            "invalid_reason": self.invalid_reason.value if self.invalid_reason is not None else None,
+            "invalid_detail": self.invalid_detail,
             "response_model": self.response_model,
             "attempts": self.attempts,
             "retries": self.retries,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
-            "n_search_calls": self.n_search_calls,
+            f"n_{key}": self.n_tool_calls,
             "wall_s": round(self.wall_s, 6),
             **self.extra,
         }
-
-
-def _tool_parameters(fn: SearchFn) -> set[str]:
-    return set(inspect.signature(fn).parameters)
-
-
-def execute_tool_call(fn: SearchFn | None, name: str, arguments: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Run one tool call; return (observation dict, call log entry). Never raises on model input."""
-    log: dict[str, Any] = {"name": name, "arguments": arguments, "query": None, "start_date": None, "end_date": None}
-    if fn is None or name != TOOL_NAME:
-        err = f"unknown tool {name!r}: the only tool is {TOOL_NAME!r}" if fn is not None else "no tools are available"
-        return {"error": err}, {**log, "error": err, "result_ids": [], "total_hits": None}
-    try:
-        args = json.loads(arguments) if arguments and arguments.strip() else {}
-    except json.JSONDecodeError as exc:
-        err = f"malformed arguments: not JSON ({exc.msg} at character {exc.pos})"
-        return {"error": err}, {**log, "error": err, "result_ids": [], "total_hits": None}
-    if not isinstance(args, dict):
-        err = f"malformed arguments: expected a JSON object, got {type(args).__name__}"
-        return {"error": err}, {**log, "error": err, "result_ids": [], "total_hits": None}
-    allowed = _tool_parameters(fn)
-    unknown = sorted(set(args) - allowed)
-    query = args.get("query")
-    err = None
-    if unknown:
-        err = f"malformed arguments: unknown argument(s) {', '.join(unknown)} (allowed: {', '.join(sorted(allowed))})"
-    elif not isinstance(query, str) or not query.strip():
-        err = "malformed arguments: 'query' must be a non-empty string"
-    elif any(args.get(k) is not None and not isinstance(args.get(k), str) for k in ("start_date", "end_date")):
-        err = "malformed arguments: start_date and end_date must be YYYY-MM-DD strings"
-    log.update(query=query, start_date=args.get("start_date"), end_date=args.get("end_date"))
-    if err is not None:
-        return {"error": err}, {**log, "error": err, "result_ids": [], "total_hits": None}
-    try:
-        obs = fn(**args)
-    except (ValueError, TypeError) as exc:
-        err = f"invalid arguments: {exc}"
-        return {"error": err}, {**log, "error": err, "result_ids": [], "total_hits": None}
-    ids = [str(r["arxiv_id"]) for r in obs.get("results", [])]
-    return obs, {**log, "error": None, "result_ids": ids, "total_hits": int(obs["total_hits"])}
 
 
 class _Tally:
@@ -192,118 +180,147 @@ def _assistant_message(turn: ModelTurn) -> Message:
     return msg
 
 
-async def run_episode(
-    backend: Backend,
-    context: EpisodeContext,
-    user_prompt: str,
-    *,
-    search_fn: SearchFn | None,
-    tool_schema: dict[str, Any] | None,
-    max_tokens: int,
-    max_search_calls: int,
-) -> UnitResult:
+async def run_episode(backend: Backend, context: UnitContext, episode: Episode) -> UnitResult:
     """Run one unit to a recorded valid or invalid result (see the module docstring)."""
     t0 = time.perf_counter()
-    messages: list[Message] = prompts.initial_messages(user_prompt)
+    messages: list[Message] = list(episode.messages)
+    tools, rules = episode.tools, episode.rules
     calls: list[dict[str, Any]] = []
     events: list[str] = []
     tally = _Tally()
-    has_tools = search_fn is not None and tool_schema is not None
+    answer_tool = tools.answer_tool if tools is not None else None
     nudged = forced = False
     answer_text: str | None = None
-    weights: list[float] | None = None
-    invalid_reason: str | None = None
+    answer: Any = None
+    reason: InvalidReason | None = None
+    detail: str | None = None
+
+    def budget_used() -> int:
+        return sum(1 for c in calls if c["name"] != answer_tool)
+
+    def fail_or_nudge(problem: str, tools_open: bool) -> bool:
+        """A failed answer: nudge once (False), or end the unit invalid at the second (True)."""
+        nonlocal nudged, reason, detail
+        if nudged:
+            reason, detail = InvalidReason.INVALID_ANSWER, problem
+            return True
+        nudged = True
+        events.append(f"nudged: {problem}")
+        messages.append({"role": "user", "content": rules.nudge_message(problem, tools_open), "rap_note": "nudge"})
+        return False
 
     while True:
-        tools_open = has_tools and len(calls) < max_search_calls
-        if has_tools and not tools_open and not forced:
+        tools_open = tools is not None and budget_used() < episode.max_tool_calls
+        if tools is not None and not tools_open and not forced:
             forced = True
-            events.append(f"forced_answer after {len(calls)} calls")
-            force = prompts.force_answer_message(max_search_calls)
+            events.append(f"forced_answer after {budget_used()} calls")
+            force = rules.force_message(episode.max_tool_calls)
             messages.append({"role": "user", "content": force, "rap_note": "force_answer"})
+        offered: tuple[dict[str, Any], ...] | None = None
+        choice: str | None = None
+        if tools is not None:
+            offered, choice = tools.schemas, ("auto" if tools_open else "none")
+            if not tools_open and answer_tool is not None:
+                offered = tuple(s for s in tools.schemas if s["function"]["name"] == answer_tool)
+                choice = "auto"
         request = Request(
             messages=tuple(messages),
-            tools=(tool_schema,) if has_tools else None,
-            tool_choice=("auto" if tools_open else "none") if has_tools else None,
-            max_tokens=max_tokens,
-            temperature=context.spec.temperature,
+            tools=offered,
+            tool_choice=choice,
+            max_tokens=episode.max_tokens,
+            temperature=episode.temperature,
+            text_protocol=tools.text_protocol if tools is not None else None,
         )
         try:
             turn = await backend.complete(request, context)
         except BackendFailure as exc:
             tally.add_failure(exc)
-            invalid_reason = f"backend_error: {exc}"
+            reason, detail = InvalidReason.BACKEND_ERROR, str(exc)
             break
         except Exception as exc:  # noqa: BLE001 - an in-process backend crash is recorded, not lost
             desc = f"{type(exc).__name__}: {exc}"
             tally.add_failure(BackendFailure(desc, (Attempt(1, False, desc),)))
-            invalid_reason = f"backend_error: {desc}"
+            reason, detail = InvalidReason.BACKEND_ERROR, desc
             break
 
         if turn.tool_calls:
             tally.add_turn(turn, "tool_call")
             messages.append(_assistant_message(turn))
-            if not tools_open:
-                err = "no search calls are available now; reply with the final JSON answer"
+            first, *rest = turn.tool_calls
+            answer_call = answer_tool is not None and first.name == answer_tool
+            if tools is None or not (tools_open or answer_call):
+                err = tools_closed_error(rules)
                 for tc in turn.tool_calls:
-                    messages.append(
-                        {"role": "tool", "tool_call_id": tc.id, "content": observation_text({"error": err})}
-                    )
+                    messages.append({"role": "tool", "tool_call_id": tc.id, "content": err})
                 if nudged:
-                    invalid_reason = "tool_call_when_no_tools_available"
+                    reason = InvalidReason.TOOL_CALL_WHEN_NO_TOOLS
                     break
                 nudged = True
                 events.append("nudged: tool call when no tools were available")
                 continue
-            first, *rest = turn.tool_calls
-            obs, log = execute_tool_call(search_fn, first.name, first.arguments)
-            log["tool_call_id"] = first.id
+            outcome = tools.call(first.name, first.arguments)
+            log = {**outcome.log, "tool_call_id": first.id}
             calls.append(log)
-            messages.append({"role": "tool", "tool_call_id": first.id, "content": observation_text(obs)})
-            if log["error"]:
-                events.append(f"tool_error: {log['error']}")
+            messages.append({"role": "tool", "tool_call_id": first.id, "content": outcome.content})
+            if outcome.error:
+                events.append(f"tool_error: {outcome.error}")
             for tc in rest:
                 err = "parallel tool calls are disabled: only the first call of a turn is executed"
-                messages.append({"role": "tool", "tool_call_id": tc.id, "content": observation_text({"error": err})})
+                messages.append({"role": "tool", "tool_call_id": tc.id, "content": tool_error_text(err)})
             if rest:
                 events.append(f"parallel_tool_calls_dropped: {len(rest)}")
+            if outcome.final is not None:
+                answer_text, answer = turn.content, outcome.final
+                break
+            if answer_call and fail_or_nudge(f"the answer was refused ({outcome.error})", tools_open):
+                answer_text = turn.content
+                break
             continue
 
         text = turn.content or ""
         tally.add_turn(turn, "text")
         messages.append(_assistant_message(turn))
         answer_text = text
-        parsed = parse_answer(text)
+        parsed = rules.parse_answer(text)
         if parsed.valid:
-            weights = list(parsed.weights or ())
+            answer = parsed.value
             break
         if turn.finish_reason == "length":
-            invalid_reason = (
-                f"over_length: the completion stopped at the token cap after {turn.completion_tokens} tokens "
-                f"(requested cap {max_tokens}; {parsed.reason})"
+            reason = InvalidReason.OVER_LENGTH
+            detail = (
+                f"the completion stopped at the token cap after {turn.completion_tokens} tokens "
+                f"(requested cap {episode.max_tokens}; {parsed.reason})"
             )
             break
-        if nudged:
-            invalid_reason = f"invalid_answer: {parsed.reason}"
+        if fail_or_nudge(parsed.reason or "", tools_open):
             break
-        nudged = True
-        events.append(f"nudged: {parsed.reason}")
-        nudge = prompts.nudge_message(parsed.reason or "", tools_available=tools_open)
-        messages.append({"role": "user", "content": nudge, "rap_note": "nudge"})
 
     return UnitResult(
         messages=messages,
-        search_calls=calls,
+        calls=calls,
         turns=tally.turns,
         events=events,
         answer_text=answer_text,
-        valid=weights is not None,
-        weights=weights,
-        invalid_reason=invalid_reason,
+        answer=answer,
+        invalid_reason=reason,
+        invalid_detail=detail,
         response_model=tally.response_model,
         attempts=tally.attempts,
         retries=tally.retries,
         prompt_tokens=tally.prompt_tokens,
         completion_tokens=tally.completion_tokens,
         wall_s=time.perf_counter() - t0,
+        n_tool_calls=budget_used(),
+        rules=rules,
     )
+
+
+def tool_error_text(err: str) -> str:
+    """The tool-message content of a loop-level refusal (stable JSON, as the Search tool writes it)."""
+    from rap_benchmark.search.tool import observation_json
+
+    return observation_json({"error": err})
+
+
+def tools_closed_error(rules: Rules) -> str:
+    return tool_error_text(rules.no_calls_left)

@@ -28,6 +28,11 @@ PROMPTS_DIR = resources.PROMPTS_DIR
 PROMPT_VERSION = "rap-prompts-1.1"
 """Version of the template wording (bump on any change to a template file)."""
 
+ANSWER_PREFILL = '{"D0": '
+"""The opening of the final answer written into the assistant turn when answer prefill is on."""
+PREFILLED_ANSWER_STOPS: tuple[str, ...] = ("}",)
+"""A prefilled answer stops where its (flat) JSON object closes."""
+
 
 class Evidence(StrEnum):
     """What the task prompt says about the evidence available to the model."""

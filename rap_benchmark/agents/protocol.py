@@ -7,8 +7,9 @@ calls or text. Every HTTP (or in-process) attempt is recorded as an :class:`Atte
 attempts fail the backend raises :class:`BackendFailure` carrying them, so the unit is recorded as
 invalid with its attempts instead of being lost.
 
-The :class:`EpisodeContext` tells a backend which unit it serves. LLM backends ignore it; the
-reference agents (rap_benchmark.agents.reference) plan their Search calls from it.
+The context (:class:`EpisodeContext` for a RAP unit, :class:`CiteCastContext` for a CiteCast task)
+tells a backend which unit it serves. LLM backends ignore it; the reference agents
+(rap_benchmark.agents.reference, rap_benchmark.agents.citecast) plan their calls from it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from rap_benchmark.core.records import Codebook, Condition, Task
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.tools.text import TextProtocol
 
 Message = dict[str, Any]
 
@@ -90,6 +92,29 @@ class Request:
     tool_choice: str | None  # "auto", "none" or None (no tools)
     max_tokens: int
     temperature: float = 0.0
+    text_protocol: TextProtocol | None = None  # how the tools read as tags, for models without native tool calls
+
+    def text_messages(self) -> list[dict[str, str]]:
+        """The messages for a chat template without tools (``rap_benchmark.tools.text``)."""
+        if self.text_protocol is None:
+            return [{"role": str(m["role"]), "content": str(m.get("content") or "")} for m in self.messages]
+        return self.text_protocol.render(self.messages, tools_offered=self.tools is not None)
+
+    def text_call(self, text: str) -> ToolCall | None:
+        """The first tool tag of a text reply to this request as a :class:`ToolCall` (None when no
+        tool is offered or the reply holds no complete tag); ids count the calls so far."""
+        if self.tools is None or self.text_protocol is None:
+            return None
+        parsed = self.text_protocol.parse(text)
+        if parsed is None:
+            return None
+        n_prior = sum(1 for m in self.messages if m.get("role") == "assistant" and m.get("tool_calls"))
+        return ToolCall(id=f"call_{n_prior}", name=parsed.tool, arguments=parsed.arguments_json())
+
+    @property
+    def is_answer_turn(self) -> bool:
+        """Whether the request can only be answered with the final text answer (no tool call possible)."""
+        return self.tools is None or self.tool_choice == "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,11 +132,25 @@ class EpisodeContext:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class CiteCastContext:
+    """Which CiteCast task a request belongs to (a task id: paper, band and target stay in the
+    environment)."""
+
+    model: str
+    task_id: str
+    split: str
+    variant: str = "citecast"
+
+
+UnitContext = EpisodeContext | CiteCastContext
+
+
 @runtime_checkable
 class Backend(Protocol):
     """Anything that can answer one chat request."""
 
-    async def complete(self, request: Request, context: EpisodeContext) -> ModelTurn: ...
+    async def complete(self, request: Request, context: UnitContext) -> ModelTurn: ...
 
     async def aclose(self) -> None: ...
 

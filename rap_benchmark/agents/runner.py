@@ -1,6 +1,12 @@
-"""Run units (model x field x origin x condition) through a backend into a resumable store.
+"""Run units through a backend into a resumable store: RAP units and CiteCast tasks alike.
 
-The runner never sees targets: units are built from the episode table's key columns only
+:func:`run_units` is generic: a unit has a store key, a context for the backend, and opens its
+:class:`~rap_benchmark.agents.episode.Episode` (first messages, tool set, rules) when it starts;
+the runner does the rest (skip done units, concurrency, the store, token and cost accounting).
+RAP units (model x field x origin x condition) are :class:`UnitSpec`; CiteCast tasks are
+``rap_benchmark.agents.citecast.CiteCastUnit``.
+
+The runner never sees targets: RAP units are built from the episode table's key columns only
 (``field_id``, ``origin``) and the codebooks. Search is bound per unit to the episode's universe
 (fixed for A1/A2, expanding for A3/A4) through :class:`SearchTools`.
 """
@@ -17,13 +23,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pandas as pd
 
 from rap_benchmark.agents import prompts
-from rap_benchmark.agents.episode import SearchFn, UnitResult, run_episode
+from rap_benchmark.agents.episode import Episode, UnitResult, run_episode
 from rap_benchmark.agents.pricing import PriceTable, default_prices
-from rap_benchmark.agents.protocol import Backend, EpisodeContext
-from rap_benchmark.agents.store import RunStore, UnitKey
+from rap_benchmark.agents.protocol import Backend, EpisodeContext, UnitContext
+from rap_benchmark.agents.store import RunStore, StoreKey, UnitKey
+from rap_benchmark.agents.toolset import SearchToolSet
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import InputError
-from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, Regime
+from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, InvalidReason, Regime
 from rap_benchmark.core.spec import BenchmarkSpec
 
 if TYPE_CHECKING:
@@ -33,8 +40,23 @@ TARGET_COLUMNS = ("y", "y_counts", "n_y")
 """Episode columns that hold the target; the runner drops them before anything else."""
 
 
+SearchFn = Callable[..., dict[str, Any]]
+"""A bound search tool: ``search(query, start_date=None, end_date=None) -> observation dict``."""
+
+
 class ToolProvider(Protocol):
     def bind(self, field_id: str, origin: str, regime: Regime) -> tuple[SearchFn, dict[str, Any]]: ...
+
+
+class Unit(Protocol):
+    """What :func:`run_units` runs: a store key, a backend context, and an episode opened at start."""
+
+    key: StoreKey
+    context: UnitContext
+
+    def open(self, tools: Any) -> Episode: ...
+
+    def record_meta(self, episode: Episode) -> dict[str, Any]: ...
 
 
 class SearchTools:
@@ -53,7 +75,8 @@ class SearchTools:
         return self._engine
 
     def bind(self, field_id: str, origin: str, regime: Regime) -> tuple[SearchFn, dict[str, Any]]:
-        from rap_benchmark.search.tool import make_search_tool, tool_schema
+        from rap_benchmark.search.tool import make_search_tool
+        from rap_benchmark.tools import tool_schema
 
         fn = make_search_tool(self.engine, field_id, origin, Regime(regime))
         return fn, tool_schema(fn)
@@ -69,6 +92,30 @@ class UnitSpec:
     regime: Regime | None  # the Search universe, None for closed-book units
     max_tokens: int
     max_search_calls: int
+
+    def open(self, tools: ToolProvider | None) -> Episode:
+        """The unit's episode: the RAP prompt, and Search bound to its universe (None for A0)."""
+        toolset = None
+        if self.regime is not None:
+            if tools is None:
+                raise ValueError(f"{self.key.id} needs Search but no tool provider was given")
+            toolset = SearchToolSet(*tools.bind(self.key.field_id, self.key.origin, self.regime))
+        return Episode(
+            messages=prompts.initial_messages(self.user_prompt),
+            tools=toolset,
+            max_tokens=self.max_tokens,
+            max_tool_calls=self.max_search_calls,
+            temperature=self.context.spec.temperature,
+        )
+
+    def record_meta(self, episode: Episode) -> dict[str, Any]:
+        return {
+            "regime": self.regime.value if self.regime else None,
+            "task": self.context.task.value,
+            "max_tokens": self.max_tokens,
+            "max_search_calls": self.max_search_calls,
+            "prompt_version": prompts.PROMPT_VERSION,
+        }
 
 
 def episode_cells(
@@ -142,27 +189,28 @@ class RunStats:
         return dict(self.__dict__)
 
 
-def select_shard(units: Sequence[UnitSpec], shard: tuple[int, int]) -> list[UnitSpec]:
+def select_shard(units: Sequence[Any], shard: tuple[int, int]) -> list[Any]:
     i, n = shard
     return [u for u in units if u.key.shard(n) == i]
 
 
 async def run_units(
-    units: Sequence[UnitSpec],
+    units: Sequence[Unit],
     backend: Backend,
     store: RunStore,
-    tools: ToolProvider | None,
+    tools: Any = None,
     *,
     concurrency: int = 4,
     prices: PriceTable | None = None,
     progress: bool = True,
     limit: int | None = None,
-    on_result: Callable[[UnitKey, dict[str, Any]], None] | None = None,
+    on_result: Callable[[StoreKey, dict[str, Any]], None] | None = None,
 ) -> RunStats:
     """Run every unit that is not already done (valid) in ``store``; return tallies.
 
     Units are started in order; at most ``concurrency`` run at once. ``limit`` caps how many units
-    are executed in this call (already-done units do not count).
+    are executed in this call (already-done units do not count). ``tools`` is handed to each
+    unit's ``open`` (RAP: the :class:`ToolProvider` that binds Search).
     """
     with store.writer():
         return await _run_locked(
@@ -200,33 +248,13 @@ async def _run_locked(
     sem = asyncio.Semaphore(max(1, concurrency))
     bar = tqdm(total=len(todo), desc="units", unit="unit", file=sys.stderr, disable=not progress, dynamic_ncols=True)
 
-    async def one(u: UnitSpec) -> None:
+    async def one(u: Unit) -> None:
         async with sem:
-            fn = schema = None
-            if u.regime is not None:
-                if tools is None:
-                    raise ValueError(f"{u.key.id} needs Search but no tool provider was given")
-                fn, schema = tools.bind(u.key.field_id, u.key.origin, u.regime)
             store.log_event(u.key, "start")
-            result: UnitResult = await run_episode(
-                backend,
-                u.context,
-                u.user_prompt,
-                search_fn=fn,
-                tool_schema=schema,
-                max_tokens=u.max_tokens,
-                max_search_calls=u.max_search_calls,
-            )
+            episode = u.open(tools)
+            result: UnitResult = await run_episode(backend, u.context, episode)
             cost = prices.cost_usd(u.key.model, result.prompt_tokens, result.completion_tokens)
-            record = {
-                **result.to_dict(),
-                "cost_usd": cost,
-                "regime": u.regime.value if u.regime else None,
-                "task": u.context.task.value,
-                "max_tokens": u.max_tokens,
-                "max_search_calls": u.max_search_calls,
-                "prompt_version": prompts.PROMPT_VERSION,
-            }
+            record = {**result.to_dict(), "cost_usd": cost, **u.record_meta(episode)}
             store.save(u.key, record)
             store.log_event(u.key, "done", valid=result.valid)
             stats.executed += 1
@@ -236,8 +264,8 @@ async def _run_locked(
             stats.tokens += result.prompt_tokens + result.completion_tokens
             stats.cost_usd += cost or 0.0
             if not result.valid:
-                head = (result.invalid_reason or "unknown").split(":")[0]
-                stats.invalid_reasons[head] = stats.invalid_reasons.get(head, 0) + 1
+                why = (result.invalid_reason or InvalidReason.MISSING).value
+                stats.invalid_reasons[why] = stats.invalid_reasons.get(why, 0) + 1
             bar.update(1)
             bar.set_postfix(
                 done=stats.executed, invalid=stats.invalid, retries=stats.retries, tokens=stats.tokens, refresh=False
@@ -252,6 +280,24 @@ async def _run_locked(
     return stats
 
 
+def accounting_columns(rec: dict[str, Any], calls_key: str) -> dict[str, Any]:
+    """The run metadata columns of a prediction row (validity reason and detail, attempts,
+    tokens, cost, wall time, tool calls, response model) from a stored unit record."""
+    valid = bool(rec.get("valid"))
+    return {
+        "valid": valid,
+        "invalid_reason": None if valid else (rec.get("invalid_reason") or InvalidReason.MISSING.value),
+        "invalid_detail": None if valid else rec.get("invalid_detail"),
+        "attempts": int(rec.get("attempts", 0)),
+        "prompt_tokens": int(rec.get("prompt_tokens", 0)),
+        "completion_tokens": int(rec.get("completion_tokens", 0)),
+        "cost_usd": rec.get("cost_usd"),
+        "wall_s": float(rec.get("wall_s", 0.0)),
+        f"n_{calls_key}": int(rec.get(f"n_{calls_key}", 0)),
+        "response_model": rec.get("response_model"),
+    }
+
+
 def predictions_frame(
     store: RunStore,
     manifest_hash: str,
@@ -264,6 +310,8 @@ def predictions_frame(
     wanted = {k.id for k in keys} if keys is not None else None
     rows = []
     for rec in store.iter_units():
+        if not UnitKey.is_key(rec["key"]):
+            continue
         key = UnitKey.from_dict(rec["key"])
         if key.variant != variant or (model is not None and key.model != model):
             continue
@@ -278,18 +326,9 @@ def predictions_frame(
         }
         for i, d in enumerate(DIRECTION_KEYS):
             row[d] = float(w[i]) if w is not None else None
-        row.update(
-            valid=bool(w is not None),
-            invalid_reason=None if w is not None else (rec.get("invalid_reason") or "invalid"),
-            manifest_hash=manifest_hash,
-            attempts=int(rec.get("attempts", 0)),
-            prompt_tokens=int(rec.get("prompt_tokens", 0)),
-            completion_tokens=int(rec.get("completion_tokens", 0)),
-            cost_usd=rec.get("cost_usd"),
-            wall_s=float(rec.get("wall_s", 0.0)),
-            n_search_calls=int(rec.get("n_search_calls", 0)),
-            response_model=rec.get("response_model"),
-        )
+        acc = accounting_columns({**rec, "valid": w is not None}, "search_calls")
+        row.update(valid=acc.pop("valid"), invalid_reason=acc.pop("invalid_reason"), manifest_hash=manifest_hash)
+        row.update(acc)
         rows.append(row)
     frame = pd.DataFrame(rows)
     if frame.empty:

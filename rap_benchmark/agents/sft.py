@@ -70,10 +70,7 @@ def export_sft(
     policy: Policy = Policy.CANONICAL,
 ) -> dict[str, int]:
     """Write the SFT JSONL; return counts (written, skipped without Search, skipped without y)."""
-    from rap_benchmark.search.tool import (
-        make_search_tool,  # noqa: F401 - documents the schema's source
-        tool_schema,
-    )
+    from rap_benchmark.tools import tool_schema
 
     conditions = {Condition(c) for c in conditions}
     if any(c.task is not Task.FORECAST for c in conditions):

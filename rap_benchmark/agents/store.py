@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rap_benchmark.core.errors import InputError, UserError
 from rap_benchmark.core.fsio import FolderLock, atomic_write_text, open_append_repaired, remove_stale
@@ -52,9 +52,29 @@ def _slug(value: str) -> str:
     return f"{safe}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"
 
 
+class StoreKey(Protocol):
+    """The identity of a stored unit: a model, a stable id, a shard, a file path, a dict form."""
+
+    model: str
+
+    @property
+    def id(self) -> str: ...
+
+    def shard(self, n: int) -> int: ...
+
+    def relpath(self) -> Path: ...
+
+    def to_dict(self) -> dict[str, str]: ...
+
+
+def _shard(unit_id: str, n: int) -> int:
+    """Deterministic shard of a unit id among ``n`` (sha256 of the id, not Python's hash)."""
+    return int(hashlib.sha256(unit_id.encode("utf-8")).hexdigest(), 16) % n
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class UnitKey:
-    """The identity of a unit: (model, field, origin, condition) and a variant (``native`` for A0-A4)."""
+    """The identity of a RAP unit: (model, field, origin, condition) and a variant (``native`` for A0-A4)."""
 
     model: str
     field_id: str
@@ -71,7 +91,7 @@ class UnitKey:
 
     def shard(self, n: int) -> int:
         """Deterministic shard of this unit among ``n`` (sha256 of the key, not Python's hash)."""
-        return int(hashlib.sha256(self.id.encode("utf-8")).hexdigest(), 16) % n
+        return _shard(self.id, n)
 
     def relpath(self) -> Path:
         return (
@@ -95,6 +115,46 @@ class UnitKey:
     def from_dict(cls, d: dict[str, Any]) -> UnitKey:
         return cls(d["model"], d["field_id"], d["origin"], Condition(d["condition"]), d.get("variant", "native"))
 
+    @staticmethod
+    def is_key(d: Any) -> bool:
+        """Whether a stored key dict is a RAP unit's (a CiteCast task's has no condition)."""
+        return isinstance(d, dict) and "condition" in d
+
+
+CITECAST_VARIANT = "citecast"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TaskKey:
+    """The identity of a CiteCast unit: (model, task id)."""
+
+    model: str
+    task_id: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.model}|{CITECAST_VARIANT}|{self.task_id}"
+
+    def shard(self, n: int) -> int:
+        return _shard(self.id, n)
+
+    def relpath(self) -> Path:
+        return Path(UNITS_DIR) / _slug(self.model) / CITECAST_VARIANT / f"{_slug(self.task_id)}.json"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"model": self.model, "task_id": self.task_id, "variant": CITECAST_VARIANT}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TaskKey:
+        if d.get("variant") != CITECAST_VARIANT:
+            raise ValueError("not a CiteCast task key")
+        return cls(d["model"], d["task_id"])
+
+
+def key_from_dict(d: Any) -> UnitKey | TaskKey:
+    """The key of a stored unit record (RAP unit or CiteCast task)."""
+    return UnitKey.from_dict(d) if UnitKey.is_key(d) else TaskKey.from_dict(d)
+
 
 def parse_shard(text: str | None) -> tuple[int, int]:
     """``"i/n"`` -> (i, n) with 0 <= i < n; None -> (0, 1)."""
@@ -110,9 +170,9 @@ class RunFolderError(UserError, ValueError):
     """A run folder's ``run.json`` is damaged or belongs to another run."""
 
 
-UNIT_INT_FIELDS = ("attempts", "retries", "prompt_tokens", "completion_tokens", "n_search_calls")
+UNIT_INT_FIELDS = ("attempts", "retries", "prompt_tokens", "completion_tokens", "n_search_calls", "n_tool_calls")
 UNIT_FLOAT_FIELDS = ("wall_s", "cost_usd")
-UNIT_STR_FIELDS = ("invalid_reason", "response_model")
+UNIT_STR_FIELDS = ("invalid_reason", "invalid_detail", "response_model")
 
 
 def check_unit(rec: Any, relpath: Path) -> str | None:
@@ -120,18 +180,21 @@ def check_unit(rec: Any, relpath: Path) -> str | None:
 
     The record must be an object whose ``key`` is a valid unit key that maps back to ``relpath``
     (a copied or renamed file, e.g. ``zz-backup.json``, is not a unit), whose ``valid`` is a bool,
-    whose weights (when valid) are eight finite nonnegative numbers with a positive total, and
-    whose counters and metadata have their types.
+    whose answer (when valid) is usable (RAP: eight finite nonnegative weights with a positive
+    total; CiteCast: a nonnegative integer prediction), and whose counters and metadata have
+    their types.
     """
     if not isinstance(rec, dict):
         return f"holds a JSON {type(rec).__name__}, not an object"
     raw_key = rec.get("key")
     try:
-        key = UnitKey.from_dict(raw_key)  # type: ignore[arg-type]
-        if not all(isinstance(v, str) for v in raw_key.values()) or not re.fullmatch(r"\d{4}-\d{2}-\d{2}", key.origin):
+        key = key_from_dict(raw_key)
+        if not all(isinstance(v, str) for v in raw_key.values()):
+            raise ValueError
+        if isinstance(key, UnitKey) and not re.fullmatch(r"\d{4}-\d{2}-\d{2}", key.origin):
             raise ValueError
     except (AttributeError, KeyError, TypeError, ValueError):
-        return "has no valid 'key' (model, field_id, origin, condition, variant)"
+        return "has no valid 'key' (model, field_id, origin, condition, variant; or model, task_id)"
     if key.relpath() != relpath:
         return f"is named {relpath.as_posix()} but holds unit {key.id} (expected at {key.relpath().as_posix()})"
     if rec.get("unit_id", key.id) != key.id:
@@ -139,7 +202,11 @@ def check_unit(rec: Any, relpath: Path) -> str | None:
     valid = rec.get("valid")
     if not isinstance(valid, bool):
         return "has a 'valid' that is not true/false"
-    if valid:
+    if valid and isinstance(key, TaskKey):
+        p = rec.get("prediction")
+        if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+            return "claims valid but 'prediction' is not a nonnegative integer"
+    elif valid:
         w = rec.get("weights")
         if not isinstance(w, list) or len(w) != 8:
             return "claims valid but 'weights' is not a list of eight numbers"
@@ -212,7 +279,7 @@ class RunStore:
         return meta
 
     # -- units -----------------------------------------------------------------------------------
-    def path(self, key: UnitKey) -> Path:
+    def path(self, key: StoreKey) -> Path:
         return self.root / key.relpath()
 
     def read_unit_file(self, path: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -227,7 +294,7 @@ class RunStore:
         why = check_unit(rec, rel)
         return (rec, None) if why is None else (None, f"{rel.as_posix()} {why}")
 
-    def load(self, key: UnitKey) -> dict[str, Any] | None:
+    def load(self, key: StoreKey) -> dict[str, Any] | None:
         """The unit's record, or None when it is missing or its file is unusable (then it is rerun)."""
         path = self.path(key)
         if not path.is_file():
@@ -235,12 +302,12 @@ class RunStore:
         rec, _ = self.read_unit_file(path)
         return rec
 
-    def is_done(self, key: UnitKey) -> bool:
+    def is_done(self, key: StoreKey) -> bool:
         """A unit is done when its file holds a usable, valid answer (invalid ones are rerun)."""
         rec = self.load(key)
         return bool(rec and rec["valid"])
 
-    def save(self, key: UnitKey, record: dict[str, Any]) -> Path:
+    def save(self, key: StoreKey, record: dict[str, Any]) -> Path:
         payload = {"key": key.to_dict(), "unit_id": key.id, **record}
         path = self.path(key)
         atomic_write_text(path, json.dumps(payload, sort_keys=True, ensure_ascii=False, indent=1) + "\n")
@@ -274,7 +341,7 @@ class RunStore:
         return len(remove_stale(self.root / UNITS_DIR, recursive=True)) + len(remove_stale(self.root))
 
     # -- execution log --------------------------------------------------------------------------
-    def log_event(self, key: UnitKey | None, event: str, **extra: Any) -> None:
+    def log_event(self, key: StoreKey | None, event: str, **extra: Any) -> None:
         """Append one line to executions.jsonl and fsync it (a torn last line is cut first)."""
         fields = {"event": event, "pid": os.getpid(), **extra}
         if key is not None:
@@ -327,7 +394,7 @@ def merge_stores(sources: list[str | Path], dest: str | Path) -> int:
         for src in sources:
             store = RunStore(src)
             for rec in store.iter_units():
-                key = UnitKey.from_dict(rec["key"])
+                key = key_from_dict(rec["key"])
                 existing = out.load(key)
                 if existing is not None and existing != rec:
                     if existing.get("valid") and not rec.get("valid"):

@@ -4,15 +4,15 @@ Greedy decoding (temperature 0). Tool calling:
 
 * ``hermes``: for models whose chat template takes ``tools`` (Qwen, Hermes and similar), the
   tools go through the template and calls are read back from ``<tool_call>{...}</tool_call>``;
-* ``text``: for models without native tool calling (e.g. SmolLM2), the system message gains the
-  text tool protocol (``<search>query</search>``, optional ``start_date``/``end_date``
-  attributes), tool results come back as user messages in ``<observation>`` tags, and generation
-  stops at ``</search>``;
+* ``text``: for models without native tool calling (e.g. SmolLM2), the request's text tool
+  protocol (``rap_benchmark.tools.text``; RAP: ``<search>query</search>`` with optional
+  ``start_date``/``end_date`` attributes) joins the system message, tool results come back as
+  user messages in ``<observation>`` tags, and generation stops at a closing tool tag;
 * ``auto`` picks ``hermes`` when the chat template mentions ``tools``, else ``text``.
 
 Answer prefill (``answer_prefill``, on by default for the ``text`` protocol, off for ``hermes``):
 on an answer turn (no tools offered, or ``tool_choice="none"`` once the Search budget is spent)
-the assistant turn is opened with :data:`ANSWER_PREFILL` (``{"D0": ``) and the model generates
+the assistant turn is opened with ``prompts.ANSWER_PREFILL`` (``{"D0": ``) and the model generates
 the rest of the object from there, stopping at the first ``}``; the turn's content is the prefill
 plus the generated text, so the parser sees the whole object exactly as the model completed it.
 Small models (SmolLM2-135M) otherwise answer the long task prompt with chat filler. A prefilled
@@ -37,22 +37,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rap_benchmark.agents.prompts import text_tool_protocol
-from rap_benchmark.agents.protocol import Attempt, BackendFailure, EpisodeContext, Message, ModelTurn, Request, ToolCall
+from rap_benchmark.agents.prompts import ANSWER_PREFILL, PREFILLED_ANSWER_STOPS
+from rap_benchmark.agents.protocol import Attempt, BackendFailure, Message, ModelTurn, Request, ToolCall, UnitContext
 
-_SEARCH = re.compile(r"<search((?:\s+[A-Za-z_]+\s*=\s*\"[^\"]*\")*)\s*>(.*?)</search>", re.DOTALL)
-_ATTR = re.compile(r"([A-Za-z_]+)\s*=\s*\"([^\"]*)\"")
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
-
-ANSWER_PREFILL = '{"D0": '
-"""The opening of the final answer written into the assistant turn when ``answer_prefill`` is on."""
-ANSWER_STOPS = ("}",)
-"""A prefilled answer stops where its (flat) JSON object closes."""
-
-
-def is_answer_turn(request: Request) -> bool:
-    """Whether the request can only be answered with the final answer (no tool call possible)."""
-    return request.tools is None or request.tool_choice == "none"
 
 
 def smollm2_gguf() -> tuple[Path, str]:
@@ -68,17 +56,6 @@ def smollm2_gguf() -> tuple[Path, str]:
     if not files:
         raise FileNotFoundError(f"no .gguf file in {folder}")
     return folder, files[0]
-
-
-def parse_text_tool_call(text: str, n: int) -> ToolCall | None:
-    """The first ``<search ...>query</search>`` in ``text`` as a ToolCall, or None."""
-    m = _SEARCH.search(text)
-    if m is None:
-        return None
-    args: dict[str, Any] = {"query": m.group(2).strip()}
-    for key, value in _ATTR.findall(m.group(1) or ""):
-        args[key] = value
-    return ToolCall(id=f"call_{n}", name="search", arguments=json.dumps(args, ensure_ascii=False))
 
 
 def parse_hermes_tool_call(text: str, n: int) -> ToolCall | None:
@@ -100,34 +77,6 @@ def parse_hermes_tool_call(text: str, n: int) -> ToolCall | None:
     args = obj.get("arguments", {})
     arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
     return ToolCall(id=f"call_{n}", name=str(obj.get("name", "")), arguments=arguments)
-
-
-def render_text_protocol(request: Request) -> list[dict[str, str]]:
-    """Chat messages for a template without tools: protocol in the system message, observations as user turns."""
-    out: list[dict[str, str]] = []
-    for m in request.messages:
-        role, content = str(m["role"]), m.get("content")
-        if role == "system" and request.tools is not None:
-            out.append({"role": "system", "content": f"{content}\n\n{text_tool_protocol()}"})
-        elif role == "tool":
-            out.append({"role": "user", "content": f"<observation>\n{content}\n</observation>"})
-        elif role == "assistant" and not content and m.get("tool_calls"):
-            call = m["tool_calls"][0]["function"]
-            out.append({"role": "assistant", "content": _search_tag(call.get("arguments", ""))})
-        else:
-            out.append({"role": role, "content": str(content or "")})
-    return out
-
-
-def _search_tag(arguments: str) -> str:
-    try:
-        args = json.loads(arguments)
-    except json.JSONDecodeError:
-        return f"<search>{arguments}</search>"
-    if not isinstance(args, dict):
-        return f"<search>{arguments}</search>"
-    attrs = "".join(f' {k}="{v}"' for k, v in args.items() if k != "query" and v is not None)
-    return f"<search{attrs}>{args.get('query', '')}</search>"
 
 
 def render_hermes(request: Request) -> list[dict[str, Any]]:
@@ -189,7 +138,7 @@ class TransformersBackend:
 
     def prefill_for(self, request: Request) -> str:
         """The text that opens the assistant turn of ``request`` ("" when none)."""
-        return ANSWER_PREFILL if self.answer_prefill and is_answer_turn(request) else ""
+        return ANSWER_PREFILL if self.answer_prefill and request.is_answer_turn else ""
 
     def _encode(self, request: Request, prefill: str = "") -> Any:
         kwargs: dict[str, Any] = {"add_generation_prompt": True}
@@ -197,7 +146,7 @@ class TransformersBackend:
             msgs: list[dict[str, Any]] = render_hermes(request)
             kwargs["tools"] = [dict(t) for t in request.tools] if request.tools is not None else None
         else:
-            msgs = render_text_protocol(request)
+            msgs = request.text_messages()
         if not prefill:
             return self.tokenizer.apply_chat_template(msgs, return_tensors="pt", return_dict=True, **kwargs)
         text = self.tokenizer.apply_chat_template(msgs, tokenize=False, **kwargs) + prefill
@@ -216,9 +165,10 @@ class TransformersBackend:
             desc = f"context overflow: {n_in} prompt + {max_new} new tokens > {self.max_context}"
             raise BackendFailure(desc, (Attempt(1, False, desc, None, time.perf_counter() - t0, self.device),))
         if prefill:
-            stops: list[str] | None = list(ANSWER_STOPS)
+            stops: list[str] | None = list(PREFILLED_ANSWER_STOPS)
         elif request.tools is not None:
-            stops = ["</search>"] if self.tool_protocol == "text" else ["</tool_call>"]
+            text_tags = request.text_protocol.tool_turn_stops if request.text_protocol is not None else ()
+            stops = list(text_tags) if self.tool_protocol == "text" else ["</tool_call>"]
         else:
             stops = None
         with torch.no_grad():
@@ -237,9 +187,11 @@ class TransformersBackend:
         finish = "stop" if ended or len(new) < max_new or stopped else "length"
         call = None
         if request.tools is not None and not prefill:
-            parse = parse_text_tool_call if self.tool_protocol == "text" else parse_hermes_tool_call
-            n_prior = sum(1 for m in request.messages if m.get("role") == "assistant" and m.get("tool_calls"))
-            call = parse(text, n_prior)
+            if self.tool_protocol == "text":
+                call = request.text_call(text)
+            else:
+                n_prior = sum(1 for m in request.messages if m.get("role") == "assistant" and m.get("tool_calls"))
+                call = parse_hermes_tool_call(text, n_prior)
         attempt = Attempt(1, True, None, None, time.perf_counter() - t0, self.device)
         return ModelTurn(
             content=text,
@@ -252,7 +204,7 @@ class TransformersBackend:
             prefill=prefill or None,
         )
 
-    async def complete(self, request: Request, context: EpisodeContext) -> ModelTurn:
+    async def complete(self, request: Request, context: UnitContext) -> ModelTurn:
         def run() -> ModelTurn:
             with self._lock:
                 return self._generate(request)

@@ -97,6 +97,17 @@ def parse_enum(kind: type[_E], value: object, *, what: str | None = None) -> _E:
         raise ValueError(f"unknown {label} {value!r} (expected one of: {allowed})") from None
 
 
+class InvalidReason(StrEnum):
+    """Why an agent unit ended without a valid answer. The reason is a value; what happened in
+    words goes in a separate detail field (``invalid_detail``), never parsed back."""
+
+    BACKEND_ERROR = "backend_error"  # every attempt of a request failed (or the backend crashed)
+    OVER_LENGTH = "over_length"  # the reply hit the token cap and does not parse
+    INVALID_ANSWER = "invalid_answer"  # a second reply that is neither a tool call nor a valid answer
+    TOOL_CALL_WHEN_NO_TOOLS = "tool_call_when_no_tools_available"  # a second tool call after the budget
+    MISSING = "missing"  # no unit record says why (a record written without a reason)
+
+
 def _check_direction_key(key: str | None, *, allow_other: bool, allow_none: bool) -> None:
     if key is None and allow_none:
         return

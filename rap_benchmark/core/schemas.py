@@ -137,6 +137,9 @@ PREDICTIONS = pa.schema(
         _f("invalid_reason", _STR, nullable=True),
         _f("manifest_hash", _STR, nullable=True),
         # optional run metadata: a file may leave any of these out
+        _f(
+            "invalid_detail", _STR, nullable=True
+        ),  # what happened, in words (invalid_reason is the InvalidReason value)
         _f("attempts", pa.int64(), nullable=True),
         _f("prompt_tokens", pa.int64(), nullable=True),
         _f("completion_tokens", pa.int64(), nullable=True),

@@ -9,11 +9,11 @@ A prediction file is JSONL or parquet with one row per (model, condition, field_
     origin           "YYYY-MM-DD", an origin of the instance
     D0..D7           float (null when the unit is invalid)
     valid            bool
-    invalid_reason   str or null
+    invalid_reason   str or null (an agent run writes an ``InvalidReason`` value)
     manifest_hash    str, the instance's manifest hash the predictions were built against
     [attempts, prompt_tokens, completion_tokens, n_search_calls]   optional int
     [cost_usd, wall_s]                                              optional float
-    [response_model]                                                optional str
+    [invalid_detail, response_model]                                optional str
 
 Reading never raises on bad input: :func:`load_predictions` returns the rows it could read plus
 a list of :class:`Problem`. :func:`validate_predictions` adds the checks against an instance

@@ -19,8 +19,9 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from rap_benchmark.agents.protocol import Attempt, BackendFailure, EpisodeContext, ModelTurn, Request
-from rap_benchmark.integrations.lmeval.protocol import ANSWER_STOPS, SEARCH_STOPS, restore_stop
+from rap_benchmark.agents.episode import Episode
+from rap_benchmark.agents.protocol import Attempt, BackendFailure, ModelTurn, Request, UnitContext
+from rap_benchmark.tools.text import stops_for
 
 T = TypeVar("T")
 
@@ -35,15 +36,11 @@ CheckFn = Callable[[str, dict[str, Any]], str | None]
 
 @dataclass(frozen=True)
 class EpisodeJob:
-    """One episode to run: its key, context, prompt and (for Search conditions) its bound tool."""
+    """One episode to run: its key, the backend context and the opened episode."""
 
     key: str
-    context: EpisodeContext
-    user_prompt: str
-    search_fn: Callable[..., dict[str, Any]] | None
-    tool_schema: dict[str, Any] | None
-    max_tokens: int
-    max_search_calls: int
+    context: UnitContext
+    episode: Episode
 
 
 def generation_kwargs(request: Request, base: dict[str, Any]) -> dict[str, Any]:
@@ -51,9 +48,7 @@ def generation_kwargs(request: Request, base: dict[str, Any]) -> dict[str, Any]:
     ``--gen_kwargs`` override) with the stop sequences the request's state needs and a token cap
     no larger than the request's."""
     out = {k: v for k, v in base.items() if k != "until"}
-    extra = [s for s in base.get("until") or [] if s not in SEARCH_STOPS + ANSWER_STOPS]
-    stops = SEARCH_STOPS if request.tool_choice == "auto" else ANSWER_STOPS
-    out["until"] = [*stops, *extra]
+    out["until"] = stops_for(request.text_protocol, request.tool_choice == "auto", base.get("until") or [])
     out["max_gen_toks"] = min(int(base.get("max_gen_toks", request.max_tokens)), int(request.max_tokens))
     out.setdefault("do_sample", False)
     out.setdefault("temperature", 0.0)
@@ -66,13 +61,10 @@ def reply_to_turn(reply: str, request: Request, model_name: str, prefill: str = 
     ``prefill`` is text that was appended to the context for the model to continue (the answer
     opening on answer turns); the turn's content is the prefill plus the model's continuation.
     """
-    from rap_benchmark.agents.transformers_backend import parse_text_tool_call
-
-    text = prefill + restore_stop(reply)
-    call = None
-    if request.tools is not None:
-        n_prior = sum(1 for m in request.messages if m.get("role") == "assistant" and m.get("tool_calls"))
-        call = parse_text_tool_call(text, n_prior)
+    if request.text_protocol is not None:
+        reply = request.text_protocol.restore_stop(reply)
+    text = prefill + reply
+    call = request.text_call(text)
     return ModelTurn(
         content=text,
         tool_calls=(call,) if call is not None else (),
@@ -126,13 +118,11 @@ class _EpisodeBackend:
     batcher: _Batcher
     first_used: bool = False
 
-    async def complete(self, request: Request, context: EpisodeContext) -> ModelTurn:
-        from rap_benchmark.agents.transformers_backend import is_answer_turn
-
+    async def complete(self, request: Request, context: UnitContext) -> ModelTurn:
         ctx = self.batcher.render(request)
         # a prefill continues a string context; a chat API context (lm-eval's JsonChatStr, the
         # chat's JSON) is sent as messages, which a server cannot be asked to continue
-        prefill = self.batcher.answer_prefill if is_answer_turn(request) and isinstance(ctx, str) else ""
+        prefill = self.batcher.answer_prefill if request.is_answer_turn and isinstance(ctx, str) else ""
         ctx = ctx + prefill if prefill else ctx
         kwargs = generation_kwargs(request, self.batcher.base_kwargs)
         problem = self.batcher.check(ctx, kwargs) if self.batcher.check is not None else None
@@ -202,7 +192,8 @@ def run_batched(
     check: CheckFn | None = None,
     answer_prefill: str = "",
 ) -> tuple[dict[str, Any], int]:
-    """Run every RAP job to a recorded result; return ({key: UnitResult}, number of batched rounds).
+    """Run every job (RAP or CiteCast) to a recorded result; return ({key: UnitResult}, number of
+    batched rounds).
 
     A context that ``check`` refuses (say, longer than the model's window: lm-eval would cut its
     beginning silently) makes that unit invalid with the reason, as the agent runner does.
@@ -210,15 +201,7 @@ def run_batched(
     from rap_benchmark.agents.episode import run_episode
 
     def loop(job: EpisodeJob) -> Callable[[Any], Awaitable[Any]]:
-        return lambda backend: run_episode(
-            backend,
-            job.context,
-            job.user_prompt,
-            search_fn=job.search_fn,
-            tool_schema=job.tool_schema,
-            max_tokens=job.max_tokens,
-            max_search_calls=job.max_search_calls,
-        )
+        return lambda backend: run_episode(backend, job.context, job.episode)
 
     return run_rounds(
         {job.key: loop(job) for job in jobs},

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.records import DIRECTION_KEYS
+from rap_benchmark.core.records import DIRECTION_KEYS, InvalidReason
 from rap_benchmark.evaluation.scoring.parse import parse_answer
 from rap_benchmark.integrations.lmeval.harness import RAP_TASKS
 
@@ -127,7 +127,10 @@ def predictions_from_samples(samples: Iterable[dict[str, Any]], *, model: str) -
         for i, d in enumerate(DIRECTION_KEYS):
             row[d] = float(parsed.weights[i]) if parsed.valid and parsed.weights else None
         row["valid"] = bool(parsed.valid)
-        row["invalid_reason"] = None if parsed.valid else (rec.get("invalid_reason") or parsed.reason or "invalid")
+        row["invalid_reason"] = (
+            None if parsed.valid else (rec.get("invalid_reason") or InvalidReason.INVALID_ANSWER.value)
+        )
+        row["invalid_detail"] = None if parsed.valid else (rec.get("invalid_detail") or parsed.reason)
         row["manifest_hash"] = doc["manifest_hash"]
         row["n_search_calls"] = int(rec.get("n_search_calls", 0))
         row["attempts"] = int(rec.get("attempts", 0))

@@ -53,15 +53,15 @@ from lm_eval.api.task import ConfigurableTask
 from rap_benchmark.agents import prompts
 from rap_benchmark.agents.protocol import Request
 from rap_benchmark.agents.runner import SearchTools, default_max_tokens, native_units
-from rap_benchmark.agents.transformers_backend import ANSWER_PREFILL
+from rap_benchmark.agents.toolset import search_text_protocol
 from rap_benchmark.core.records import Condition, Task, parse_enum
 from rap_benchmark.core.spec import BENCHMARK_VERSION
 from rap_benchmark.evaluation.scoring.aggregate import field_macro
 from rap_benchmark.evaluation.scoring.metrics import spearman
 from rap_benchmark.evaluation.scoring.parse import parse_answer
 from rap_benchmark.integrations.lmeval.docs import docs_dataset, episode_docs, instance_for, is_state
-from rap_benchmark.integrations.lmeval.protocol import ANSWER_STOPS, SEARCH_STOPS
 from rap_benchmark.integrations.lmeval.rounds import EpisodeJob, run_batched
+from rap_benchmark.tools.text import stops_for
 
 FILTER_KEY = "none"
 MODEL_LABEL = "lm-eval"
@@ -164,11 +164,10 @@ def render_plain(messages: list[dict[str, str]]) -> str:
 
 def make_renderer(chat_template: Callable[..., Any] | None) -> Callable[[Request], Any]:
     """Request -> context (a string, or lm-eval's ``JsonChatStr`` for chat API models), with the
-    agents' text-protocol rendering of the messages."""
-    from rap_benchmark.agents.transformers_backend import render_text_protocol
+    request's text-protocol rendering of the messages."""
 
     def render(request: Request) -> str:
-        msgs = render_text_protocol(request)
+        msgs = request.text_messages()
         if chat_template is None:
             return render_plain(msgs)
         return chat_template(msgs, add_generation_prompt=True)
@@ -292,7 +291,7 @@ class RapTask(ToolLoopTask):
         self._chat_template: Callable[..., Any] | None = None
         self._tools = SearchTools(self.inst)
         self._records: dict[str, dict[str, Any]] = {}
-        until = list(SEARCH_STOPS if self.condition.regime is not None else ANSWER_STOPS)
+        until = stops_for(search_text_protocol(), self.condition.regime is not None)
         full = {
             "task": cfg.get("task") or f"rap_{self.condition.value.lower()}",
             "tag": cfg.get("tag"),
@@ -353,17 +352,15 @@ class RapTask(ToolLoopTask):
         return int(gk.get("max_gen_toks") or default_max_tokens(self.condition, self.spec))
 
     def _first_request(self, doc: dict[str, Any]) -> Request:
-        unit = self._unit(doc)
-        tools = None
-        if unit.regime is not None:
-            _, schema = self._tools.bind(doc["field_id"], doc["origin"], unit.regime)
-            tools = (schema,)
+        episode = self._unit(doc).open(self._tools)
+        tools = episode.tools
         return Request(
-            messages=tuple(prompts.initial_messages(unit.user_prompt)),
-            tools=tools,
-            tool_choice="auto" if tools else None,
-            max_tokens=unit.max_tokens,
-            temperature=self.spec.temperature,
+            messages=tuple(episode.messages),
+            tools=tools.schemas if tools is not None else None,
+            tool_choice="auto" if tools is not None else None,
+            max_tokens=episode.max_tokens,
+            temperature=episode.temperature,
+            text_protocol=tools.text_protocol if tools is not None else None,
         )
 
     # -- lm-eval hooks -----------------------------------------------------------------------
@@ -392,12 +389,7 @@ class RapTask(ToolLoopTask):
             doc = inst.doc
             key = f"{inst.doc_id:08d}"
             unit = self._unit(doc)
-            fn = schema = None
-            if unit.regime is not None:
-                fn, schema = self._tools.bind(doc["field_id"], doc["origin"], unit.regime)
-            jobs.append(
-                EpisodeJob(key, unit.context, unit.user_prompt, fn, schema, unit.max_tokens, self.spec.max_search_calls)
-            )
+            jobs.append(EpisodeJob(key, unit.context, unit.open(self._tools)))
             first[key] = (inst.args[0], inst.resps[0] if inst.resps else "")
             docs[key] = inst
 
@@ -409,7 +401,7 @@ class RapTask(ToolLoopTask):
             model_name=MODEL_LABEL,
             first_replies=first,
             check=window_check(lm),
-            answer_prefill=ANSWER_PREFILL if self.answer_prefill else "",
+            answer_prefill=prompts.ANSWER_PREFILL if self.answer_prefill else "",
         )
         for key, inst in docs.items():
             record = results[key].to_dict()
