@@ -172,8 +172,8 @@ def test_chat_context_gets_no_string_prefill() -> None:
     """Regression: ``JsonChatStr + prefill`` raised TypeError in every episode of a chat API model."""
     from lm_eval.models.api_models import JsonChatStr
 
+    from rap_benchmark.agents.prompts import ANSWER_PREFILL
     from rap_benchmark.agents.protocol import Request
-    from rap_benchmark.agents.transformers_backend import ANSWER_PREFILL
     from rap_benchmark.integrations.lmeval.rounds import run_rounds
 
     seen: list = []

@@ -137,9 +137,6 @@ PREDICTIONS = pa.schema(
         _f("invalid_reason", _STR, nullable=True),
         _f("manifest_hash", _STR, nullable=True),
         # optional run metadata: a file may leave any of these out
-        _f(
-            "invalid_detail", _STR, nullable=True
-        ),  # what happened, in words (invalid_reason is the InvalidReason value)
         _f("attempts", pa.int64(), nullable=True),
         _f("prompt_tokens", pa.int64(), nullable=True),
         _f("completion_tokens", pa.int64(), nullable=True),
@@ -147,6 +144,7 @@ PREDICTIONS = pa.schema(
         _f("cost_usd", pa.float64(), nullable=True),
         _f("wall_s", pa.float64(), nullable=True),
         _f("response_model", _STR, nullable=True),
+        _f("invalid_detail", _STR, nullable=True),  # in words; invalid_reason holds the InvalidReason value
     ]
 )
 """A prediction file (JSONL or parquet): one row per (model, condition, field_id, origin).
