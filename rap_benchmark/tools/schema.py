@@ -16,8 +16,8 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
+from weakref import WeakKeyDictionary
 
 _JSON_TYPES: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object"}
 
@@ -78,12 +78,19 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
 def tool_params(fn: Callable[..., Any]) -> tuple[Param, ...]:
     """The parameters of a tool function, typed and documented (see the module docstring).
 
-    Computed once per function (resolving annotations costs about 0.4 ms); a bound method shares
-    its function's entry, so per-session objects are never kept alive by the cache."""
-    return _params(getattr(fn, "__func__", fn))
+    Computed once per function (resolving annotations costs about 0.4 ms). The cache holds its
+    functions weakly (a Search tool is a fresh closure per episode) and a bound method shares its
+    function's entry, so neither sessions nor episodes are kept alive by it."""
+    func = getattr(fn, "__func__", fn)
+    params = _PARAMS.get(func)
+    if params is None:
+        params = _PARAMS[func] = _params(func)
+    return params
 
 
-@cache
+_PARAMS: WeakKeyDictionary[Callable[..., Any], tuple[Param, ...]] = WeakKeyDictionary()
+
+
 def _params(fn: Callable[..., Any]) -> tuple[Param, ...]:
     name = getattr(fn, "__name__", repr(fn))
     if not fn.__doc__:
