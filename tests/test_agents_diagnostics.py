@@ -24,7 +24,7 @@ from rap_benchmark.core.records import Condition
 def ref_run(mini, tmp_path_factory):
     out = tmp_path_factory.mktemp("ref") / "run"
     run_benchmark(
-        mini,
+        mini.public_view(),
         ReferenceBackend(),
         out,
         model="reference/search-hits",
@@ -182,7 +182,7 @@ def test_sft_gate(mini, ref_run, tmp_path):
     """The reference agent against the uniform agent: a real gain, Search used, unique queries."""
     base = tmp_path / "uniform"
     run_benchmark(
-        mini,
+        mini.public_view(),
         ReferenceBackend("reference/uniform"),
         base,
         model="reference/search-hits",

@@ -37,7 +37,7 @@ def test_smollm2_runs_a0_a1_on_mini(mini, tmp_path):
     assert backend.answer_prefill  # on by default for the text protocol
     origins = list(mini.spec.origins[-2:])
     stats, path = run_benchmark(
-        mini,
+        mini.public_view(),
         backend,
         tmp_path / "smol",
         model="local/smollm2-135m",

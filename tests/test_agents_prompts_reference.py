@@ -79,7 +79,7 @@ def test_reference_agents_on_mini(mini, tmp_path):
 
     fields = mini.field_ids[:6]
     stats, path = run_benchmark(
-        mini,
+        mini.public_view(),
         ReferenceBackend(),
         tmp_path / "ref",
         model="reference/search-hits",

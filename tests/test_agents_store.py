@@ -114,17 +114,17 @@ def test_run_json_mismatch_is_refused(mini, tmp_path):
         origins=[cells[0][1]],
         progress=False,
     )
-    run_benchmark(mini, ReferenceBackend("reference/uniform"), tmp_path, **kw)
+    run_benchmark(mini.public_view(), ReferenceBackend("reference/uniform"), tmp_path, **kw)
     with pytest.raises(ValueError, match="max_search_calls"):
-        run_benchmark(mini, ReferenceBackend("reference/uniform"), tmp_path, max_search_calls=3, **kw)
+        run_benchmark(mini.public_view(), ReferenceBackend("reference/uniform"), tmp_path, max_search_calls=3, **kw)
 
 
 def test_shard_stores_merge_to_the_full_run(mini, tmp_path):
     fields = mini.field_ids[:2]
     kw = dict(model="reference/search-hits", conditions=[Condition.A1, Condition.A4], fields=fields, progress=False)
-    _, full = run_benchmark(mini, ReferenceBackend(), tmp_path / "full", **kw)
+    _, full = run_benchmark(mini.public_view(), ReferenceBackend(), tmp_path / "full", **kw)
     for i in range(3):
-        run_benchmark(mini, ReferenceBackend(), tmp_path / f"s{i}", shard=(i, 3), **kw)
+        run_benchmark(mini.public_view(), ReferenceBackend(), tmp_path / f"s{i}", shard=(i, 3), **kw)
     n = merge_stores([tmp_path / f"s{i}" for i in range(3)], tmp_path / "merged")
     merged = predictions_frame(RunStore(tmp_path / "merged"), mini.manifest_hash)
     from rap_benchmark.evaluation.predictions import read_predictions
@@ -136,12 +136,8 @@ def test_shard_stores_merge_to_the_full_run(mini, tmp_path):
 
 
 def test_units_never_read_targets(mini):
-    """Units are built from key columns only: removing every target column changes nothing."""
-    import dataclasses
-
-    from rap_benchmark.agents.runner import TARGET_COLUMNS
-
-    blind = dataclasses.replace(mini, episodes=mini.episodes.drop(columns=list(TARGET_COLUMNS)))
+    """Units are built from the target-blind view: they equal those built from the full instance."""
+    blind = mini.public_view()
     a = native_units("m", mini.codebooks, episode_cells(mini), list(Condition), mini.spec)
     b = native_units("m", blind.codebooks, episode_cells(blind), list(Condition), blind.spec)
     assert [(u.key, u.user_prompt) for u in a] == [(u.key, u.user_prompt) for u in b]

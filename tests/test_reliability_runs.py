@@ -44,7 +44,7 @@ def _small_run(mini, out: Path, **kw):
         "progress": False,
         **kw,
     }
-    return run_benchmark(mini, ReferenceBackend(), out, **kw)
+    return run_benchmark(mini.public_view(), ReferenceBackend(), out, **kw)
 
 
 # -- the atomic-write helper ---------------------------------------------------------------------

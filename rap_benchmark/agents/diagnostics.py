@@ -28,7 +28,7 @@ import pandas as pd
 
 from rap_benchmark.agents import prompts
 from rap_benchmark.agents.protocol import EpisodeContext
-from rap_benchmark.agents.runner import UnitSpec, default_max_tokens, strip_targets
+from rap_benchmark.agents.runner import UnitSpec, default_max_tokens
 from rap_benchmark.agents.store import RunStore, UnitKey
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Regime, Task, parse_enum
@@ -117,7 +117,7 @@ def oracle_units(
 ) -> list[UnitSpec]:
     """Forecast units whose prompt carries exact pre-T counts (never y)."""
     spec = inst.spec
-    eps = strip_targets(inst.episodes)
+    eps = inst.public_view().episodes
     eps = eps[eps["policy"] == parse_enum(Policy, policy).value]
     by_cell = {(str(r.field_id), parse_date(r.origin).isoformat()): r for r in eps.itertuples(index=False)}
     units = []
@@ -386,7 +386,7 @@ def run_variant_units(
     from rap_benchmark.evaluation.predictions import write_predictions
 
     store = RunStore(run_dir)
-    tools = SearchTools(inst) if any(u.regime is not None for u in units) else None
+    tools = SearchTools(inst.public_view()) if any(u.regime is not None for u in units) else None
 
     async def go() -> Any:
         try:

@@ -6,8 +6,10 @@ the runner does the rest (skip done units, concurrency, the store, token and cos
 RAP units (model x field x origin x condition) are :class:`UnitSpec`; CiteCast tasks are
 ``rap_benchmark.agents.citecast.CiteCastUnit``.
 
-The runner never sees targets: RAP units are built from the episode table's key columns only
-(``field_id``, ``origin``) and the codebooks. Search is bound per unit to the episode's universe
+The runner never sees targets: it takes a :class:`~rap_benchmark.core.artifacts.PublicInstance`
+(``Instance.public_view()``), which has no target column, no direction label and no folder to
+read them from; RAP units are built from its episode keys (``field_id``, ``origin``) and
+codebooks. Search is bound per unit to the episode's universe
 (fixed for A1/A2, expanding for A3/A4) through :class:`SearchTools`.
 """
 
@@ -34,10 +36,7 @@ from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, Inva
 from rap_benchmark.core.spec import BenchmarkSpec
 
 if TYPE_CHECKING:
-    from rap_benchmark.core.artifacts import Instance
-
-TARGET_COLUMNS = ("y", "y_counts", "n_y")
-"""Episode columns that hold the target; the runner drops them before anything else."""
+    from rap_benchmark.core.artifacts import Instance, PublicInstance
 
 
 SearchFn = Callable[..., dict[str, Any]]
@@ -62,7 +61,7 @@ class Unit(Protocol):
 class SearchTools:
     """Binds the project's Search tool (rap_benchmark.search) to one episode universe."""
 
-    def __init__(self, inst: Instance) -> None:
+    def __init__(self, inst: PublicInstance) -> None:
         self.inst = inst
         self._engine: Any = None
 
@@ -119,7 +118,7 @@ class UnitSpec:
 
 
 def episode_cells(
-    inst: Instance, *, fields: Iterable[str] | None = None, origins: Iterable[str] | None = None
+    inst: PublicInstance | Instance, *, fields: Iterable[str] | None = None, origins: Iterable[str] | None = None
 ) -> list[tuple[str, str]]:
     """Sorted unique (field_id, origin) cells of the instance, read from key columns only."""
     keys = inst.episodes[["field_id", "origin"]].drop_duplicates()
@@ -339,17 +338,12 @@ def predictions_frame(
     return frame.sort_values(["model", "condition", "field_id", "origin"], kind="stable").reset_index(drop=True)
 
 
-def strip_targets(episodes: pd.DataFrame) -> pd.DataFrame:
-    """The episode table without target columns (what diagnostics that build prompts may see)."""
-    return episodes.drop(columns=[c for c in TARGET_COLUMNS if c in episodes.columns])
-
-
 PREDICTIONS_FILE = "predictions.jsonl"
 MATCH_KEYS = ("model", "manifest_hash", "prompt_version", "max_search_calls", "max_tokens", "shard")
 
 
 def run_benchmark(
-    inst: Instance,
+    inst: PublicInstance,
     backend: Backend,
     out: str | Path,
     *,
@@ -374,8 +368,11 @@ def run_benchmark(
     shard; a restart that disagrees on any of them is refused. The folder is locked for the whole
     run (:class:`rap_benchmark.core.fsio.FolderBusy` when another process holds it).
     """
+    from rap_benchmark.core.artifacts import PublicInstance
     from rap_benchmark.evaluation.predictions import write_predictions
 
+    if not isinstance(inst, PublicInstance):  # the full instance carries the targets
+        raise TypeError(f"run_benchmark takes instance.public_view() (a PublicInstance), not {type(inst).__name__}")
     spec = inst.spec if max_search_calls is None else inst.spec.replace(max_search_calls=int(max_search_calls))
     # every argument is checked before run.json is written: a refused run must not pin the folder
     cells = episode_cells(inst, fields=fields, origins=origins)

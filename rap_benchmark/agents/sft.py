@@ -109,7 +109,7 @@ def _schema(inst: Instance, tool_schema: Any) -> dict[str, Any] | None:
     from rap_benchmark.core.records import Regime
 
     field_id = inst.field_ids[0]
-    fn, schema = SearchTools(inst).bind(field_id, inst.spec.origins[0], Regime.FIXED)
+    fn, schema = SearchTools(inst.public_view()).bind(field_id, inst.spec.origins[0], Regime.FIXED)
     return schema
 
 

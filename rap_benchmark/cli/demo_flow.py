@@ -237,7 +237,7 @@ def step_reference_agents(ctx: DemoContext) -> str:
     inst = ctx.require_instance()
     out = ctx.root / "runs" / "reference-search-hits"
     stats, preds = run_benchmark(
-        inst,
+        inst.public_view(),
         ReferenceBackend("reference/search-hits"),
         out,
         model="reference/search-hits",

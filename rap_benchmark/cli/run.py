@@ -92,7 +92,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     conditions = enum_list(Condition, args.conditions, "--conditions")
     shard = parse_shard(args.shard)
     prices = load_prices(args.prices)
-    inst = load_instance(args.dir)
+    inst = load_instance(args.dir).public_view()  # agents never see targets
     backend, model = _backend(args)
     stats, path = run_benchmark(
         inst,

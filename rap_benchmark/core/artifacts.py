@@ -31,7 +31,15 @@ import pyarrow as pa
 from rap_benchmark.core.errors import ArtifactError
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import Codebook, Direction
-from rap_benchmark.core.schemas import ARTIFACT_TABLES, SchemaError, check_table, conform
+from rap_benchmark.core.schemas import (
+    ARTIFACT_TABLES,
+    EPISODE_TARGET_FLAGS,
+    MEMBERSHIPS,
+    PUBLIC_EPISODES,
+    SchemaError,
+    check_table,
+    conform,
+)
 from rap_benchmark.core.spec import BenchmarkSpec
 
 SUMS_FILE = "SHA256SUMS"
@@ -204,6 +212,81 @@ class Instance:
     @property
     def field_ids(self) -> list[str]:
         return sorted(self.codebooks)
+
+    @property
+    def memberships(self) -> pd.DataFrame:
+        """Which paper belongs to which field, and its date: the assignments without their labels."""
+        return self.assignments[list(MEMBERSHIPS.names)]
+
+    @property
+    def search_cache(self) -> SearchCache:
+        """Where search may keep its token cache for this instance (``.cache/``, never hashed)."""
+        return SearchCache(self.root / CACHE_DIR, listed_sha256(self.root, "papers.parquet"))
+
+    def public_view(self) -> PublicInstance:
+        """What an agent may see: this instance without any target (see :class:`PublicInstance`)."""
+        flags = self.episodes["flags"].map(lambda fl: [f for f in fl if f not in EPISODE_TARGET_FLAGS])
+        episodes = self.episodes[list(PUBLIC_EPISODES.names)].assign(flags=flags)
+        return PublicInstance(
+            spec=self.spec,
+            manifest_hash=self.manifest_hash,
+            codebooks=dict(self.codebooks),
+            papers=self.papers,
+            memberships=self.memberships,
+            blocks=self.blocks,
+            episodes=episodes,
+            search_manifest=self.search_manifest,
+            search_cache=self.search_cache,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SearchCache:
+    """The folder search may cache tokens in, and the sha256 of the papers table they key on."""
+
+    folder: Path
+    papers_sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class PublicInstance:
+    """An instance as agents see it: target-blind by construction.
+
+    Agent runners, reference agents and harness tasks receive this view, never an
+    :class:`Instance`. It has no target columns (``y``, ``y_counts``, ``n_y``), no target flag
+    (``y_empty``), no direction labels (``primary``/``secondary``/``type``, from which every
+    target is counted: ``memberships`` keeps only paper, field and date), no ledger and no folder
+    to read them back from.
+
+    >>> view = load("build/mini").public_view()      # doctest: +SKIP
+    >>> {"y", "y_counts", "n_y"} & set(view.episodes.columns)
+    set()
+    """
+
+    spec: BenchmarkSpec
+    manifest_hash: str
+    codebooks: dict[str, Codebook]
+    papers: pd.DataFrame
+    memberships: pd.DataFrame  # MEMBERSHIPS: arxiv_id, field_id, date
+    blocks: pd.DataFrame
+    episodes: pd.DataFrame  # PUBLIC_EPISODES
+    search_manifest: pd.DataFrame
+    search_cache: SearchCache | None = None
+
+    @property
+    def field_ids(self) -> list[str]:
+        return sorted(self.codebooks)
+
+
+def listed_sha256(root: Path, rel: str) -> str:
+    """A file's sha256 as SHA256SUMS records it (hashed afresh when it is not listed)."""
+    sums = root / SUMS_FILE
+    if sums.is_file():
+        for line in sums.read_text(encoding="utf-8").splitlines():
+            digest, _, name = line.partition("  ")
+            if name == rel:
+                return digest
+    return sha256_file(root / rel)
 
 
 def load_instance(root: str | Path, *, verify_hashes: bool = True) -> Instance:

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeVar
 
+from rap_benchmark.core.errors import InputError
+
 N_DIRECTIONS = 8
 DIRECTION_KEYS: tuple[str, ...] = tuple(f"D{i}" for i in range(N_DIRECTIONS))
 
@@ -85,7 +87,7 @@ _E = TypeVar("_E", bound=StrEnum)
 
 def parse_enum(kind: type[_E], value: object, *, what: str | None = None) -> _E:
     """``value`` as a member of ``kind`` (a member passes through; a string must be one of its
-    values). Anything else raises ``ValueError`` naming the allowed values, e.g.
+    values). Anything else raises :class:`~rap_benchmark.core.errors.InputError` (a ``ValueError``) naming the allowed values, e.g.
     ``unknown split 'train' (expected one of: dev, test)``."""
     if isinstance(value, kind):
         return value
@@ -94,7 +96,7 @@ def parse_enum(kind: type[_E], value: object, *, what: str | None = None) -> _E:
     except ValueError:
         label = what or kind.__name__.lower()
         allowed = ", ".join(m.value for m in kind)
-        raise ValueError(f"unknown {label} {value!r} (expected one of: {allowed})") from None
+        raise InputError(f"unknown {label} {value!r} (expected one of: {allowed})") from None
 
 
 class InvalidReason(StrEnum):

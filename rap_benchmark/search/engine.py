@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.artifacts import CACHE_DIR, SUMS_FILE, sha256_file
+from rap_benchmark.core.artifacts import CACHE_DIR, listed_sha256
 from rap_benchmark.core.dates import add_months, parse_date, to_days
 from rap_benchmark.core.records import Regime, SearchHit, SearchObservation
 from rap_benchmark.core.spec import BenchmarkSpec
@@ -44,17 +44,6 @@ from rap_benchmark.search.kernels import Backend
 from rap_benchmark.search.tokens import cached_table, token_cache_valid
 
 DateArg = str | dt.date | None
-
-
-def _papers_digest(root: Path) -> str:
-    """sha256 of papers.parquet, read from SHA256SUMS when it lists it."""
-    sums = root / SUMS_FILE
-    if sums.is_file():
-        for line in sums.read_text(encoding="utf-8").splitlines():
-            digest, _, rel = line.partition("  ")
-            if rel == "papers.parquet":
-                return digest
-    return sha256_file(root / "papers.parquet")
 
 
 def _frame_digest(papers: pd.DataFrame) -> str:
@@ -96,16 +85,16 @@ class SearchEngine:
     # -- construction ----------------------------------------------------------------------
     @classmethod
     def from_instance(cls, inst: Any, *, backend: Backend = "auto", progress: bool = False) -> SearchEngine:
-        """Build from a loaded :class:`~rap_benchmark.core.artifacts.Instance` (or any object with
-        ``papers``, ``assignments``, ``spec`` and optionally ``root``). Tokens are cached in
-        ``<root>/.cache/``; later builds read them instead of re-tokenising."""
-        root = getattr(inst, "root", None)
-        cache_dir = digest = None
-        if root is not None and (Path(root) / "papers.parquet").is_file():
-            cache_dir = Path(root) / CACHE_DIR
-            digest = _papers_digest(Path(root))
+        """Build from a loaded instance: an :class:`~rap_benchmark.core.artifacts.Instance`, its
+        target-blind :class:`~rap_benchmark.core.artifacts.PublicInstance` view, or any object
+        with ``papers``, ``memberships`` (arxiv_id, field_id), ``spec`` and optionally
+        ``search_cache``. Tokens are cached in the instance's ``.cache/``; later builds read them
+        instead of re-tokenising."""
+        cache = getattr(inst, "search_cache", None)
         return cls.from_frames(
-            inst.papers, inst.assignments, inst.spec, cache_dir=cache_dir, corpus_digest=digest,
+            inst.papers, inst.memberships, inst.spec,
+            cache_dir=None if cache is None else cache.folder,
+            corpus_digest=None if cache is None else cache.papers_sha256,
             backend=backend, progress=progress,
         )  # fmt: skip
 
@@ -125,7 +114,7 @@ class SearchEngine:
         ledger = json.loads((root / LEDGER_FILE).read_text(encoding="utf-8"))
         spec = BenchmarkSpec.from_dict(ledger["spec"])
         cache_dir = root / CACHE_DIR
-        digest = _papers_digest(root)
+        digest = listed_sha256(root, "papers.parquet")
         display_path = cache_dir / DISPLAY_CACHE
         key = display_key(digest, spec.abstract_chars)
         papers = read_display(display_path, key)
@@ -159,7 +148,7 @@ class SearchEngine:
         backend: Backend = "auto",
         progress: bool = False,
     ) -> SearchEngine:
-        """Build from a papers table (arxiv_id, date, title, abstract) and an assignments table
+        """Build from a papers table (arxiv_id, date, title, abstract) and a memberships table
         (arxiv_id, field_id). With ``cache_dir``, the token table is cached there under
         ``corpus_digest`` (computed from the papers' text when not given)."""
         import pyarrow as pa

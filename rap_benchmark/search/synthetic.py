@@ -54,6 +54,10 @@ class SyntheticInstance:
     spec: BenchmarkSpec
     root: Path | None = None
 
+    @property
+    def memberships(self) -> pd.DataFrame:
+        return self.assignments[["arxiv_id", "field_id", "date"]]
+
 
 def zipf_corpus(
     n_papers: int,

@@ -281,7 +281,7 @@ class RapTask(ToolLoopTask):
         self.condition = Condition(meta.get("condition", Condition.A1.value))
         meta["condition"] = self.condition.value
         meta.setdefault("version", BENCHMARK_VERSION)
-        self.inst = instance_for(meta)
+        self.inst = instance_for(meta).public_view()  # the loop never sees targets; docs carry them for scoring
         spec = self.inst.spec
         if meta.get("max_search_calls") is not None:
             spec = spec.replace(max_search_calls=int(meta["max_search_calls"]))
