@@ -9,7 +9,9 @@ Steps (each heavy step in its own process, through the stock ``rap build`` CLI):
    peak RSS (``offline_peak_rss_gib``);
 4. a scripted OpenAI-compatible server on loopback (several uvicorn processes, 5xx and torn
    JSON bodies and invalid replies injected); ``rap build --instrument llm`` against it:
-   ``llm_requests`` sent and ``llm_requests_per_s`` over the LLM pipeline's wall time;
+   ``llm_requests`` sent and ``llm_requests_per_s`` over the LLM pipeline's wall time (client and
+   server share the cores), and the client's own CPU per request (``llm_client_cpu_ms_per_request``;
+   ``llm_client_capacity_per_s`` is its inverse: the rate one core of client could sustain);
 5. ``rap build --instrument llm --dry-run`` on a fresh store: ``dry_run_token_error`` =
    |estimated - actual tokens| / actual;
 6. the same LLM build into a new store, SIGKILLed when half of the requests are answered (the
@@ -213,6 +215,8 @@ def rehearse(work: Path, scale: float, seed: int, server_workers: int) -> dict[s
         "offline_peak_rss_gib": round(offline_rss, 3),
         "llm_requests": sent,
         "llm_requests_per_s": round(sent / summary["wall_s"], 1),
+        "llm_client_cpu_ms_per_request": round(1000 * summary["client_cpu_s"] / sent, 3),
+        "llm_client_capacity_per_s": round(sent / summary["client_cpu_s"], 1),
         "resume_killed_mid_run": killed,
         "resume_durable_at_kill": len(durable),
         "resume_lost_requests": len(resent),

@@ -150,12 +150,12 @@ def run_llm_instrument(
                 result = await Pipeline(client, config, spec, progress).run(papers, memberships, candidates)
             return result, client
 
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         try:
             result, client = asyncio.run(main())
         finally:
             store.flush()
-        wall_s = time.perf_counter() - start
+        wall_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
         summary = {
             "stages": client.accounting.table(),
             "store_records": len(store.records),
@@ -164,6 +164,7 @@ def run_llm_instrument(
             "transport_errors": client.transport_errors,
             "spent_usd_in_store": round(client.spent, 6),
             "wall_s": round(wall_s, 3),
+            "client_cpu_s": round(cpu_s, 3),
         }
         atomic_write_text(settings.store_dir / SUMMARY_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         entry = ledger_entry(config, result)
