@@ -144,7 +144,7 @@ async def ask(
     for attempt in range(1, max_attempts + 1):
         reply = await client.complete(stage, model, messages, MAX_TOKENS[stage])
         raw = reply.content
-        if reply.content is None:
+        if reply.error is not None:
             return Outcome(None, f"request refused: {reply.error}", None, attempt)
         try:
             return Outcome(validate(parse_json_reply(reply.content)), None, raw, attempt)
@@ -152,7 +152,7 @@ async def ask(
             reason = str(exc)
         messages = [
             *messages,
-            {"role": "assistant", "content": reply.content},
+            {"role": "assistant", "content": reply.content or ""},
             {"role": "user", "content": f"Your reply was invalid: {reason}. Reply again with the JSON object only."},
         ]
     return Outcome(None, f"invalid after {max_attempts} attempts: {reason}", raw, max_attempts)
@@ -554,7 +554,7 @@ class Pipeline:
         max_tokens = ASSIGN_TOKENS_PER_PAPER * len(batch) + 100
         for attempt in range(1, cfg.max_attempts + 1):
             reply = await self.client.complete("assign", cfg.model, messages, max_tokens)
-            if reply.content is None:
+            if reply.error is not None:
                 bad.update({p: f"request refused: {reply.error}" for p in todo})
                 break
             try:
@@ -572,7 +572,7 @@ class Pipeline:
             reasons = "; ".join(wrong[p] for p in todo[:8])
             messages = [
                 *messages,
-                {"role": "assistant", "content": reply.content},
+                {"role": "assistant", "content": reply.content or ""},
                 {
                     "role": "user",
                     "content": f"Some labels were invalid: {reasons}. Reply again with the JSON object, labelling only "
