@@ -123,7 +123,8 @@ def test_score_cli_and_a_bad_file_does_not_change_the_good_ones(
     assert together == alone
 
 
-def test_clashing_files_exclude_the_unit_everywhere(mini_dir: Path, baselines_file: Path, tmp_path: Path) -> None:
+def test_clashing_files_keep_the_first_file(mini_dir: Path, baselines_file: Path, tmp_path: Path) -> None:
+    """Bug: a second file reusing a model name removed both files' rows (issue 14); the first keeps them."""
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.evaluation.predictions import validate_predictions
     from rap_benchmark.evaluation.report import combine_validated
@@ -131,8 +132,11 @@ def test_clashing_files_exclude_the_unit_everywhere(mini_dir: Path, baselines_fi
     inst = load_instance(mini_dir)
     copy = tmp_path / "copy.jsonl"
     shutil.copy(baselines_file, copy)
+    alone, _ = combine_validated([validate_predictions(baselines_file, inst)])
     preds, problems = combine_validated([validate_predictions(p, inst) for p in (baselines_file, copy)])
-    assert preds.empty and len([p for p in problems if "several files" in p]) == 6
+    pd.testing.assert_frame_equal(preds, alone)
+    clash = [p for p in problems if "reuse a model and condition of an earlier file" in p]
+    assert len(clash) == 1 and clash[0].startswith(f"{copy}: [error]")
 
 
 def test_markdown_escapes_pipes() -> None:

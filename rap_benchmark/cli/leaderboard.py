@@ -11,6 +11,7 @@ from rap_benchmark.core.records import Split, parse_enum
 SUBMIT_EPILOG = """examples:
   rap submit validate preds/my-model.jsonl --instance build/mini
   rap submit validate preds/my-model.parquet --meta preds/my-model.meta.json --instance build/mini
+  rap submit split build/mini_predictions/baselines.jsonl --out subs/   # one submission per baseline
 
 A submission is a prediction file plus metadata in <file>.meta.json:
   {"model": "org/name", "knowledge_cutoff": "2024-10-01", "conditions": ["A1"],
@@ -20,10 +21,13 @@ The checks are rap score's validator plus the metadata's. Exit status 1 when it 
 
 LEADERBOARD_EPILOG = """examples:
   rap leaderboard score subs/*.jsonl --instance private/full --out board/
+  rap leaderboard score baselines.jsonl --split-models --instance build/mini --out board/
   rap leaderboard verify-reveal hub/rap/episodes --reveal revealed/_private
 
 score: every submission is validated and scored on its own with rap score's scorer (field-macro
-Spearman, 95% block-bootstrap intervals); writes board/leaderboard.csv, leaderboard.md and
+Spearman, 95% block-bootstrap intervals; State conditions against their State target x); a row
+is ranked only when it covers every episode of the split, and a model and condition already
+submitted by an earlier file is refused; writes board/leaderboard.csv, leaderboard.md and
 submissions.json (every verdict and problem). verify-reveal: checks revealed targets and salt
 against the salted SHA256 commitments published in a repo's *_heldout configs.
 """
@@ -43,6 +47,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--instance", type=Path, default=None, help="instance folder (default: the cached mini)")
     p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="expected episodes (default test)")
     p.set_defaults(func=cmd_validate)
+    p = ssub.add_parser(
+        "split",
+        help="split a multi-model prediction file (e.g. rap baselines') into one submission per model",
+        epilog=SUBMIT_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
+    p.add_argument("--out", type=Path, required=True, help="folder for <model>.jsonl and <model>.jsonl.meta.json")
+    p.add_argument("--meta", type=Path, default=None, help="metadata whose optional keys (submitter, notes) are copied")
+    p.set_defaults(func=cmd_split)
 
     board = subparsers.add_parser(
         "leaderboard", help="score submissions, verify reveals", epilog=LEADERBOARD_EPILOG, formatter_class=fmt
@@ -55,6 +69,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--split", choices=("test", "dev", "all"), default="test")
     p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default: the spec's)")
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the spec's)")
+    p.add_argument(
+        "--split-models",
+        action="store_true",
+        help="score each model of a multi-model file (e.g. rap baselines') as its own submission",
+    )
     p.set_defaults(func=cmd_score)
 
     p = bsub.add_parser(
@@ -93,13 +112,46 @@ def cmd_score(args: argparse.Namespace) -> int:
     from rap_benchmark.evaluation.submissions import score_submissions, write_leaderboard
 
     inst = _instance(args.instance)
-    files = list(tqdm(args.files, desc="submissions", file=sys.stderr, leave=False))
+    files = list(args.files)
+    if args.split_models:
+        from rap_benchmark.evaluation.predictions import PredictionFileError
+        from rap_benchmark.evaluation.submissions import split_by_model
+
+        expanded = []
+        for f in files:
+            try:
+                expanded += split_by_model(f, args.out / "split" / f.stem, only_if_mixed=True)
+            except PredictionFileError as exc:  # scored as is: the validator reports every problem
+                print(f"rap leaderboard: {f} not split ({len(exc.problems)} problem(s))", file=sys.stderr)
+                expanded.append(f)
+        files = expanded
+    files = list(tqdm(files, desc="submissions", file=sys.stderr, leave=False))
     result = score_submissions(files, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed)
     out = write_leaderboard(result, args.out)
     for r in result.reports:
         print(r.summary(), file=sys.stderr)
     print((out / "leaderboard.md").read_text(encoding="utf-8"))
     return 0 if all(r.accepted for r in result.reports) else 1
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    import json
+
+    from rap_benchmark.evaluation.predictions import PredictionFileError
+    from rap_benchmark.evaluation.submissions import split_by_model
+
+    meta = json.loads(args.meta.read_text(encoding="utf-8")) if args.meta else None
+    try:
+        written = split_by_model(args.file, args.out, meta=meta)
+    except PredictionFileError as exc:
+        print(
+            f"rap submit split: {str(exc).splitlines()[0]} cannot be split: fix it first (rap score names each problem)",
+            file=sys.stderr,
+        )
+        return 2
+    for path in written:
+        print(path)
+    return 0
 
 
 def cmd_verify_reveal(args: argparse.Namespace) -> int:

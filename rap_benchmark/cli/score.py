@@ -26,8 +26,10 @@ SCORE_EPILOG = """examples:
 
 Each file is validated on its own (problems go to stderr; a bad file never changes another
 file's scores), then the leaderboard of the usable rows is printed: field-macro Forecast
-Spearman with 95% block-bootstrap intervals (no multiplicity correction). Exit status 1 when
-any file has errors (missing episodes are only warnings).
+Spearman with 95% block-bootstrap intervals (no multiplicity correction). A row is ranked only
+when it covers every episode of the split; partial rows are listed apart. A model and condition
+already given by an earlier file is refused in a later one. Exit status 1 when any file has
+errors (missing episodes are only warnings).
 """
 
 REPORT_EPILOG = """examples:
@@ -109,29 +111,33 @@ def cmd_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.evaluation.predictions import validate_predictions
+    from rap_benchmark.evaluation.predictions import keep_first_owner, n_expected_episodes, validate_predictions
     from rap_benchmark.evaluation.report import combine_validated
     from rap_benchmark.evaluation.report.tables import NO_MULTIPLICITY, leaderboard_markdown
     from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
+    from rap_benchmark.evaluation.submissions import apply_ranking_rule
 
     existing_files(args.predictions, "prediction file")
     inst = load_instance(args.dir)
     split = _split(args.split)
-    reports = [validate_predictions(p, inst, split=split) for p in tqdm(args.predictions, desc="validate", leave=False)]
+    validated = [
+        validate_predictions(p, inst, split=split) for p in tqdm(args.predictions, desc="validate", leave=False)
+    ]
+    reports = keep_first_owner(validated)  # a file never removes or replaces another file's scores
     preds, problems = combine_validated(reports)
     for line in problems:
         print(line, file=sys.stderr)
-    board = (
-        leaderboard(
+    board = None
+    if len(preds):
+        board = leaderboard(
             score_predictions(inst, preds, policy=parse_enum(Policy, args.policy)),
             inst,
             n_resamples=args.resamples,
             seed=args.seed,
             split=split,
         )
-        if len(preds)
-        else None
-    )
+        missing = {k: v for r in reports for k, v in r.missing.items()}
+        board = apply_ranking_rule(board, missing, n_expected_episodes(inst, split))
     failed = any(not r.ok for r in reports)
     if args.json:
         payload = {
@@ -143,11 +149,18 @@ def cmd_score(args: argparse.Namespace) -> int:
         }
         print(json.dumps(payload, indent=1))
         return 1 if failed else 0
-    if board is None:
-        print("nothing to score", file=sys.stderr)
+    if board is None or board.empty:
+        print("rap score: nothing to score", file=sys.stderr)
         return 1
+    ranked, partial = board[board["rank"].notna()], board[board["rank"].isna()]
     print(f"{inst.spec.name} ({args.split}, policy {args.policy}): field-macro Forecast Spearman, 95% block bootstrap")
-    print(leaderboard_markdown(board), end="")
+    if len(ranked):
+        print(leaderboard_markdown(ranked), end="")
+    if len(partial):
+        print("\nNot ranked: these cover only part of the split's episodes (a row needs every one of them):")
+        for r in partial.itertuples(index=False):
+            print(f"  {r.model} / {r.condition}: {r.coverage} episodes")
+        print(leaderboard_markdown(partial), end="")
     print(NO_MULTIPLICITY)
     return 1 if failed else 0
 

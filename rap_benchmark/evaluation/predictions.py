@@ -80,6 +80,8 @@ MAX_ECHO = 80
 """Echoed input is cut to this many characters (a 200 MB model name stays one short line)."""
 MAX_LINE_BYTES = 64 * 1024
 """A JSONL line longer than this is skipped unread (a prediction row is a few hundred bytes)."""
+MAX_DEPTH = 32
+"""JSON nested deeper than this is refused before parsing (a prediction row has depth 1)."""
 MAX_KEY_CHARS = 256
 """The longest model, field_id, manifest_hash or response_model accepted."""
 MAX_REASON_CHARS = 2000
@@ -120,6 +122,7 @@ class ProblemKind(StrEnum):
     TOO_DEEP = "too_deep"
     JSON_ARRAY = "json_array"
     NO_REASON = "no_reason"
+    REPEATED_UNIT = "repeated_unit"
 
 
 class Severity(StrEnum):
@@ -321,6 +324,18 @@ def _no_constants(token: str) -> Any:
 def _strict_loads(text: str) -> Any:
     """``json.loads`` that refuses duplicate keys and NaN/Infinity (RFC 8259 JSON only)."""
     return json.loads(text, object_pairs_hook=_strict_object, parse_constant=_no_constants)
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _nesting_depth(text: str) -> int:
+    """The deepest [ / { nesting of a JSON text (strings skipped); cheap unless brackets abound."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return 0
+    bare = np.frombuffer(_JSON_STRING.sub("", text).encode("utf-8", "replace"), dtype=np.uint8)
+    step = np.isin(bare, (ord("["), ord("{"))).astype(np.int64) - np.isin(bare, (ord("]"), ord("}")))
+    return int(np.cumsum(step).max(initial=0))
 
 
 def _has_surrogate(value: str) -> bool:
@@ -646,6 +661,16 @@ def _read_jsonl(path: Path, rows: _Rows, problems: list[Problem]) -> bool:
                 continue
             if not text.strip():
                 continue
+            depth = _nesting_depth(text)
+            if depth > MAX_DEPTH:
+                tally.add(
+                    ProblemKind.TOO_DEEP,
+                    f"nest JSON more than {MAX_DEPTH} levels deep; a prediction row is a flat object (dropped)",
+                    lineno,
+                    example=f"line {lineno}: {depth} levels",
+                )
+                first_content = False
+                continue
             try:
                 obj = _strict_loads(text)
             except _DuplicateKey as exc:
@@ -894,6 +919,11 @@ def _episode_table(inst: Instance, split: Split | None) -> pd.DataFrame:
     return eps.sort_values(["field_id", "origin"]).reset_index(drop=True)
 
 
+def n_expected_episodes(inst: Instance, split: str | None) -> int:
+    """How many (field, origin) episodes a complete prediction file covers for ``split`` (None: all)."""
+    return len(_episode_table(inst, split))
+
+
 def validate_predictions(
     df_or_path: pd.DataFrame | str | Path,
     inst: Instance,
@@ -1081,6 +1111,41 @@ def _validate(
             )
         )
     return ValidationReport(source, tuple(problems), frame, n_read, missing)
+
+
+def keep_first_owner(reports: Sequence[ValidationReport]) -> list[ValidationReport]:
+    """Reports where each (model, condition) belongs to the first file that holds it.
+
+    A later file that reuses a (model, condition) of an earlier one loses those rows, with an
+    error naming the earlier file: a file can never remove or replace another file's scores.
+    """
+    owner: dict[tuple[str, str], str] = {}
+    out = []
+    for rep in reports:
+        if not rep.scorable or not len(rep.frame):
+            out.append(rep)
+            continue
+        units = rep.frame[["model", "condition"]].drop_duplicates().itertuples(index=False, name=None)
+        taken = {u: owner[u] for u in units if u in owner}
+        for u in rep.frame[["model", "condition"]].drop_duplicates().itertuples(index=False, name=None):
+            owner.setdefault(u, rep.source)
+        if not taken:
+            out.append(rep)
+            continue
+        clash = pd.MultiIndex.from_arrays([rep.frame["model"], rep.frame["condition"]]).isin(list(taken))
+        listed = _listing([f"{_echo(m)} / {c} (in {_echo(src)})" for (m, c), src in sorted(taken.items())])
+        problem = Problem(
+            ProblemKind.REPEATED_UNIT,
+            Severity.ERROR,
+            f"{int(clash.sum())} row(s) reuse a model and condition of an earlier file: {listed}; the earlier "
+            "file keeps them and these rows are not scored (rename the model)",
+            lines=_line_list(rep.frame.loc[clash, _LINE].head(MAX_LISTED)),
+            count=int(clash.sum()),
+        )
+        frame = rep.frame.loc[~clash].reset_index(drop=True)
+        missing = {k: v for k, v in rep.missing.items() if k not in taken}
+        out.append(ValidationReport(rep.source, (*rep.problems, problem), frame, rep.n_rows_read, missing))
+    return out
 
 
 # -- baselines as ordinary prediction files --------------------------------------------------

@@ -265,20 +265,67 @@ def validate_submission(
 def score_submission(
     report: SubmissionReport, inst: Any, *, split: Split | None = Split.TEST, **kwargs: Any
 ) -> pd.DataFrame:
-    """``rap score``'s leaderboard rows for one accepted submission (empty when rejected)."""
+    """``rap score``'s leaderboard rows for one accepted submission (empty when rejected).
+
+    Forecast conditions (A0, A1, A3) are scored against ``y``; State conditions (A2, A4) against
+    their State target ``x`` (the composition of [T-6mo, T)), with ``state_as_forecast`` (the
+    same outputs scored against ``y``) as a separate column. ``target`` says which.
+    """
+    from rap_benchmark.core.records import Task
     from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
 
     if not report.accepted or report.validation is None or not len(report.validation.frame):
         return pd.DataFrame()
     preds = report.validation.frame.drop(columns=["_line"], errors="ignore")
-    scores = score_predictions(inst, preds)
-    board = leaderboard(scores, inst, split=split, forecast_only=False, **kwargs)
+    is_state = preds["condition"].map(lambda c: Condition(c).task is Task.STATE).to_numpy(bool)
+    boards = []
+    if (~is_state).any():
+        scores = score_predictions(inst, preds[~is_state])
+        boards.append(leaderboard(scores, inst, split=split, forecast_only=False, **kwargs).assign(target="y"))
+    if is_state.any():
+        state = preds[is_state]
+        fidelity = leaderboard(
+            score_predictions(inst, state, target="x"), inst, split=split, forecast_only=False, **kwargs
+        )
+        as_forecast = leaderboard(
+            score_predictions(inst, state, target="y"), inst, split=split, forecast_only=False, **kwargs
+        )
+        fidelity = fidelity.merge(
+            as_forecast[["model", "condition", "spearman"]].rename(columns={"spearman": "state_as_forecast"}),
+            on=["model", "condition"],
+            how="left",
+        )
+        boards.append(fidelity.assign(target="x"))
+    board = pd.concat([b for b in boards if len(b)], ignore_index=True) if boards else pd.DataFrame()
+    if board.empty:
+        return board
     meta = report.meta
     assert meta is not None
     board.insert(2, "knowledge_cutoff", meta.knowledge_cutoff.isoformat() if meta.knowledge_cutoff else None)
     board.insert(3, "tools", ",".join(meta.tools))
     board.insert(4, "submission", report.path.name)
     return board
+
+
+def apply_ranking_rule(
+    board: pd.DataFrame, missing: dict[tuple[str, str], tuple[str, ...]], n_expected: int
+) -> pd.DataFrame:
+    """The ranking rule: a row is ranked only when it covers every expected episode of its split.
+
+    Adds ``coverage`` (episodes covered, e.g. ``"2/40"``) and ``rank`` (1, 2, ... per condition
+    over complete rows by Spearman; missing for partial rows, which are reported but never
+    ranked, e.g. a two-episode ``--limit`` run). Within a condition, complete rows come first.
+    """
+    if board.empty:
+        return board
+    lacking = [len(missing.get((m, c), ())) for m, c in zip(board["model"], board["condition"], strict=True)]
+    board = board.assign(coverage=[f"{n_expected - k}/{n_expected}" for k in lacking])
+    complete = pd.Series([k == 0 for k in lacking], index=board.index)
+    board = board.assign(_complete=complete).sort_values(
+        ["condition", "_complete", "spearman", "model"], ascending=[True, False, False, True], kind="stable"
+    )
+    rank = board.groupby("condition", sort=False)["_complete"].cumsum().where(board["_complete"])
+    return board.drop(columns="_complete").assign(rank=rank.astype("Int64")).reset_index(drop=True)
 
 
 @dataclass(frozen=True)
@@ -296,13 +343,34 @@ def score_submissions(
     seed: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
 ) -> LeaderboardResult:
-    """Validate and score each submission on its own; the board stacks the accepted ones."""
+    """Validate and score each submission on its own; the board stacks the accepted ones.
+
+    A submission whose model and condition were already given by an earlier accepted submission
+    is refused (the earlier one is kept): a file can never remove or replace another's scores.
+    Rows are ranked per condition under :func:`apply_ranking_rule` (complete coverage only).
+    """
+    from rap_benchmark.evaluation.predictions import n_expected_episodes
+
     reports, boards = [], []
+    owners: dict[tuple[str, Condition], Path] = {}
+    missing: dict[tuple[str, str], tuple[str, ...]] = {}
     for p in paths:
         rep = validate_submission(p, inst, split=split, max_bytes=max_bytes)
-        if rep.accepted:
+        if rep.accepted and rep.meta is not None:
+            taken = sorted({(rep.meta.model, c) for c in rep.meta.conditions} & set(owners), key=str)
+            if taken:
+                clash = ", ".join(f"{m} / {c.value} (in {owners[(m, c)].name})" for m, c in taken)
+                rep = SubmissionReport(
+                    rep.path,
+                    None,
+                    (*rep.problems, f"[fatal] already submitted: {clash}; the earlier submission is kept"),
+                    rep.validation,
+                )
+        if rep.accepted and rep.meta is not None:
             try:
                 boards.append(score_submission(rep, inst, split=split, n_resamples=n_resamples, seed=seed))
+                owners.update({(rep.meta.model, c): rep.path for c in rep.meta.conditions})
+                missing.update(rep.validation.missing if rep.validation else {})
             except Exception as exc:  # noqa: BLE001 - reported, never fatal to the other submissions
                 rep = SubmissionReport(
                     rep.path, None, (*rep.problems, f"[fatal] scoring failed: {exc}"), rep.validation
@@ -311,10 +379,47 @@ def score_submissions(
     board = (
         pd.concat([b for b in boards if len(b)], ignore_index=True) if any(len(b) for b in boards) else pd.DataFrame()
     )
-    if len(board):
-        board = board.sort_values(["spearman", "model", "condition"], ascending=[False, True, True], kind="stable")
-        board = board.reset_index(drop=True)
+    board = apply_ranking_rule(board, missing, n_expected_episodes(inst, split))
     return LeaderboardResult(tuple(reports), board)
+
+
+def split_by_model(
+    path: str | Path, out_dir: str | Path, *, meta: dict[str, Any] | None = None, only_if_mixed: bool = False
+) -> list[Path]:
+    """Split a multi-model prediction file (e.g. ``rap baselines``'s) into one submission per model.
+
+    Writes ``<out_dir>/<model slug>.jsonl`` and its ``.meta.json`` sidecar for each model: model,
+    the conditions and manifest hash found in its rows, ``tools`` (``search`` when a Search
+    condition is present); optional keys of ``meta`` (submitter, notes, knowledge_cutoff, ...)
+    are copied (from the file's own sidecar when ``meta`` is None). With ``only_if_mixed`` a
+    one-model file is returned as is. The file must read cleanly (:func:`read_predictions`).
+    """
+    from rap_benchmark.agents.store import _slug
+    from rap_benchmark.evaluation.predictions import read_predictions, write_predictions
+
+    frame = read_predictions(path)
+    if only_if_mixed and frame["model"].nunique() <= 1:
+        return [Path(path)]
+    if meta is None:
+        meta, _ = read_metadata(Path(path))
+    out = Path(out_dir)
+    extra = {k: v for k, v in (meta or {}).items() if k in OPTIONAL_META and k != "tools"}
+    written = []
+    for model, rows in frame.groupby("model", sort=True):
+        conditions = sorted(set(rows["condition"]))
+        hashes = sorted(set(rows["manifest_hash"]))
+        target = write_predictions(rows.reset_index(drop=True), out / f"{_slug(str(model))}.jsonl")
+        sidecar = {
+            "model": model,
+            "conditions": conditions,
+            "manifest_hash": hashes[0] if len(hashes) == 1 else hashes,
+            "tools": ["search"] if any(Condition(c).regime is not None for c in conditions) else [],
+            "knowledge_cutoff": None,
+            **extra,
+        }
+        atomic_write_text(target.with_name(target.name + META_SUFFIX), json.dumps(sidecar, indent=1) + "\n")
+        written.append(target)
+    return written
 
 
 def write_leaderboard(result: LeaderboardResult, out: str | Path) -> Path:
@@ -348,8 +453,11 @@ def _markdown(board: pd.DataFrame) -> str:
     cols = [
         c
         for c in (
+            "rank",
             "model",
             "condition",
+            "target",
+            "coverage",
             "knowledge_cutoff",
             "n_fields",
             "n_episodes",
@@ -359,10 +467,15 @@ def _markdown(board: pd.DataFrame) -> str:
             "spearman_hi",
             "tv",
             "jsd",
+            "state_as_forecast",
         )
         if c in board
     ]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in board[cols].itertuples(index=False):
         lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
-    return "\n".join(lines) + "\n\n95% intervals: block bootstrap over dependency blocks; no multiplicity correction.\n"
+    return "\n".join(lines) + (
+        "\n\nRanked per condition; a row without a rank covers only part of the split (reported, not ranked). "
+        "Target y: Forecast Spearman; target x: State fidelity (state_as_forecast scores the same outputs "
+        "against y). 95% intervals: block bootstrap over dependency blocks; no multiplicity correction.\n"
+    )

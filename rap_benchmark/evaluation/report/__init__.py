@@ -45,32 +45,25 @@ class ReportResult:
 def combine_validated(reports: Sequence[ValidationReport]) -> tuple[pd.DataFrame, list[str]]:
     """Usable rows of every scorable file, and the problems (one string each, file-prefixed).
 
-    A (model, condition) that appears in more than one file is excluded from all of them and
-    reported: the report never picks one file's rows over another's.
+    A (model, condition) that appears in more than one file belongs to the first file; the later
+    files' rows for it are dropped and reported (``keep_first_owner``), so a file can never remove
+    or replace another file's scores.
     """
-    from rap_benchmark.evaluation.predictions import empty_frame
+    from rap_benchmark.evaluation.predictions import empty_frame, keep_first_owner
 
     problems: list[str] = []
     frames: list[pd.DataFrame] = []
-    owners: dict[tuple[str, str], list[str]] = {}
-    for rep in reports:
+    for rep in keep_first_owner(reports):
         problems += [f"{rep.source}: {p}" for p in rep.problems]
         if not rep.scorable:
             problems.append(f"{rep.source}: not scored (fatal problem)")
             continue
-        frames.append(rep.frame.assign(_source=rep.source))
-        for unit in set(zip(rep.frame["model"], rep.frame["condition"], strict=True)):
-            owners.setdefault(unit, []).append(rep.source)
+        if len(rep.frame):
+            frames.append(rep.frame)
     if not frames:
         return empty_frame(), problems
     combined = pd.concat(frames, ignore_index=True)
-    clashes = {unit: srcs for unit, srcs in owners.items() if len(srcs) > 1}
-    if clashes:
-        units = pd.Series(list(zip(combined["model"], combined["condition"], strict=True)))
-        combined = combined[~units.isin(list(clashes)).to_numpy()]
-        for (model, cond), srcs in sorted(clashes.items()):
-            problems.append(f"{model} / {cond} appears in several files ({', '.join(srcs)}); excluded from all of them")
-    return combined.drop(columns=["_source", "_line"], errors="ignore").reset_index(drop=True), problems
+    return combined.drop(columns=["_line"], errors="ignore").reset_index(drop=True), problems
 
 
 def validation_table(reports: Sequence[ValidationReport]) -> pd.DataFrame:
