@@ -1,6 +1,7 @@
 # The two entry points of the README, on a fresh machine with Python 3.11:
-#   make demo   create .venv, install the package, run `rap demo` on the embedded mini instance
+#   make demo   create .venv, install the package, run `rap demo`: everything goes into ./rap-demo/
 #   make test   create .venv, install the package with its test/hf/llm extras, run the test suite
+#               (one line per test as it starts and ends, then the 10 slowest tests)
 # Both are idempotent: the virtual environment and the installs are redone only when missing or
 # when pyproject.toml changed.
 
@@ -12,14 +13,17 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_INDEX_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 PYTEST_ARGS ?=
+DEMO_DIR ?= rap-demo
 
 .PHONY: demo test install install-test clean-venv
 
 demo: $(VENV)/.installed
-	$(BIN)/rap demo
+	$(BIN)/rap demo --out $(DEMO_DIR)
 
+# -v names each test when it starts (a long real-model test is never silent); --durations=10
+# ends the run with the 10 slowest tests.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -v --durations=10 $(PYTEST_ARGS)
 
 install: $(VENV)/.installed
 
