@@ -19,8 +19,8 @@ BUILD_EPILOG = """examples:
 
   # the paper's LLM construction (names, programs, two drafts, absorption, revision, union,
   # exact-eight consolidation, batched assignment) through OpenAI-compatible endpoints:
-  rap build --spec full.json --source snapshot.jsonl --out build/full --instrument llm \
-      --base-url http://gpu1:8000/v1,http://gpu2:8000/v1 --model Qwen/Qwen3-32B \
+  rap build --spec full.json --source snapshot.jsonl --out build/full --instrument llm \\
+      --base-url http://gpu1:8000/v1,http://gpu2:8000/v1 --model Qwen/Qwen3-32B \\
       --draft-models Qwen/Qwen3-32B,meta-llama/Llama-3.3-70B-Instruct --dry-run   # estimate first
   (same command without --dry-run sends; rerunning it resumes from build/full.llm-store)
   # recipe serving the models with vLLM: examples/vllm_llm_instrument.sh
