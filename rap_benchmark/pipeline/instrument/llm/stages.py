@@ -32,10 +32,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.records import Assignment, AssignmentType, Codebook
+from rap_benchmark.core.records import Codebook
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.llm import prompts as P
+from rap_benchmark.pipeline.instrument.llm.assign import assignment_table, label_batch
 from rap_benchmark.pipeline.instrument.llm.client import LLMClient, StandInClient, run_all
 from rap_benchmark.pipeline.instrument.llm.validate import (
     FieldName,
@@ -43,12 +44,12 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
     Program,
     parse_json_reply,
     repair_consolidation,
+    to_codebook,
     validate_absorption,
     validate_codebook,
     validate_draft,
     validate_field_name,
     validate_groups,
-    validate_label_batch,
     validate_programs,
 )
 
@@ -62,7 +63,6 @@ MAX_TOKENS = {
     "revise": 4000,
     "consolidate": 4000,
 }
-ASSIGN_TOKENS_PER_PAPER = 40
 
 
 @dataclass(frozen=True)
@@ -502,8 +502,6 @@ class Pipeline:
             fi = info[r.field_id]
             try:
                 dirs, note = repair_consolidation(out.raw, allowed, r.union)
-                from rap_benchmark.pipeline.instrument.llm.validate import to_codebook
-
                 r.codebook = to_codebook(dirs, fi.field_id, fi.name, fi.definition)
                 r.notes.append(f"repaired after {out.attempts} attempts: {note}")
             except InvalidOutput as exc:
@@ -514,72 +512,20 @@ class Pipeline:
         self, codebooks: list[Codebook], members: dict[str, list[str]]
     ) -> tuple[pd.DataFrame, list[dict[str, str]]]:
         cfg = self.cfg
-        jobs = []
         batches: list[tuple[Codebook, list[str]]] = []
         for cb in codebooks:
             ids = sorted(members[cb.field_id], key=lambda p: (self._date[p], p))
-            for start in range(0, len(ids), cfg.assign_batch):
-                batches.append((cb, ids[start : start + cfg.assign_batch]))
+            batches += [(cb, ids[i : i + cfg.assign_batch]) for i in range(0, len(ids), cfg.assign_batch)]
         directions = {cb.field_id: P.codebook_lines(cb) for cb in codebooks}
-        for cb, batch in batches:
-            jobs.append(lambda cb=cb, batch=batch: self._assign_batch(cb, directions[cb.field_id], batch))
-        results = await self._all(jobs, "assign")
-        rows: list[tuple[str, str, str, str | None, str]] = []
-        invalid: list[dict[str, str]] = []
-        for (cb, batch), (good, bad) in zip(batches, results, strict=True):
-            for pid in batch:
-                a = good.get(pid)
-                if a is None:
-                    invalid.append({"field_id": cb.field_id, "arxiv_id": pid, "reason": bad[pid]})
-                    a = Assignment(pid, cb.field_id, "other", None, AssignmentType.LOW_EVIDENCE)
-                rows.append((a.arxiv_id, a.field_id, a.primary, a.secondary, a.type.value))
-        frame = pd.DataFrame(rows, columns=["arxiv_id", "field_id", "primary", "secondary", "type"])
-        return frame, invalid
 
-    async def _assign_batch(
-        self, cb: Codebook, directions: str, batch: list[str]
-    ) -> tuple[dict[str, Assignment], dict[str, str]]:
-        cfg = self.cfg
-        prompt = P.render(
-            "assign",
-            field_name=cb.name,
-            field_definition=cb.definition,
-            directions=directions,
-            papers=P.paper_lines(self._rows(batch), cfg.assign_abstract_chars),
-        )
-        messages = [{"role": "user", "content": prompt}]
-        good: dict[str, Assignment] = {}
-        bad: dict[str, str] = {}
-        todo = list(batch)
-        max_tokens = ASSIGN_TOKENS_PER_PAPER * len(batch) + 100
-        for attempt in range(1, cfg.max_attempts + 1):
-            reply = await self.client.complete("assign", cfg.model, messages, max_tokens)
-            if reply.error is not None:
-                bad.update({p: f"request refused: {reply.error}" for p in todo})
-                break
-            try:
-                ok, wrong = validate_label_batch(parse_json_reply(reply.content), todo, cb.field_id)
-            except InvalidOutput as exc:
-                ok, wrong = {}, {p: str(exc) for p in todo}
-            good.update(ok)
-            bad = {
-                p: (f"invalid after {attempt} attempts: {r}" if attempt == cfg.max_attempts else r)
-                for p, r in wrong.items()
-            }
-            todo = [p for p in todo if p in wrong]
-            if not todo:
-                break
-            reasons = "; ".join(wrong[p] for p in todo[:8])
-            messages = [
-                *messages,
-                {"role": "assistant", "content": reply.content or ""},
-                {
-                    "role": "user",
-                    "content": f"Some labels were invalid: {reasons}. Reply again with the JSON object, labelling only "
-                    f"these papers: {', '.join(todo)}.",
-                },
-            ]
-        return good, bad
+        def job(cb: Codebook, batch: list[str]) -> Callable[[], Any]:
+            papers = P.paper_lines(self._rows(batch), cfg.assign_abstract_chars)
+            return lambda: label_batch(
+                self.client, cfg.model, cfg.max_attempts, cb, directions[cb.field_id], papers, batch
+            )
+
+        results = await self._all([job(cb, batch) for cb, batch in batches], "assign")
+        return assignment_table(batches, results)
 
 
 def _merge_ids(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...]:

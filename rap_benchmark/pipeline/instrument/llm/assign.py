@@ -1,0 +1,77 @@
+"""Stage 9 of the construction: every membership labelled against its field's frozen codebook,
+several papers per request (primary, secondary, type; :func:`~.validate.validate_label_batch`).
+
+A batch whose reply labels some papers badly is asked again about those papers only (the
+follow-up quotes the reply and every reason); a paper still without a valid label after
+``max_attempts`` is kept as ``low_evidence`` (never counted) and listed with its reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from rap_benchmark.core.records import Assignment, AssignmentType, Codebook
+from rap_benchmark.pipeline.instrument.llm import prompts as P
+from rap_benchmark.pipeline.instrument.llm.validate import InvalidOutput, parse_json_reply, validate_label_batch
+
+TOKENS_PER_PAPER = 40
+ASSIGNMENT_COLUMNS = ["arxiv_id", "field_id", "primary", "secondary", "type"]
+
+
+async def label_batch(
+    client: Any, model: str, max_attempts: int, cb: Codebook, directions: str, papers: str, batch: list[str]
+) -> tuple[dict[str, Assignment], dict[str, str]]:
+    """(valid label per paper, reason per paper without one) for one batch of ``cb``'s papers."""
+    prompt = P.render(
+        "assign", field_name=cb.name, field_definition=cb.definition, directions=directions, papers=papers
+    )
+    messages = [{"role": "user", "content": prompt}]
+    good: dict[str, Assignment] = {}
+    bad: dict[str, str] = {}
+    todo = list(batch)
+    max_tokens = TOKENS_PER_PAPER * len(batch) + 100
+    for attempt in range(1, max_attempts + 1):
+        reply = await client.complete("assign", model, messages, max_tokens)
+        if reply.error is not None:
+            bad.update({p: f"request refused: {reply.error}" for p in todo})
+            break
+        try:
+            ok, wrong = validate_label_batch(parse_json_reply(reply.content), todo, cb.field_id)
+        except InvalidOutput as exc:
+            ok, wrong = {}, {p: str(exc) for p in todo}
+        good.update(ok)
+        last = attempt == max_attempts
+        bad = {p: (f"invalid after {attempt} attempts: {r}" if last else r) for p, r in wrong.items()}
+        todo = [p for p in todo if p in wrong]
+        if not todo:
+            break
+        reasons = "; ".join(wrong[p] for p in todo[:8])
+        messages = [
+            *messages,
+            {"role": "assistant", "content": reply.content or ""},
+            {
+                "role": "user",
+                "content": f"Some labels were invalid: {reasons}. Reply again with the JSON object, labelling only "
+                f"these papers: {', '.join(todo)}.",
+            },
+        ]
+    return good, bad
+
+
+def assignment_table(
+    batches: Sequence[tuple[Codebook, list[str]]], results: Sequence[tuple[dict[str, Assignment], dict[str, str]]]
+) -> tuple[pd.DataFrame, list[dict[str, str]]]:
+    """The assignments rows in batch order, and the memberships kept as ``low_evidence``."""
+    rows: list[tuple[str, str, str, str | None, str]] = []
+    invalid: list[dict[str, str]] = []
+    for (cb, batch), (good, bad) in zip(batches, results, strict=True):
+        for pid in batch:
+            a = good.get(pid)
+            if a is None:
+                invalid.append({"field_id": cb.field_id, "arxiv_id": pid, "reason": bad[pid]})
+                a = Assignment(pid, cb.field_id, "other", None, AssignmentType.LOW_EVIDENCE)
+            rows.append((a.arxiv_id, a.field_id, a.primary, a.secondary, a.type.value))
+    return pd.DataFrame(rows, columns=ASSIGNMENT_COLUMNS), invalid
