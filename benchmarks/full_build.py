@@ -17,7 +17,8 @@ Steps (each heavy step in its own process, through the stock ``rap build`` CLI):
 6. the same LLM build into a new store, SIGKILLed when half of the requests are answered (the
    server also injects timeouts now), then resumed: ``resume_lost_requests`` = answered
    requests durable in the store at the kill that the server received again after the resume;
-   ``resume_identical`` = the resumed instance's SHA256SUMS equal the uninterrupted one's.
+   ``resume_identical`` = the resumed instance's SHA256SUMS (and review file) equal the
+   uninterrupted one's.
 
 Ends with ONE JSON line. Targets (2 cores): offline build <= 30 min at <= 8 GiB;
 >= 500 requests/s; 0 lost; identical; dry-run error <= 5%.
@@ -138,11 +139,12 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", help="keep the files here (default: a temporary folder, removed)")
     p.add_argument("--server-workers", type=int, default=2)
+    p.add_argument("--skip-llm", action="store_true", help="snapshot, read and offline build only (LLM keys null)")
     args = p.parse_args()
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rap-full-build-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        result = rehearse(work, args.scale, args.seed, args.server_workers)
+        result = rehearse(work, args.scale, args.seed, args.server_workers, args.skip_llm)
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
@@ -150,7 +152,7 @@ def main() -> int:
     return 0
 
 
-def rehearse(work: Path, scale: float, seed: int, server_workers: int) -> dict[str, object]:
+def rehearse(work: Path, scale: float, seed: int, server_workers: int, skip_llm: bool = False) -> dict[str, object]:
     snap = work / f"snapshot-{scale}-{seed}.jsonl"
     if not snap.exists():
         out = _run([sys.executable, "-m", "rap_benchmark.rehearsal.snapshot", "--scale", str(scale),
@@ -165,6 +167,17 @@ def rehearse(work: Path, scale: float, seed: int, server_workers: int) -> dict[s
     offline_s, offline_rss = _timed(["build", "--spec", str(spec), "--source", str(snap), "--out",
                                      str(work / "offline"), "--quiet"])  # fmt: skip
 
+    offline = {
+        "scale": scale,
+        "snapshot_records": counts["records"],
+        "in_frame": counts["in_frame"],
+        "read_s": round(read["read_s"], 2),
+        "offline_build_s": round(offline_s, 2),
+        "offline_peak_rss_gib": round(offline_rss, 3),
+    }
+    if skip_llm:
+        keys = ("llm_requests", "llm_requests_per_s", "resume_lost_requests", "resume_identical", "dry_run_token_error")
+        return {**offline, **dict.fromkeys(keys)}
     clean = ["--workers", str(server_workers), "--error-rate", "0.01", "--malformed-rate", "0.01",
              "--invalid-rate", "0.02", "--seed", "1"]  # fmt: skip
     proc, url = _server(clean, work / "served-a.log")
@@ -205,14 +218,12 @@ def rehearse(work: Path, scale: float, seed: int, server_workers: int) -> dict[s
         resent = set(log.read_text().splitlines()[served_before:]) & durable
     finally:
         _stop(proc)
-    identical = (work / "llm-a" / "SHA256SUMS").read_bytes() == (work / "llm-b" / "SHA256SUMS").read_bytes()
+    identical = all(
+        (work / a / name).read_bytes() == (work / b / name).read_bytes()
+        for a, b, name in (("llm-a", "llm-b", "SHA256SUMS"), ("llm-a.store", "llm-b.store", "review.md"))
+    )
     return {
-        "scale": scale,
-        "snapshot_records": counts["records"],
-        "in_frame": counts["in_frame"],
-        "read_s": round(read["read_s"], 2),
-        "offline_build_s": round(offline_s, 2),
-        "offline_peak_rss_gib": round(offline_rss, 3),
+        **offline,
         "llm_requests": sent,
         "llm_requests_per_s": round(sent / summary["wall_s"], 1),
         "llm_client_cpu_ms_per_request": round(1000 * summary["client_cpu_s"] / sent, 3),
