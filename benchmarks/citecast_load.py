@@ -20,8 +20,10 @@ Measured in the same run, on the same instance:
 
 ``efficiency = throughput_rps / in_process_capacity_rps`` (what HTTP and sessions cost on top of
 the work itself) and ``speedup_vs_single_process = new / legacy throughput``. The load generator
-is a minimal keep-alive HTTP/1.1 client on asyncio (uvloop when installed), so that on a small
-machine it takes as little CPU from the server as possible; it still shares the machine's cores.
+is a minimal keep-alive HTTP/1.1 client (an asyncio protocol on httptools' response parser, orjson,
+uvloop), so that on a small machine it takes as little CPU from the server as possible; it still
+shares the machine's cores. Each run also reports the CPU milliseconds per request of the server
+processes and of the load generator, which a busy shared machine does not distort.
 
     python benchmarks/citecast_load.py --sessions 64
     python benchmarks/citecast_load.py --sessions 256 --instance build/citecast
@@ -44,7 +46,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import httptools
 import numpy as np
+import orjson
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -56,33 +60,57 @@ CALL_KINDS = ("start", "web_search", "web_fetch", "submit", "submit_again", "sta
 
 
 # -- a minimal HTTP/1.1 keep-alive client ----------------------------------------------------------
+class _ClientProtocol(asyncio.Protocol):
+    """One connection, one request at a time; responses parsed by httptools (C), bodies by orjson."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.waiter: asyncio.Future | None = None
+        self.body: list[bytes] = []
+
+    def connection_made(self, transport) -> None:  # noqa: ANN001
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed_data(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.transport = None
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_exception(ConnectionError("the server closed the connection"))
+
+    def on_message_begin(self) -> None:
+        self.body = []
+
+    def on_body(self, chunk: bytes) -> None:
+        self.body.append(chunk)
+
+    def on_message_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if status != 100 and self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result((status, b"".join(self.body)))
+
+
 class Connection:
     def __init__(self, host: str, port: int) -> None:
         self.host, self.port = host, port
-        self.reader: asyncio.StreamReader | None = None
-        self.writer: asyncio.StreamWriter | None = None
+        self.proto: _ClientProtocol | None = None
 
     async def request(self, method: str, path: str, body: object | None = None) -> tuple[int, object]:
-        if self.writer is None:
-            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
-        data = b"" if body is None else json.dumps(body).encode()
-        head = f"{method} {path} HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: {len(data)}\r\n\r\n"
-        self.writer.write(head.encode() + data)
-        assert self.reader is not None
-        raw = await self.reader.readuntil(b"\r\n\r\n")
-        lines = raw.split(b"\r\n")
-        status = int(lines[0].split(b" ", 2)[1])
-        length = 0
-        for line in lines[1:]:
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        payload = await self.reader.readexactly(length)
-        return status, json.loads(payload) if payload else None
+        loop = asyncio.get_running_loop()
+        if self.proto is None or self.proto.transport is None:
+            _, self.proto = await loop.create_connection(_ClientProtocol, self.host, self.port)
+        data = b"" if body is None else orjson.dumps(body)
+        head = b"%s %s HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
+        self.proto.waiter = loop.create_future()
+        self.proto.transport.write(head % (method.encode(), path.encode(), len(data)) + data)
+        status, payload = await self.proto.waiter
+        return status, orjson.loads(payload) if payload else None
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
+        if self.proto is not None and self.proto.transport is not None:
+            self.proto.transport.close()
 
 
 async def one_session(conn: Connection, i: int, task_id: str, title: str, lat: dict[str, list[float]]) -> dict:
@@ -141,7 +169,7 @@ async def drive(port: int, jobs: list[tuple[int, str, str]], slots: int, timeout
                 i, tid, title = queue.get_nowait()
                 try:
                     results.append(await one_session(conn, i, tid, title, lat))
-                except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
+                except (OSError, ValueError, httptools.HttpParserError) as exc:
                     results.append({"i": i, "ok": False, "why": repr(exc)})
                     conn.close()
                     conn = Connection("127.0.0.1", port)
@@ -175,7 +203,8 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout_s: float = 120.0) ->
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"server exited with {proc.returncode}")
+            err = proc.stderr.read() if proc.stderr else ""
+            raise RuntimeError(f"server exited with {proc.returncode}: {err[-2000:]}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
                 return
@@ -328,6 +357,10 @@ def measure(
     return out
 
 
+def _median(runs: list[dict], key: str) -> float:
+    return round(float(np.median([r[key] for r in runs])), 3)
+
+
 def best(runs: list[dict]) -> dict:
     """The run with the highest throughput (on a shared machine, the one that got the cores),
     with lost and mixed summed over every run."""
@@ -341,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--instance", type=Path, default=None, help="built instance (default: build the embedded one)")
     ap.add_argument("--sessions", type=int, default=64, help="concurrent session slots")
-    ap.add_argument("--rounds", type=int, default=3, help="sessions each slot runs back to back")
+    ap.add_argument("--rounds", type=int, default=8, help="sessions each slot runs back to back")
     ap.add_argument("--workers", type=int, default=None, help="new layout's worker processes (default: CPUs)")
     ap.add_argument("--repeats", type=int, default=3, help="interleaved runs of each layout; the best counts")
     ap.add_argument("--timeout-s", type=float, default=900.0, help="bound on each load run")
@@ -369,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         runs: dict[str, list] = {"legacy": [], "new": [], "in_process": []}
+        cpu_ms_runs: list[float] = []
         for k in range(max(1, args.repeats)):  # interleaved, so that both see the same machine
             for layout, n_workers, store in (("legacy", 1, tmp / "unused"), ("new", workers, tmp / f"s{k}.sqlite3")):
                 run = measure(layout, args.instance, tasks, jobs, slots, n_workers, store, args.timeout_s)
@@ -376,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps({"run": k, **run}), file=sys.stderr)
             capacity, cpu_ms = in_process_capacity(args.instance, tmp / f"inprocess{k}.sqlite3", jobs, cpus)
             runs["in_process"].append(capacity)
+            cpu_ms_runs.append(cpu_ms)
             print(
                 json.dumps({"run": k, "layout": "in_process", "processes": cpus, "throughput_rps": round(capacity, 1),
                             "cpu_ms_per_request": round(cpu_ms, 3)}),
@@ -403,6 +438,12 @@ def main(argv: list[str] | None = None) -> int:
         "search_p50_ms": new["search_p50_ms"],
         "search_p99_ms": new["search_p99_ms"],
         "speedup_vs_single_process": round(new["throughput_rps"] / legacy["throughput_rps"], 2),
+        # CPU per request (medians over the runs): what a busy shared machine does not distort
+        "server_cpu_ms_per_request": _median(runs["new"], "server_cpu_ms_per_request"),
+        "legacy_server_cpu_ms_per_request": _median(runs["legacy"], "server_cpu_ms_per_request"),
+        "in_process_cpu_ms_per_request": round(float(np.median(cpu_ms_runs)), 3),
+        "loadgen_cpu_ms_per_request": _median(runs["new"], "loadgen_cpu_ms_per_request"),
+        "load_average": round(os.getloadavg()[0], 2),
     }
     print(json.dumps(summary))
     return 0 if new["lost"] == 0 and new["mixed"] == 0 else 1

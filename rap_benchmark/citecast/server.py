@@ -16,10 +16,11 @@ exists, 413 body above ``max_body_bytes`` (not read), 422 invalid JSON, tool nam
 but ``/health`` requires one (evaluation mode always has keys).
 
 Every call goes to :class:`~rap_benchmark.citecast.env.CiteCastEnv` (cutoff applied there; it is
-not a request parameter). The app is plain ASGI rather than a framework: a request costs a route
-match, ``json.loads`` of a small body and one ``orjson`` encoding, so a worker spends its time on
-the search itself. Handlers run on the event loop (a search is well under a millisecond); one
-server scales out by worker processes (:mod:`rap_benchmark.citecast.serving`).
+not a request parameter). No framework: a request costs a route match, ``json.loads`` of a small
+body and one ``orjson`` encoding, so a worker spends its time on the search itself. The same
+routes serve as an ASGI app (tests, uvicorn) and over the workers' plain HTTP/1.1 protocol
+(:mod:`rap_benchmark.citecast.httpserver`); one server scales out by worker processes
+(:mod:`rap_benchmark.citecast.serving`).
 """
 
 from __future__ import annotations
@@ -52,7 +53,10 @@ def _response(status: int, payload: Any) -> tuple[int, bytes]:
 
 
 class CiteCastApp:
-    """The ASGI application. ``api_keys`` maps secret -> key name (empty: no key required)."""
+    """The routes. :meth:`respond` maps one request to ``(status, JSON bytes)`` and is all a
+    transport needs: ASGI (``__call__``, for uvicorn or Starlette's TestClient) or the plain
+    HTTP/1.1 protocol the workers run (:mod:`rap_benchmark.citecast.httpserver`).
+    ``api_keys`` maps secret -> key name (empty: no key required)."""
 
     def __init__(
         self, env: CiteCastEnv, api_keys: Mapping[str, str] | None = None, *, max_body_bytes: int = MAX_BODY_BYTES
@@ -62,6 +66,74 @@ class CiteCastApp:
         self.max_body_bytes = max_body_bytes
         self._tools = orjson.dumps(tool_schemas())
 
+    # -- the transport-independent part ----------------------------------------------------------
+    def respond(
+        self, method: str, path: str, query: bytes, authorization: bytes | None, body: bytes
+    ) -> tuple[int, bytes]:
+        """One request (its body already read, within ``max_body_bytes``) -> status and JSON bytes."""
+        try:
+            return self._route(method, path, query, authorization, body)
+        except (EnvError, ToolArgumentError) as exc:
+            return error_response(exc)
+
+    def too_large(self, size: int | None) -> tuple[int, bytes]:
+        """The 413 answer to a body above the limit (``size`` when the request announced it)."""
+        what = f"request body of {size:,} bytes" if size is not None else "request body"
+        return error_response(PayloadTooLarge(f"{what} above the limit of {self.max_body_bytes:,} bytes"))
+
+    def _key(self, authorization: bytes | None) -> str:
+        if not self.api_keys:
+            return ""
+        if authorization is not None:
+            scheme, _, secret = authorization.decode("latin-1").partition(" ")
+            key = self.api_keys.get(secret.strip()) if scheme.lower() == "bearer" else None
+            if key is not None:
+                return key
+        raise Unauthorized("a valid API key is required: send the header 'Authorization: Bearer <key>'")
+
+    @staticmethod
+    def _json(raw: bytes) -> Any:
+        if not raw.strip():
+            return {}
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # also integers above Python's digit limit
+            raise HttpError(422, f"the body is not valid JSON: {str(exc)[:200]}") from None
+
+    def _route(
+        self, method: str, path: str, query: bytes, authorization: bytes | None, body: bytes
+    ) -> tuple[int, bytes]:
+        env = self.env
+        parts = path.strip("/").split("/")
+        if parts == ["health"] and method == "GET":
+            mode = env.mode.value if env.mode else "in-process"
+            return _response(200, {"ok": True, "mode": mode, "n_tasks": len(env.task_ids()), "pid": os.getpid()})
+        key = self._key(authorization)
+        n = len(parts)
+        if n == 4 and parts[0] == "sessions" and parts[2] == "tools":
+            _method(method, "POST")
+            return _response(200, env.call(parts[1], parts[3], self._json(body), key).to_dict())
+        if n == 3 and parts[0] == "tasks" and parts[2] == "start":
+            _method(method, "POST")
+            return _response(200, env.start(parts[1], key).to_dict())
+        if n == 2 and parts[0] == "sessions":
+            if method == "GET":
+                return _response(200, env.state(parts[1], key))
+            _method(method, "DELETE")
+            env.close(parts[1], key)
+            return _response(200, {"closed": parts[1]})
+        if parts == ["tasks"]:
+            _method(method, "GET")
+            split = _query_param(query, "split")
+            if split not in (None, "train", "test"):
+                raise HttpError(422, f"split must be train or test, got {split[:32]!r}")
+            return _response(200, {"tasks": [{"task_id": t} for t in env.task_ids(split)]})
+        if parts == ["tools"]:
+            _method(method, "GET")
+            return 200, self._tools
+        raise HttpError(404, f"no route {method} {path[:100]!r}")
+
+    # -- ASGI ----------------------------------------------------------------------------------------
     async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - the ASGI signature
         if scope["type"] == "lifespan":
             while True:
@@ -73,99 +145,53 @@ class CiteCastApp:
                     return
         if scope["type"] != "http":
             return
-        try:
-            status, body = await self._handle(scope, receive)
-        except (EnvError, ToolArgumentError) as exc:
-            status = exc.status if isinstance(exc, EnvError) else 422
-            name = "ToolArgumentError" if isinstance(exc, ToolArgumentError) else type(exc).__name__
-            status, body = _response(status, {"detail": str(exc), "error": name})
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [*_JSON, (b"content-length", str(len(body)).encode())],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        headers = dict(scope["headers"])
+        body = await self._asgi_body(headers, receive)
+        if body is None:
+            length = headers.get(b"content-length", b"")
+            status, payload = self.too_large(int(length) if length.isdigit() else None)
+        else:
+            status, payload = self.respond(
+                scope["method"], scope["path"], scope.get("query_string", b""), headers.get(b"authorization"), body
+            )
+        response_headers = [*_JSON, (b"content-length", str(len(payload)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": response_headers})
+        await send({"type": "http.response.body", "body": payload})
 
-    def _key(self, scope) -> str:  # noqa: ANN001
-        if not self.api_keys:
-            return ""
-        for name, value in scope["headers"]:
-            if name == b"authorization":
-                scheme, _, secret = value.decode("latin-1").partition(" ")
-                key = self.api_keys.get(secret.strip()) if scheme.lower() == "bearer" else None
-                if key is not None:
-                    return key
-                break
-        raise Unauthorized("a valid API key is required: send the header 'Authorization: Bearer <key>'")
-
-    async def _body(self, scope, receive) -> Any:  # noqa: ANN001
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_body_bytes:
-                raise PayloadTooLarge(f"request body of {int(value):,} bytes; at most {self.max_body_bytes:,}")
+    async def _asgi_body(self, headers: dict[bytes, bytes], receive) -> bytes | None:  # noqa: ANN001
+        """The request body, or None when it is above the limit (then not read further)."""
+        length = headers.get(b"content-length", b"")
+        if length.isdigit() and int(length) > self.max_body_bytes:
+            return None
         chunks, size, more = [], 0, True
         while more:
             message = await receive()
             if message["type"] == "http.disconnect":
-                raise HttpError(400, "client disconnected")
+                return b""
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_body_bytes:
-                raise PayloadTooLarge(f"request body above {self.max_body_bytes:,} bytes")
+                return None
             chunks.append(chunk)
             more = message.get("more_body", False)
-        raw = b"".join(chunks)
-        if not raw.strip():
-            return {}
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError) as exc:  # also integers above Python's digit limit
-            raise HttpError(422, f"the body is not valid JSON: {str(exc)[:200]}") from None
-
-    async def _handle(self, scope, receive) -> tuple[int, bytes]:  # noqa: ANN001
-        env = self.env
-        method = scope["method"]
-        parts = scope["path"].strip("/").split("/")
-        if parts == ["health"] and method == "GET":
-            mode = env.mode.value if env.mode else "in-process"
-            return _response(200, {"ok": True, "mode": mode, "n_tasks": len(env.task_ids()), "pid": os.getpid()})
-        key = self._key(scope)
-        n = len(parts)
-        if n == 4 and parts[0] == "sessions" and parts[2] == "tools":
-            self._method(method, "POST")
-            arguments = await self._body(scope, receive)
-            return _response(200, env.call(parts[1], parts[3], arguments, key).to_dict())
-        if n == 3 and parts[0] == "tasks" and parts[2] == "start":
-            self._method(method, "POST")
-            return _response(200, env.start(parts[1], key).to_dict())
-        if n == 2 and parts[0] == "sessions":
-            if method == "GET":
-                return _response(200, env.state(parts[1], key))
-            self._method(method, "DELETE")
-            env.close(parts[1], key)
-            return _response(200, {"closed": parts[1]})
-        if parts == ["tasks"]:
-            self._method(method, "GET")
-            split = _query_param(scope, "split")
-            if split not in (None, "train", "test"):
-                raise HttpError(422, f"split must be train or test, got {split[:32]!r}")
-            return _response(200, {"tasks": [{"task_id": t} for t in env.task_ids(split)]})
-        if parts == ["tools"]:
-            self._method(method, "GET")
-            return 200, self._tools
-        raise HttpError(404, f"no route {method} {scope['path'][:100]!r}")
-
-    @staticmethod
-    def _method(method: str, allowed: str) -> None:
-        if method != allowed:
-            raise HttpError(405, f"method {method} not allowed here (use {allowed})")
+        return b"".join(chunks)
 
 
-def _query_param(scope, name: str) -> str | None:  # noqa: ANN001
+def error_response(exc: Exception) -> tuple[int, bytes]:
+    status = exc.status if isinstance(exc, EnvError) else 422
+    name = "ToolArgumentError" if isinstance(exc, ToolArgumentError) else type(exc).__name__
+    return _response(status, {"detail": str(exc), "error": name})
+
+
+def _method(method: str, allowed: str) -> None:
+    if method != allowed:
+        raise HttpError(405, f"method {method[:16]} not allowed here (use {allowed})")
+
+
+def _query_param(query: bytes, name: str) -> str | None:
     from urllib.parse import parse_qs
 
-    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(name)
+    values = parse_qs(query.decode("latin-1")).get(name)
     return values[0] if values else None
 
 

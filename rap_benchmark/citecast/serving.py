@@ -2,7 +2,8 @@
 
 The supervisor verifies the instance, opens (building once if needed) the memory-mapped search
 index, creates the session store's schema, compiles the search kernels with one warm-up query,
-binds the socket, then forks ``workers`` processes that each run uvicorn on that socket. The
+binds the socket, then forks ``workers`` processes that each serve that socket
+(:mod:`rap_benchmark.citecast.httpserver`). The
 workers inherit the mapped index (one copy in the page cache for all of them) and each opens its
 own connection to the one session store (SQLite file in WAL mode, or Redis), so every worker
 serves every session. A worker that dies is replaced; since no session lives in a worker, no
@@ -96,34 +97,12 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def _run_worker(factory: Callable[[], CiteCastEnv], api_keys: Mapping[str, str] | None, sock: socket.socket) -> None:
-    import uvicorn
-
+    from rap_benchmark.citecast.httpserver import run
     from rap_benchmark.citecast.server import create_app
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    app = create_app(factory(), api_keys)
-    loop = "uvloop" if _has("uvloop") else "asyncio"
-    http = "httptools" if _has("httptools") else "h11"
-    config = uvicorn.Config(
-        app,
-        loop=loop,
-        http=http,
-        lifespan="off",
-        access_log=False,
-        log_level="warning",
-        backlog=4096,
-        proxy_headers=False,  # no per-request proxy middleware
-        server_header=False,
-        date_header=False,
-    )
-    uvicorn.Server(config).run(sockets=[sock])
-
-
-def _has(module: str) -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec(module) is not None
+    run(create_app(factory(), api_keys), sock)
 
 
 def serve(cfg: ServeConfig, *, ready: Callable[[socket.socket], None] | None = None) -> int:

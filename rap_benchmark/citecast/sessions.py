@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from rap_benchmark.core.errors import InputError
 
@@ -145,8 +145,36 @@ class SqliteStore:
                 conn.execute("PRAGMA journal_mode = WAL")
                 conn.execute("PRAGMA synchronous = NORMAL")
             conn.executescript(_SCHEMA)
+            conn.execute("PRAGMA busy_timeout = 0")  # lock waits are retried by _run, in microseconds
             self._conn, self._pid = conn, os.getpid()
         return self._conn
+
+    def _run(self, sql: str, params: tuple = (), fetch: str = "") -> Any:
+        """Run one autocommitted statement; ``fetch`` "one"/"all" returns rows, else the row count.
+
+        When another process holds the write lock the statement is retried after 0, 50, 100, ...
+        microseconds (at most 2 ms apart, 30 s in all). SQLite's own busy handler would sleep at
+        least a whole millisecond per collision, which with several workers writing a few
+        thousand times a second left the CPUs idle. A statement that failed on the lock changed
+        nothing, so retrying it is safe."""
+        delay, deadline = 0.0, None
+        while True:
+            try:
+                cur = self._db().execute(sql, params)
+                if fetch == "one":
+                    return cur.fetchone()
+                if fetch == "all":
+                    return cur.fetchall()
+                return cur.rowcount
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                now = time.monotonic()
+                deadline = deadline or now + 30.0
+                if now > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(0.002, max(5e-5, delay * 2))
 
     def _stale(self) -> float:
         return self.clock() - self.ttl_s
@@ -154,7 +182,7 @@ class SqliteStore:
     def create(self, session_id: str, task_id: str, key: str, *, scored: bool) -> bool:
         with self._lock:
             try:
-                self._db().execute(
+                self._run(
                     "INSERT INTO sessions (sid, task_id, key, scored, touched) VALUES (?, ?, ?, ?, ?)",
                     (session_id, task_id, key, int(scored), self.clock()),
                 )
@@ -162,40 +190,36 @@ class SqliteStore:
                 return False
         return True
 
-    def _why(self, db: sqlite3.Connection, session_id: str, key: str) -> Outcome:
-        row = db.execute(f"SELECT done FROM sessions WHERE {_LIVE}", (session_id, key, self._stale())).fetchone()
+    def _why(self, session_id: str, key: str) -> Outcome:
+        row = self._run(f"SELECT done FROM sessions WHERE {_LIVE}", (session_id, key, self._stale()), "one")
         return Outcome.UNKNOWN if row is None else Outcome.DONE if row[0] else Outcome.LIMIT
 
     def reserve_call(self, session_id: str, key: str, max_calls: int) -> Outcome:
         now = self.clock()
         with self._lock:
-            db = self._db()
-            cur = db.execute(
+            n = self._run(
                 f"UPDATE sessions SET n_calls = n_calls + 1, touched = ? WHERE {_LIVE} AND done = 0 AND n_calls < ?",
                 (now, session_id, key, now - self.ttl_s, max_calls),
             )
-            return Outcome.OK if cur.rowcount == 1 else self._why(db, session_id, key)
+            return Outcome.OK if n == 1 else self._why(session_id, key)
 
     def submit(self, session_id: str, key: str, prediction: int, justification: str) -> tuple[Outcome, str | None]:
         now = self.clock()
         with self._lock:
-            db = self._db()
-            row = db.execute(
+            row = self._run(
                 "UPDATE sessions SET done = 1, prediction = ?, justification = ?, touched = ?"
                 f" WHERE {_LIVE} AND done = 0 RETURNING task_id",
                 (prediction, justification, now, session_id, key, now - self.ttl_s),
-            ).fetchone()
-            return (Outcome.OK, row[0]) if row is not None else (self._why(db, session_id, key), None)
+                "one",
+            )
+            return (Outcome.OK, row[0]) if row is not None else (self._why(session_id, key), None)
 
     def get(self, session_id: str, key: str) -> SessionState | None:
         with self._lock:
-            row = (
-                self._db()
-                .execute(
-                    f"SELECT task_id, scored, n_calls, done, prediction FROM sessions WHERE {_LIVE}",
-                    (session_id, key, self._stale()),
-                )
-                .fetchone()
+            row = self._run(
+                f"SELECT task_id, scored, n_calls, done, prediction FROM sessions WHERE {_LIVE}",
+                (session_id, key, self._stale()),
+                "one",
             )
         if row is None:
             return None
@@ -204,28 +228,23 @@ class SqliteStore:
 
     def delete(self, session_id: str, key: str) -> bool:
         with self._lock:
-            cur = self._db().execute(f"DELETE FROM sessions WHERE {_LIVE}", (session_id, key, self._stale()))
-            return cur.rowcount == 1
+            return self._run(f"DELETE FROM sessions WHERE {_LIVE}", (session_id, key, self._stale())) == 1
 
     def expire(self) -> int:
         with self._lock:
-            return self._db().execute("DELETE FROM sessions WHERE touched < ?", (self._stale(),)).rowcount
+            return self._run("DELETE FROM sessions WHERE touched < ?", (self._stale(),))
 
     def count(self) -> int:
         with self._lock:
-            return (
-                self._db().execute("SELECT count(*) FROM sessions WHERE touched >= ?", (self._stale(),)).fetchone()[0]
-            )
+            return self._run("SELECT count(*) FROM sessions WHERE touched >= ?", (self._stale(),), "one")[0]
 
     def results(self) -> list[ScoredResult]:
         with self._lock:
-            rows = (
-                self._db()
-                .execute(
-                    "SELECT key, task_id, sid, started, prediction, justification, submitted FROM scored"
-                    " ORDER BY key, task_id"
-                )
-                .fetchall()
+            rows = self._run(
+                "SELECT key, task_id, sid, started, prediction, justification, submitted FROM scored"
+                " ORDER BY key, task_id",
+                (),
+                "all",
             )
         return [ScoredResult(*r) for r in rows]
 
