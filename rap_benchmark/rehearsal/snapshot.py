@@ -112,6 +112,11 @@ def _wrap(text: str, words_per_line: int = 11) -> str:
     return "\n  ".join(" ".join(words[i : i + words_per_line]) for i in range(0, len(words), words_per_line))
 
 
+def _pick(rng: np.random.Generator, pool: np.ndarray, k: int) -> np.ndarray:
+    """``k`` draws with replacement (``rng.choice`` without its per-call shape checks)."""
+    return pool[rng.integers(0, len(pool), k)]
+
+
 def _created(day: dt.date, secs: int) -> str:
     return (
         f"{_DAYS[day.weekday()]}, {day.day} {_MONTHS[day.month - 1]} {day.year} "
@@ -138,18 +143,18 @@ class _Writer:
             if second is None
             else np.concatenate([fw, dw, self.words[t.field_terms[second]]])
         )
-        title_words = [*rng.choice(dw, 2), *rng.choice(fw, 2), *rng.choice(self.generic, int(rng.integers(2, 6)))]
+        title_words = [*_pick(rng, dw, 2), *_pick(rng, fw, 2), *_pick(rng, self.generic, int(rng.integers(2, 6)))]
         title = " ".join(title_words).capitalize()
         k = int(n_abs * 0.45)
-        body = np.concatenate([rng.choice(pool, k), rng.choice(self.generic, n_abs - k)])
+        body = np.concatenate([_pick(rng, pool, k), _pick(rng, self.generic, n_abs - k)])
         rng.shuffle(body)
         sentences = [" ".join(body[i : i + 15]).capitalize() + "." for i in range(0, len(body), 15)]
         return title, " ".join(sentences)
 
     def other_text(self, n_abs: int) -> tuple[str, str]:
         rng = self.rng
-        title = " ".join(rng.choice(self.physics, int(rng.integers(5, 11)))).capitalize()
-        body = rng.choice(self.physics, n_abs)
+        title = " ".join(_pick(rng, self.physics, int(rng.integers(5, 11)))).capitalize()
+        body = _pick(rng, self.physics, n_abs)
         return title, " ".join(" ".join(body[i : i + 14]).capitalize() + "." for i in range(0, n_abs, 14))
 
 
@@ -234,7 +239,7 @@ def generate(scale: float = 1.0, seed: int = 0, n_fields: int | None = None) -> 
         y, m = 1992 + k // 12, 1 + k % 12
         counters: dict[str, int] = {}
         for _ in range(int(n)):
-            arch = str(rng.choice(LEGACY_ARCHIVES))
+            arch = LEGACY_ARCHIVES[int(rng.integers(len(LEGACY_ARCHIVES)))]
             counters[arch] = counters.get(arch, 0) + 1
             day = dt.date(y, m, int(rng.integers(1, 29)))
             title, abstract = w.other_text(int(rng.integers(60, 140)))
@@ -258,19 +263,20 @@ def generate(scale: float = 1.0, seed: int = 0, n_fields: int | None = None) -> 
         is_ml = np.zeros(total, dtype=bool)
         is_ml[rng.choice(total, size=n_ml, replace=False)] = True
         fields = rng.choice(n_fields, size=total, p=topics.popularity)
+        seconds = rng.choice(n_fields, size=total, p=topics.popularity)
         digits = 4 if y < 2015 else 5
         for i in range(total):
             day = dt.date(y, m, int(rng.integers(1, 29)))
             if is_ml[i]:
                 f = int(fields[i])
-                second = int(rng.choice(n_fields, p=topics.popularity)) if rng.random() < 0.15 else None
+                second = int(seconds[i]) if rng.random() < 0.15 else None
                 title, abstract = w.ml_text(f, int(rng.integers(0, 8)), second, int(rng.integers(110, 200)))
                 cats = [ML_CATS[f % 4]]
                 if rng.random() < 0.45:
-                    cats.append(str(rng.choice(ML_CATS + ML_CROSS)))
+                    cats.append((ML_CATS + ML_CROSS)[int(rng.integers(len(ML_CATS) + len(ML_CROSS)))])
             else:
                 title, abstract = w.other_text(int(rng.integers(80, 180)))
-                cats = [str(rng.choice(OTHER_CATS))]
+                cats = [OTHER_CATS[int(rng.integers(len(OTHER_CATS)))]]
             yield (
                 _record(
                     f"{y % 100:02d}{m:02d}.{i + 1:0{digits}d}",
