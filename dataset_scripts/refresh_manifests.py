@@ -14,16 +14,15 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import rap_benchmark as rap
 from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE
-from rap_benchmark.core.spec import arxiv_sample_spec, mini_spec
-from rap_benchmark.pipeline.build import build_instance
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 
 
-def refresh(name: str, spec, source: Path | None) -> None:
+def refresh(name: str, source: Path | None) -> None:
     with tempfile.TemporaryDirectory(prefix=f"rap-{name}-") as tmp:
-        out = build_instance(spec, Path(tmp) / name, source=source, progress=True)
+        out = rap.build(name, Path(tmp) / name, source=source, progress=True)
         dest = MANIFESTS / name
         dest.mkdir(parents=True, exist_ok=True)
         for fname in (SUMS_FILE, LEDGER_FILE):
@@ -35,9 +34,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arxiv-sample", type=Path, help="also refresh arxiv-sample from this parquet folder")
     args = parser.parse_args()
-    refresh("mini", mini_spec(), None)
+    refresh("mini", None)
     if args.arxiv_sample:
-        refresh("arxiv-sample", arxiv_sample_spec(), args.arxiv_sample)
+        refresh("arxiv-sample", args.arxiv_sample)
 
 
 if __name__ == "__main__":

@@ -1,49 +1,46 @@
 """rap_benchmark: RAP (Research Attention Prediction) and CiteCast.
 
-The public API is named here; everything else is private to its module.
+The public API is eight verbs and the few types they take and return (each verb's docstring
+has a worked example)::
+
+    build     build an instance folder from a spec (and an arXiv metadata source)
+    load      load a built instance, hashes and schemas checked
+    verify    check an instance folder against its SHA256SUMS
+    search    one Search call, exactly as an agent makes it
+    run       run an agent (a backend or a reference agent) over the episodes, resumably
+    validate  check a prediction file against an instance, naming every problem
+    score     validate and score prediction files into a leaderboard
+    export    write the instance as Hugging Face dataset repos
+
+Everything else is private to its subpackage (``core``, ``pipeline``, ``search``, ``agents``,
+``evaluation``, ``hub``, ``integrations``, ``citecast``, ``cli``).
 """
 
-from rap_benchmark.core.artifacts import Instance, load_instance, verify
-from rap_benchmark.core.records import (
-    DIRECTION_KEYS,
-    Assignment,
-    AssignmentType,
-    Block,
-    Codebook,
-    Condition,
-    Direction,
-    Episode,
-    Policy,
-    Regime,
-    SearchCall,
-    SearchHit,
-    SearchObservation,
-    Split,
-    episode_id,
-)
-from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec, spec_for
+from rap_benchmark.api import ScoreResult, build, export, load, run, score, search, validate, verify
+from rap_benchmark.core.artifacts import Instance, PublicInstance
+from rap_benchmark.core.errors import UserError
+from rap_benchmark.core.records import Condition, Policy, Regime, Split, Task
+from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec
 
 __all__ = [
     "BENCHMARK_VERSION",
-    "DIRECTION_KEYS",
-    "Assignment",
-    "AssignmentType",
     "BenchmarkSpec",
-    "Block",
-    "Codebook",
     "Condition",
-    "Direction",
-    "Episode",
     "Instance",
     "Policy",
+    "PublicInstance",
     "Regime",
-    "SearchCall",
-    "SearchHit",
-    "SearchObservation",
+    "ScoreResult",
     "Split",
-    "episode_id",
-    "load_instance",
-    "spec_for",
+    "Task",
+    "UserError",
+    "build",
+    "export",
+    "load",
+    "run",
+    "score",
+    "search",
+    "validate",
     "verify",
 ]
 __version__ = "1.0.0"

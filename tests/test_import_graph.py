@@ -94,3 +94,17 @@ def test_a_cycle_would_be_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     (pkg / "sub" / "b.py").write_text("from . import a\nx = 1\n")
     monkeypatch.setattr(f"{__name__}.PACKAGE", pkg)
     assert list(nx.simple_cycles(import_graph())) != []
+
+
+def test_scoring_helpers_stay_private() -> None:
+    """Outside ``evaluation/scoring`` code imports the package's named API, never its modules
+    (its ``__init__`` once re-exported 52 helpers; now it names what outside callers use)."""
+    inside = PACKAGE / "evaluation" / "scoring"
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if inside in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rap_benchmark.evaluation.scoring."):
+                offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.module}")
+    assert not offenders, "\n".join(offenders)

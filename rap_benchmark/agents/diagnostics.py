@@ -217,7 +217,7 @@ def _truth(inst: Instance, policy: Policy) -> dict[tuple[str, str], tuple[Any, A
 
 
 def _rho(a: np.ndarray, b: Any) -> float:
-    from rap_benchmark.evaluation.scoring.metrics import spearman
+    from rap_benchmark.evaluation.scoring import spearman
 
     if b is None or np.isnan(a).any():
         return float("nan")
@@ -275,7 +275,7 @@ def trace_audit(
         "mismatches": report.summary() if not report.ok else "",
     }
     if not table.empty:
-        from rap_benchmark.evaluation.scoring.aggregate import field_macro
+        from rap_benchmark.evaluation.scoring import field_macro
 
         by = {}
         for (model, cond), g in table.groupby(["model", "condition"]):
@@ -357,8 +357,7 @@ def trace_stats(
 
 def agreement(native: pd.DataFrame, other: pd.DataFrame) -> float:
     """Field-macro Spearman between two prediction frames on their shared valid cells."""
-    from rap_benchmark.evaluation.scoring.aggregate import field_macro
-    from rap_benchmark.evaluation.scoring.metrics import spearman
+    from rap_benchmark.evaluation.scoring import field_macro, spearman
 
     cols = list(DIRECTION_KEYS)
     m = native.merge(other, on=["field_id", "origin"], suffixes=("_a", "_b"))

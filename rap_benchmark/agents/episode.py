@@ -45,7 +45,7 @@ from rap_benchmark.core.records import InvalidReason
 
 
 def _rap_answer(text: str) -> AnswerCheck:
-    from rap_benchmark.evaluation.scoring.parse import parse_answer
+    from rap_benchmark.evaluation.scoring import parse_answer
 
     parsed = parse_answer(text)
     return AnswerCheck(True, list(parsed.weights or ())) if parsed.valid else AnswerCheck(False, None, parsed.reason)

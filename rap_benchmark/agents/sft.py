@@ -131,7 +131,7 @@ class GateResult:
 def _scores(
     inst: Instance, store: RunStore, conditions: set[Condition], policy: Policy
 ) -> dict[tuple[str, str, str], float]:
-    from rap_benchmark.evaluation.scoring.metrics import spearman
+    from rap_benchmark.evaluation.scoring import spearman
 
     eps = inst.episodes[inst.episodes["policy"] == parse_enum(Policy, policy).value]
     y_of = {(str(r.field_id), parse_date(r.origin).isoformat()): r.y for r in eps.itertuples(index=False)}
@@ -160,7 +160,7 @@ def sft_gate(
     policy: Policy = Policy.CANONICAL,
 ) -> GateResult:
     """The validation gate on the cells both runs share (paired, differenced before aggregation)."""
-    from rap_benchmark.evaluation.scoring.aggregate import field_macro
+    from rap_benchmark.evaluation.scoring import field_macro
 
     conds = {Condition(c) for c in conditions}
     cand = _scores(inst, candidate, conds, policy)

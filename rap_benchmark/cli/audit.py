@@ -40,7 +40,7 @@ def _parallel(args: argparse.Namespace) -> int:
             name, "overall out of sample"
         )
         print(f"  {label:32s} {_fmt(summary[name])}")
-    from rap_benchmark.evaluation.scoring.reliability import reliability
+    from rap_benchmark.evaluation.scoring import reliability
 
     rel = reliability(inst, progress=False)
     per_origin = rel.episodes.groupby("origin", sort=True)["r_full"].mean()

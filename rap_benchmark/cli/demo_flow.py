@@ -129,7 +129,7 @@ def step_info(ctx: DemoContext) -> str:
 
 def step_episodes(ctx: DemoContext) -> str:
     from rap_benchmark.core.records import DIRECTION_KEYS, Policy
-    from rap_benchmark.evaluation.scoring.metrics import rank_correlation
+    from rap_benchmark.evaluation.scoring import rank_correlation
 
     inst = ctx.require_instance()
     ep = inst.episodes.loc[inst.episodes["policy"] == Policy.CANONICAL.value].reset_index(drop=True)
@@ -206,7 +206,7 @@ def _leaderboard(ctx: DemoContext, files: list[Path]) -> str:
     from rap_benchmark.evaluation.predictions import validate_predictions
     from rap_benchmark.evaluation.report import combine_validated
     from rap_benchmark.evaluation.report.tables import leaderboard_markdown
-    from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
+    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
 
     inst = ctx.require_instance()
     preds, problems = combine_validated([validate_predictions(f, inst) for f in files])

@@ -114,7 +114,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from rap_benchmark.evaluation.predictions import keep_first_owner, n_expected_episodes, validate_predictions
     from rap_benchmark.evaluation.report import combine_validated
     from rap_benchmark.evaluation.report.tables import NO_MULTIPLICITY, leaderboard_markdown
-    from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
+    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
     from rap_benchmark.evaluation.submissions import apply_ranking_rule
 
     existing_files(args.predictions, "prediction file")

@@ -258,9 +258,8 @@ class PublicInstance:
     target is counted: ``memberships`` keeps only paper, field and date), no ledger and no folder
     to read them back from.
 
-    >>> view = load("build/mini").public_view()      # doctest: +SKIP
-    >>> {"y", "y_counts", "n_y"} & set(view.episodes.columns)
-    set()
+    ``rap_benchmark.load(path).public_view()`` gives one; ``tests/test_target_blind.py`` checks
+    that nothing reachable from it holds a target or a label.
     """
 
     spec: BenchmarkSpec

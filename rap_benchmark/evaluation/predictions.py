@@ -1170,7 +1170,7 @@ def baseline_predictions(
     ``tune_dev`` the ARIMA, Holt and ridge-VAR parameters are tuned on Dev episodes only; the
     ledger records the values used, the grids and the Dev scores.
     """
-    from rap_benchmark.evaluation.scoring.baselines import BASELINE_NAMES, baseline_forecasts, tune_baselines
+    from rap_benchmark.evaluation.scoring import BASELINE_NAMES, baseline_forecasts, tune_baselines
 
     spec = inst.spec
     eps = inst.episodes[inst.episodes["policy"].astype(str) == parse_enum(Policy, policy).value]

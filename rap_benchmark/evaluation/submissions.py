@@ -272,7 +272,7 @@ def score_submission(
     same outputs scored against ``y``) as a separate column. ``target`` says which.
     """
     from rap_benchmark.core.records import Task
-    from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
+    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
 
     if not report.accepted or report.validation is None or not len(report.validation.frame):
         return pd.DataFrame()

@@ -109,7 +109,7 @@ def build_report(
     from rap_benchmark.evaluation.predictions import baseline_predictions, validate_predictions
     from rap_benchmark.evaluation.report.html import Figure, render_html
     from rap_benchmark.evaluation.report.plots import choose_fields, overlay_units, plot_field, plot_leaderboard
-    from rap_benchmark.evaluation.scoring.exposure import exposure_masks, load_registry, strict_lookup
+    from rap_benchmark.evaluation.scoring import exposure_masks, load_registry, strict_lookup
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -94,8 +94,7 @@ def choose_fields(inst: Instance, n: int = 3, *, split: Split | None = Split.TES
     Fields are ranked by the mean rho(EWMA, y) of their episodes (truth and baselines only, never
     model outputs); ties break by field id.
     """
-    from rap_benchmark.evaluation.scoring.metrics import rank_correlation
-    from rap_benchmark.evaluation.scoring.score import episode_arrays
+    from rap_benchmark.evaluation.scoring import episode_arrays, rank_correlation
 
     eps = episode_arrays(inst)
     keep = np.ones(eps.field_id.size, bool) if split is None else eps.split == parse_enum(Split, split).value
@@ -137,7 +136,7 @@ def plot_field(
     units: Sequence[tuple[str, str]] = (),
 ) -> Path:
     """One field's realised y per origin (black), one panel per direction, predictions overlaid."""
-    from rap_benchmark.evaluation.scoring.score import episode_arrays, prediction_weights
+    from rap_benchmark.evaluation.scoring import episode_arrays, prediction_weights
 
     eps = episode_arrays(inst)
     rows = np.flatnonzero(eps.field_id == field_id)

@@ -89,14 +89,14 @@ def compute_tables(
     without it the strict-vs-exposed table is empty. The reliability ceiling is computed on the
     same split under the canonical policy.
     """
-    from rap_benchmark.evaluation.scoring.reliability import reliability
-    from rap_benchmark.evaluation.scoring.score import (
+    from rap_benchmark.evaluation.scoring import (
         episode_arrays,
         exposure_table,
         leaderboard,
         paired_contrasts,
         per_origin_table,
         policy_table,
+        reliability,
         revision_table,
         score_predictions,
         state_table,

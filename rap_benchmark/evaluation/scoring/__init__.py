@@ -1,114 +1,51 @@
 """Scoring and statistics: answer parsing, episode metrics, field-macro aggregation, bootstrap
 intervals, statistical baselines, reliability ceiling and temporal exposure masks.
 
-Pure functions over arrays and tables; reporting lives elsewhere.
+Pure functions over arrays and tables; reporting lives elsewhere. The names below are what code
+outside this package uses; every other function is private to its module (``parse``,
+``metrics``, ``aggregate``, ``bootstrap``, ``baselines``, ``reliability``, ``exposure``,
+``score``), and ``tests/test_import_graph.py`` checks that no module outside imports them.
 """
 
-from rap_benchmark.evaluation.scoring.aggregate import FieldTable, field_macro, field_means, field_table
-from rap_benchmark.evaluation.scoring.baselines import (
-    BASELINE_NAMES,
-    arima110,
-    baseline_forecasts,
-    clip_renormalise,
-    composition_array,
-    ewma,
-    fill_history,
-    history_array,
-    holt,
-    recent,
-    ridge_var,
-    tune_baselines,
-    tune_on_dev,
+from rap_benchmark.evaluation.scoring.aggregate import field_macro
+from rap_benchmark.evaluation.scoring.baselines import BASELINE_NAMES, baseline_forecasts, tune_baselines
+from rap_benchmark.evaluation.scoring.exposure import exposure_masks, load_registry, strict_lookup
+from rap_benchmark.evaluation.scoring.metrics import rank_correlation, spearman
+from rap_benchmark.evaluation.scoring.parse import parse_answer
+from rap_benchmark.evaluation.scoring.reliability import reliability
+from rap_benchmark.evaluation.scoring.score import (
+    episode_arrays,
+    exposure_table,
+    leaderboard,
+    paired_contrasts,
+    per_origin_table,
+    policy_table,
+    prediction_weights,
+    revision_table,
+    score_predictions,
+    state_table,
 )
-from rap_benchmark.evaluation.scoring.bootstrap import (
-    Interval,
-    block_bootstrap,
-    field_bootstrap,
-    match_cells,
-    paired_contrast,
-    resample_statistics,
-)
-from rap_benchmark.evaluation.scoring.exposure import (
-    ModelExposure,
-    ModelRegistry,
-    UnknownModelError,
-    exposure_masks,
-    load_registry,
-    strict_lookup,
-)
-from rap_benchmark.evaluation.scoring.metrics import (
-    METRIC_PAIRS,
-    centred_cosine,
-    change_rich_mask,
-    episode_scores,
-    jsd,
-    pred_recent,
-    prediction_stability,
-    rank_correlation,
-    rankdata_rows,
-    residual_spearman,
-    revision_alignment,
-    revision_alignment_cc,
-    spearman,
-    state_carry_forward,
-    state_fidelity,
-    truth_stability,
-    tv,
-)
-from rap_benchmark.evaluation.scoring.parse import ParsedAnswer, parse_answer, parse_weights
-from rap_benchmark.evaluation.scoring.reliability import ReliabilityResult, reliability, spearman_brown
 
 __all__ = [
     "BASELINE_NAMES",
-    "METRIC_PAIRS",
-    "FieldTable",
-    "Interval",
-    "ModelExposure",
-    "ModelRegistry",
-    "ParsedAnswer",
-    "ReliabilityResult",
-    "UnknownModelError",
-    "arima110",
     "baseline_forecasts",
-    "block_bootstrap",
-    "centred_cosine",
-    "change_rich_mask",
-    "clip_renormalise",
-    "composition_array",
-    "episode_scores",
-    "ewma",
+    "episode_arrays",
     "exposure_masks",
-    "field_bootstrap",
+    "exposure_table",
     "field_macro",
-    "field_means",
-    "field_table",
-    "fill_history",
-    "history_array",
-    "holt",
-    "jsd",
+    "leaderboard",
     "load_registry",
-    "match_cells",
-    "paired_contrast",
+    "paired_contrasts",
     "parse_answer",
-    "parse_weights",
-    "pred_recent",
-    "prediction_stability",
+    "per_origin_table",
+    "policy_table",
+    "prediction_weights",
     "rank_correlation",
-    "rankdata_rows",
-    "recent",
     "reliability",
-    "resample_statistics",
-    "residual_spearman",
-    "revision_alignment",
-    "revision_alignment_cc",
-    "ridge_var",
+    "revision_table",
+    "score_predictions",
     "spearman",
-    "spearman_brown",
-    "state_carry_forward",
-    "state_fidelity",
+    "state_table",
     "strict_lookup",
-    "truth_stability",
     "tune_baselines",
-    "tune_on_dev",
-    "tv",
 ]

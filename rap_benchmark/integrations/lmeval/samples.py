@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from rap_benchmark.core.records import DIRECTION_KEYS, InvalidReason
-from rap_benchmark.evaluation.scoring.parse import parse_answer
+from rap_benchmark.evaluation.scoring import parse_answer
 from rap_benchmark.integrations.lmeval.harness import RAP_TASKS
 
 SAMPLES_NAME = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d\d-\d\dT[\d.\-]+)\.jsonl$")

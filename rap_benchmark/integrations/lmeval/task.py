@@ -56,9 +56,7 @@ from rap_benchmark.agents.runner import SearchTools, default_max_tokens, native_
 from rap_benchmark.agents.toolset import search_text_protocol
 from rap_benchmark.core.records import Condition, Task, parse_enum
 from rap_benchmark.core.spec import BENCHMARK_VERSION
-from rap_benchmark.evaluation.scoring.aggregate import field_macro
-from rap_benchmark.evaluation.scoring.metrics import spearman
-from rap_benchmark.evaluation.scoring.parse import parse_answer
+from rap_benchmark.evaluation.scoring import field_macro, parse_answer, spearman
 from rap_benchmark.integrations.lmeval.docs import docs_dataset, episode_docs, instance_for, is_state
 from rap_benchmark.integrations.lmeval.rounds import EpisodeJob, run_batched
 from rap_benchmark.tools.text import stops_for

@@ -1,0 +1,67 @@
+"""The top-level API: eight documented verbs whose docstring examples run as written on mini."""
+
+from __future__ import annotations
+
+import doctest
+import inspect
+from pathlib import Path
+
+import pytest
+
+import rap_benchmark
+from rap_benchmark import api
+
+VERBS = ("build", "load", "verify", "search", "run", "validate", "score", "export")
+
+
+def test_the_top_level_names_the_verbs_and_few_types() -> None:
+    assert set(VERBS) <= set(rap_benchmark.__all__)
+    types = [n for n in rap_benchmark.__all__ if n not in VERBS]
+    assert len(types) <= 12, types
+    for name in rap_benchmark.__all__:
+        assert getattr(rap_benchmark, name) is not None
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_every_verb_has_a_docstring_example(verb: str) -> None:
+    doc = inspect.getdoc(getattr(rap_benchmark, verb)) or ""
+    assert ">>> import rap_benchmark as rap" in doc and f"rap.{verb}(" in doc
+
+
+def test_the_docstring_examples_run_on_mini(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every example, from an empty folder: ``build`` first (it builds mini into build/mini), then
+    the module's and the other verbs' examples in file order, reading what the earlier ones wrote."""
+    monkeypatch.chdir(tmp_path)
+    tests = {t.name.rsplit(".", 1)[-1]: t for t in doctest.DocTestFinder().find(api, "rap_benchmark.api") if t.examples}
+    runner = doctest.DocTestRunner()
+    first = tests.pop("build")
+    order = [first, *sorted(tests.values(), key=lambda t: t.lineno or 0)]
+    for test in order:
+        runner.run(test)
+    result = runner.summarize(verbose=False)
+    assert result.failed == 0
+    assert {t.name.rsplit(".", 1)[-1] for t in order} >= set(VERBS)
+    assert result.attempted >= 25
+    assert (tmp_path / "build" / "mini" / "SHA256SUMS").is_file() and (tmp_path / "hub" / "rap" / "fields").is_dir()
+
+
+def _script(name: str):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "dataset_scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"dataset_scripts_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_dataset_scripts_call_the_api(mini_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """export_hf.py and publish_hf.py go through rap_benchmark.export and hub.publish (no CLI)."""
+    for name in ("export_hf", "publish_hf", "refresh_manifests"):
+        source = (Path(__file__).resolve().parents[1] / "dataset_scripts" / f"{name}.py").read_text()
+        assert "rap_benchmark.cli" not in source
+    assert _script("export_hf").main([str(mini_dir), "--out", str(tmp_path / "hub"), "--withhold-test-targets"]) == 0
+    assert (tmp_path / "hub" / "_private" / "salt.hex").is_file()
+    assert _script("publish_hf").main([str(tmp_path / "hub"), "--org", "rap", "--tag", "v1", "--dry-run"]) == 0
+    plan = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("plan\tcreate_repo\trap/") for line in plan) == 6
