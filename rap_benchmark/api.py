@@ -174,12 +174,14 @@ def validate(
 
 @dataclass(frozen=True)
 class ScoreResult:
-    """What :func:`score` returns: the leaderboard, the per-episode scores and every problem the
-    validator reported (one line each, prefixed by the file)."""
+    """What :func:`score` returns: the leaderboard (with ``coverage`` and ``rank``: only rows that
+    cover every expected episode are ranked), the per-episode scores, every problem the validator
+    reported (one line each, prefixed by the file) and ``ok`` (no file had an error)."""
 
     leaderboard: pd.DataFrame
     episodes: pd.DataFrame
     problems: tuple[str, ...]
+    ok: bool
 
 
 def score(
@@ -191,9 +193,10 @@ def score(
     n_resamples: int | None = None,
     seed: int | None = None,
 ) -> ScoreResult:
-    """Validate and score prediction files: one leaderboard row per (model, condition) with
-    field-macro scores on ``split`` (``None``: all episodes) and block-bootstrap 95% intervals.
-    Rows the validator refuses are not scored; ``problems`` says which and why.
+    """Validate and score prediction files, as ``rap score`` does: one leaderboard row per (model,
+    condition) with field-macro scores on ``split`` (``None``: all episodes) and block-bootstrap
+    95% intervals. Rows the validator refuses are not scored, and a (model, condition) belongs to
+    the first file that holds it; ``problems`` says what was dropped and why.
 
     >>> import rap_benchmark as rap
     >>> inst = rap.load("build/mini")
@@ -203,16 +206,25 @@ def score(
     >>> len(result.episodes)
     6
     """
-    from rap_benchmark.evaluation.predictions import validate_predictions
+    import pandas as pd
+
+    from rap_benchmark.evaluation.predictions import keep_first_owner, n_expected_episodes, validate_predictions
     from rap_benchmark.evaluation.report import combine_validated
     from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
+    from rap_benchmark.evaluation.submissions import apply_ranking_rule
 
     split = None if split is None else parse_enum(Split, split)
     files = [predictions] if isinstance(predictions, str | Path) else list(predictions)
-    preds, problems = combine_validated([validate_predictions(p, instance, split=split) for p in files])
+    reports = keep_first_owner([validate_predictions(p, instance, split=split) for p in files])
+    preds, problems = combine_validated(reports)
+    ok = all(r.ok for r in reports)
+    if not len(preds):
+        return ScoreResult(pd.DataFrame(), pd.DataFrame(), tuple(problems), ok)
     episodes = score_predictions(instance, preds, policy=parse_enum(Policy, policy))
     board = leaderboard(episodes, instance, n_resamples=n_resamples, seed=seed, split=split)
-    return ScoreResult(board, episodes, tuple(problems))
+    missing = {k: v for r in reports for k, v in r.missing.items()}
+    board = apply_ranking_rule(board, missing, n_expected_episodes(instance, split))
+    return ScoreResult(board, episodes, tuple(problems), ok)
 
 
 def export(

@@ -108,44 +108,31 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
+    from rap_benchmark.api import score
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.evaluation.predictions import keep_first_owner, n_expected_episodes, validate_predictions
-    from rap_benchmark.evaluation.report import combine_validated
     from rap_benchmark.evaluation.report.tables import NO_MULTIPLICITY, leaderboard_markdown
-    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
-    from rap_benchmark.evaluation.submissions import apply_ranking_rule
 
     existing_files(args.predictions, "prediction file")
     inst = load_instance(args.dir)
-    split = _split(args.split)
-    validated = [
-        validate_predictions(p, inst, split=split) for p in tqdm(args.predictions, desc="validate", leave=False)
-    ]
-    reports = keep_first_owner(validated)  # a file never removes or replaces another file's scores
-    preds, problems = combine_validated(reports)
-    for line in problems:
+    result = score(
+        inst,
+        args.predictions,
+        split=_split(args.split),
+        policy=parse_enum(Policy, args.policy),
+        n_resamples=args.resamples,
+        seed=args.seed,
+    )
+    for line in result.problems:
         print(line, file=sys.stderr)
-    board = None
-    if len(preds):
-        board = leaderboard(
-            score_predictions(inst, preds, policy=parse_enum(Policy, args.policy)),
-            inst,
-            n_resamples=args.resamples,
-            seed=args.seed,
-            split=split,
-        )
-        missing = {k: v for r in reports for k, v in r.missing.items()}
-        board = apply_ranking_rule(board, missing, n_expected_episodes(inst, split))
-    failed = any(not r.ok for r in reports)
+    board = result.leaderboard if len(result.leaderboard) else None
+    failed = not result.ok
     if args.json:
         payload = {
             "manifest_hash": inst.manifest_hash,
             "policy": args.policy,
             "split": args.split,
             "leaderboard": [] if board is None else json.loads(board.to_json(orient="records")),
-            "problems": problems,
+            "problems": list(result.problems),
         }
         print(json.dumps(payload, indent=1))
         return 1 if failed else 0

@@ -919,7 +919,7 @@ def _episode_table(inst: Instance, split: Split | None) -> pd.DataFrame:
     return eps.sort_values(["field_id", "origin"]).reset_index(drop=True)
 
 
-def n_expected_episodes(inst: Instance, split: str | None) -> int:
+def n_expected_episodes(inst: Instance, split: Split | None) -> int:
     """How many (field, origin) episodes a complete prediction file covers for ``split`` (None: all)."""
     return len(_episode_table(inst, split))
 
