@@ -15,6 +15,7 @@ import pandas as pd
 
 from rap_benchmark.core.records import Assignment, AssignmentType, Codebook
 from rap_benchmark.pipeline.instrument.llm import prompts as P
+from rap_benchmark.pipeline.instrument.llm.prompts import Stage
 from rap_benchmark.pipeline.instrument.llm.validate import InvalidOutput, parse_json_reply, validate_label_batch
 
 TOKENS_PER_PAPER = 40
@@ -26,7 +27,7 @@ async def label_batch(
 ) -> tuple[dict[str, Assignment], dict[str, str]]:
     """(valid label per paper, reason per paper without one) for one batch of ``cb``'s papers."""
     prompt = P.render(
-        "assign", field_name=cb.name, field_definition=cb.definition, directions=directions, papers=papers
+        Stage.ASSIGN, field_name=cb.name, field_definition=cb.definition, directions=directions, papers=papers
     )
     messages = [{"role": "user", "content": prompt}]
     good: dict[str, Assignment] = {}
@@ -34,7 +35,7 @@ async def label_batch(
     todo = list(batch)
     max_tokens = TOKENS_PER_PAPER * len(batch) + 100
     for attempt in range(1, max_attempts + 1):
-        reply = await client.complete("assign", model, messages, max_tokens)
+        reply = await client.complete(Stage.ASSIGN, model, messages, max_tokens)
         if reply.error is not None:
             bad.update({p: f"request refused: {reply.error}" for p in todo})
             break

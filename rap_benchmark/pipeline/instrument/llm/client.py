@@ -129,7 +129,7 @@ class Accounting:
         self.stages[stage].add(prompt, completion, self.cost(model, prompt, completion), cached=cached)
 
     def table(self) -> dict[str, dict[str, Any]]:
-        return {k: v.to_dict() for k, v in self.stages.items()}
+        return {str(k): v.to_dict() for k, v in self.stages.items()}
 
 
 class LLMClient:

@@ -9,22 +9,38 @@ import hashlib
 import re
 import string
 from collections.abc import Iterable, Sequence
+from enum import StrEnum
 from functools import cache
 from typing import Any
 
 from rap_benchmark.core import resources
 from rap_benchmark.core.records import Codebook
 
+
+class Stage(StrEnum):
+    """The pipeline's stages, in order (each has one prompt file)."""
+
+    FIELD_NAME = "field_name"
+    FIELD_MERGE = "field_merge"
+    PROGRAMS = "programs"
+    PROGRAMS_DEDUPE = "programs_dedupe"
+    DRAFT = "draft"
+    ABSORB = "absorb"
+    REVISE = "revise"
+    CONSOLIDATE = "consolidate"
+    ASSIGN = "assign"
+
+
 TASKS = {
-    "field_name": "field_name",
-    "field_merge": "field_merge",
-    "programs": "programs_extract",
-    "programs_dedupe": "programs_dedupe",
-    "draft": "codebook_draft",
-    "absorb": "codebook_absorb",
-    "revise": "codebook_revise",
-    "consolidate": "codebook_consolidate",
-    "assign": "assign_papers",
+    Stage.FIELD_NAME: "field_name",
+    Stage.FIELD_MERGE: "field_merge",
+    Stage.PROGRAMS: "programs_extract",
+    Stage.PROGRAMS_DEDUPE: "programs_dedupe",
+    Stage.DRAFT: "codebook_draft",
+    Stage.ABSORB: "codebook_absorb",
+    Stage.REVISE: "codebook_revise",
+    Stage.CONSOLIDATE: "codebook_consolidate",
+    Stage.ASSIGN: "assign_papers",
 }
 """Pipeline stage -> prompt file."""
 
@@ -43,7 +59,7 @@ def prompt_hashes() -> dict[str, str]:
     }
 
 
-def render(stage: str, **values: Any) -> str:
+def render(stage: Stage, **values: Any) -> str:
     return load_prompt(TASKS[stage]).substitute(**values)
 
 
@@ -85,19 +101,19 @@ _FIELD = re.compile(r"^([A-Za-z0-9_.-]+): (.+?)\. ", re.MULTILINE)
 _KEYED = re.compile(r"^(D\d): (.+?)\. ", re.MULTILINE)
 
 _TASK_BY_HEADING = {
-    "name a research field": "field_name",
-    "merge synonymous research fields": "field_merge",
-    "extract atomic research programs": "programs",
-    "deduplicate research programs": "programs_dedupe",
-    "draft a codebook of research directions": "draft",
-    "absorb papers into a draft codebook": "absorb",
-    "revise a draft codebook": "revise",
-    "consolidate candidate directions into exactly eight": "consolidate",
-    "label papers against a frozen codebook": "assign",
+    "name a research field": Stage.FIELD_NAME,
+    "merge synonymous research fields": Stage.FIELD_MERGE,
+    "extract atomic research programs": Stage.PROGRAMS,
+    "deduplicate research programs": Stage.PROGRAMS_DEDUPE,
+    "draft a codebook of research directions": Stage.DRAFT,
+    "absorb papers into a draft codebook": Stage.ABSORB,
+    "revise a draft codebook": Stage.REVISE,
+    "consolidate candidate directions into exactly eight": Stage.CONSOLIDATE,
+    "label papers against a frozen codebook": Stage.ASSIGN,
 }
 
 
-def task_of(prompt: str) -> str | None:
+def task_of(prompt: str) -> Stage | None:
     m = _TASK.search(prompt)
     return _TASK_BY_HEADING.get(m.group(1).strip()) if m else None
 

@@ -38,6 +38,7 @@ from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.llm import prompts as P
 from rap_benchmark.pipeline.instrument.llm.assign import assignment_table, label_batch
 from rap_benchmark.pipeline.instrument.llm.client import LLMClient, StandInClient, run_all
+from rap_benchmark.pipeline.instrument.llm.prompts import Stage
 from rap_benchmark.pipeline.instrument.llm.validate import (
     FieldName,
     InvalidOutput,
@@ -54,14 +55,14 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
 )
 
 MAX_TOKENS = {
-    "field_name": 200,
-    "field_merge": 4000,
-    "programs": 2000,
-    "programs_dedupe": 1000,
-    "draft": 4000,
-    "absorb": 1500,
-    "revise": 4000,
-    "consolidate": 4000,
+    Stage.FIELD_NAME: 200,
+    Stage.FIELD_MERGE: 4000,
+    Stage.PROGRAMS: 2000,
+    Stage.PROGRAMS_DEDUPE: 1000,
+    Stage.DRAFT: 4000,
+    Stage.ABSORB: 1500,
+    Stage.REVISE: 4000,
+    Stage.CONSOLIDATE: 4000,
 }
 
 
@@ -113,6 +114,7 @@ class FieldReport:
     union: list[dict[str, Any]] = field(default_factory=list)
     codebook: Codebook | None = None
     notes: list[str] = field(default_factory=list)
+    repaired: bool = False  # the codebook comes from the deterministic repair of a consolidation
 
 
 @dataclass
@@ -135,7 +137,7 @@ def _order(seed: int, salt: str, ids: Sequence[str]) -> list[str]:
 
 
 async def ask(
-    client: Client, stage: str, model: str, prompt: str, validate: Callable[[dict[str, Any]], Any], max_attempts: int
+    client: Client, stage: Stage, model: str, prompt: str, validate: Callable[[dict[str, Any]], Any], max_attempts: int
 ) -> Outcome:
     """Ask until ``validate(parsed reply)`` passes; the retry quotes the reply and the reason."""
     messages = [{"role": "user", "content": prompt}]
@@ -168,7 +170,7 @@ class Pipeline:
         self.progress = progress
         self.notes: list[str] = []
 
-    async def _all(self, jobs: list[Callable[[], Any]], stage: str) -> list[Any]:
+    async def _all(self, jobs: list[Callable[[], Any]], stage: Stage) -> list[Any]:
         return await run_all(self.client, jobs, self.cfg.concurrency, f"llm {stage}" if self.progress else None)
 
     def _rows(self, ids: Sequence[str]) -> list[tuple[str, str, str]]:
@@ -229,10 +231,12 @@ class Pipeline:
         def name_job(cid: str) -> Callable[[], Any]:
             eligible = [p for p in members[cid] if self._date[p] < spec.eligibility_end]
             sample = _order(spec.seed, f"name|{cid}", eligible)[: cfg.name_titles]
-            prompt = P.render("field_name", terms=candidates[cid].name, papers=P.paper_lines(self._rows(sample), None))
-            return lambda: ask(self.client, "field_name", cfg.model, prompt, validate_field_name, cfg.max_attempts)
+            prompt = P.render(
+                Stage.FIELD_NAME, terms=candidates[cid].name, papers=P.paper_lines(self._rows(sample), None)
+            )
+            return lambda: ask(self.client, Stage.FIELD_NAME, cfg.model, prompt, validate_field_name, cfg.max_attempts)
 
-        named = await self._all([name_job(c) for c in cids], "field_name")
+        named = await self._all([name_job(c) for c in cids], Stage.FIELD_NAME)
         names: dict[str, FieldName] = {}
         for cid, out in zip(cids, named, strict=True):
             if out.value is None:
@@ -243,10 +247,10 @@ class Pipeline:
         groups: tuple[tuple[str, ...], ...] = ()
         if len(cids) > 1:
             lines = "\n".join(f"{c}: {names[c].name}. {names[c].definition}" for c in cids)
-            prompt = P.render("field_merge", fields=lines)
+            prompt = P.render(Stage.FIELD_MERGE, fields=lines)
             out = await ask(
                 self.client,
-                "field_merge",
+                Stage.FIELD_MERGE,
                 cfg.model,
                 prompt,
                 lambda o: validate_groups(o, cids, "merge"),
@@ -285,7 +289,7 @@ class Pipeline:
             for start in range(0, len(sample), cfg.program_batch):
                 batch = sample[start : start + cfg.program_batch]
                 prompt = P.render(
-                    "programs",
+                    Stage.PROGRAMS,
                     field_name=info[r.field_id].name,
                     field_definition=info[r.field_id].definition,
                     papers=P.paper_lines(self._rows(batch), cfg.abstract_chars),
@@ -294,7 +298,7 @@ class Pipeline:
                 jobs.append(
                     lambda prompt=prompt, allowed=allowed: ask(
                         self.client,
-                        "programs",
+                        Stage.PROGRAMS,
                         cfg.model,
                         prompt,
                         lambda o: validate_programs(o, allowed),
@@ -302,7 +306,7 @@ class Pipeline:
                     )
                 )
                 owners.append(r)
-        for r, out in zip(owners, await self._all(jobs, "programs"), strict=True):
+        for r, out in zip(owners, await self._all(jobs, Stage.PROGRAMS), strict=True):
             if out.value is None:
                 r.notes.append(f"a program batch stayed invalid: {out.reason}")
                 continue
@@ -321,11 +325,11 @@ class Pipeline:
                 continue
             pids = [f"P{i + 1}" for i in range(len(r.programs))]
             lines = "\n".join(f"{pid}. {p.name}: {p.description}" for pid, p in zip(pids, r.programs, strict=True))
-            prompt = P.render("programs_dedupe", field_name=info[r.field_id].name, programs=lines)
+            prompt = P.render(Stage.PROGRAMS_DEDUPE, field_name=info[r.field_id].name, programs=lines)
             dedupe_jobs.append(
                 lambda prompt=prompt, pids=pids: ask(
                     self.client,
-                    "programs_dedupe",
+                    Stage.PROGRAMS_DEDUPE,
                     cfg.model,
                     prompt,
                     lambda o: validate_groups(o, pids, "dedupe"),
@@ -333,7 +337,7 @@ class Pipeline:
                 )
             )
             dedupe_owners.append(r)
-        for r, out in zip(dedupe_owners, await self._all(dedupe_jobs, "programs_dedupe"), strict=True):
+        for r, out in zip(dedupe_owners, await self._all(dedupe_jobs, Stage.PROGRAMS_DEDUPE), strict=True):
             if out.value is None:
                 r.notes.append(f"program deduplication stayed invalid ({out.reason}); exact-name dedupe only")
                 continue
@@ -356,7 +360,7 @@ class Pipeline:
             for which, model in zip(("A", "B"), cfg.draft_models, strict=True):
                 shown = sample if which == "A" else _order(self.spec.seed, f"draft-b|{r.field_id}", sample)
                 prompt = P.render(
-                    "draft",
+                    Stage.DRAFT,
                     field_name=info[r.field_id].name,
                     field_definition=info[r.field_id].definition,
                     programs=programs,
@@ -365,11 +369,11 @@ class Pipeline:
                 )
                 jobs.append(
                     lambda prompt=prompt, model=model, allowed=allowed: ask(
-                        self.client, "draft", model, prompt, lambda o: validate_draft(o, allowed), cfg.max_attempts
+                        self.client, Stage.DRAFT, model, prompt, lambda o: validate_draft(o, allowed), cfg.max_attempts
                     )
                 )
                 owners.append((r, which))
-        for (r, which), out in zip(owners, await self._all(jobs, "draft"), strict=True):
+        for (r, which), out in zip(owners, await self._all(jobs, Stage.DRAFT), strict=True):
             r.drafts[which] = None if out.value is None else list(out.value)
             if out.value is None:
                 r.notes.append(f"draft {which} stayed invalid: {out.reason}")
@@ -395,7 +399,7 @@ class Pipeline:
                 for start in range(0, len(extra[r.field_id]), cfg.absorb_batch):
                     batch = extra[r.field_id][start : start + cfg.absorb_batch]
                     prompt = P.render(
-                        "absorb",
+                        Stage.ABSORB,
                         field_name=info[r.field_id].name,
                         directions=lines,
                         papers=P.paper_lines(self._rows(batch), cfg.abstract_chars),
@@ -405,7 +409,7 @@ class Pipeline:
                     jobs.append(
                         lambda prompt=prompt, model=model, batch=batch, n=n_dirs: ask(
                             self.client,
-                            "absorb",
+                            Stage.ABSORB,
                             model,
                             prompt,
                             lambda o: validate_absorption(o, batch, n),
@@ -414,7 +418,7 @@ class Pipeline:
                     )
                     owners.append((r, which))
         absorbed_ids: dict[tuple[str, str], list[str]] = {}
-        for (r, which), out in zip(owners, await self._all(jobs, "absorb"), strict=True):
+        for (r, which), out in zip(owners, await self._all(jobs, Stage.ABSORB), strict=True):
             if out.value is None:
                 r.notes.append(f"an absorption batch of draft {which} stayed invalid: {out.reason}")
                 continue
@@ -434,7 +438,7 @@ class Pipeline:
                 unplaced = sorted(absorbed_ids.get((r.field_id, "unplaced" + which), []))[:10]
                 exemplar_pool = sample + extra[r.field_id]
                 prompt = P.render(
-                    "revise",
+                    Stage.REVISE,
                     field_name=info[r.field_id].name,
                     field_definition=info[r.field_id].definition,
                     n_absorbed=len(extra[r.field_id]),
@@ -449,11 +453,11 @@ class Pipeline:
                 allowed = frozenset(exemplar_pool)
                 jobs.append(
                     lambda prompt=prompt, model=model, allowed=allowed: ask(
-                        self.client, "revise", model, prompt, lambda o: validate_draft(o, allowed), cfg.max_attempts
+                        self.client, Stage.REVISE, model, prompt, lambda o: validate_draft(o, allowed), cfg.max_attempts
                     )
                 )
                 owners.append((r, which))
-        for (r, which), out in zip(owners, await self._all(jobs, "revise"), strict=True):
+        for (r, which), out in zip(owners, await self._all(jobs, Stage.REVISE), strict=True):
             if out.value is None:
                 r.notes.append(
                     f"the revision of draft {which} stayed invalid ({out.reason}); the draft is frozen as is"
@@ -476,7 +480,7 @@ class Pipeline:
             allowed = frozenset(sample) | {e for d in r.union for e in d["exemplars"]}
             fi = info[r.field_id]
             prompt = P.render(
-                "consolidate",
+                Stage.CONSOLIDATE,
                 field_name=fi.name,
                 field_definition=fi.definition,
                 candidates="\n".join(P.direction_line(f"C{i + 1}", d) for i, d in enumerate(r.union)),
@@ -485,7 +489,7 @@ class Pipeline:
             jobs.append(
                 lambda prompt=prompt, allowed=allowed, fi=fi: ask(
                     self.client,
-                    "consolidate",
+                    Stage.CONSOLIDATE,
                     cfg.model,
                     prompt,
                     lambda o: validate_codebook(o, allowed, fi.field_id, fi.name, fi.definition),
@@ -493,7 +497,7 @@ class Pipeline:
                 )
             )
             owners.append((r, allowed))
-        for (r, allowed), out in zip(owners, await self._all(jobs, "consolidate"), strict=True):
+        for (r, allowed), out in zip(owners, await self._all(jobs, Stage.CONSOLIDATE), strict=True):
             if out.value is not None:
                 r.codebook = out.value
                 if out.attempts > 1:
@@ -503,6 +507,7 @@ class Pipeline:
             try:
                 dirs, note = repair_consolidation(out.raw, allowed, r.union)
                 r.codebook = to_codebook(dirs, fi.field_id, fi.name, fi.definition)
+                r.repaired = True
                 r.notes.append(f"repaired after {out.attempts} attempts: {note}")
             except InvalidOutput as exc:
                 r.notes.append(f"consolidation failed: {out.reason} (not repairable: {exc})")
@@ -524,7 +529,7 @@ class Pipeline:
                 self.client, cfg.model, cfg.max_attempts, cb, directions[cb.field_id], papers, batch
             )
 
-        results = await self._all([job(cb, batch) for cb, batch in batches], "assign")
+        results = await self._all([job(cb, batch) for cb, batch in batches], Stage.ASSIGN)
         return assignment_table(batches, results)
 
 
@@ -572,9 +577,7 @@ def stage_sizes(result: PipelineResult) -> dict[str, Any]:
         "memberships": len(result.assignments),
         "invalid_assignments": len(result.invalid_assignments),
         "type_counts": {str(k): int(v) for k, v in sorted(types.items())},
-        "repaired_consolidations": sorted(
-            r.field_id for r in result.reports if any(n.startswith("repaired") for n in r.notes)
-        ),
+        "repaired_consolidations": sorted(r.field_id for r in result.reports if r.repaired),
         "dropped_fields": sorted(r.field_id for r in result.reports if r.codebook is None),
         "mean_draft_size": float(
             np.mean([len(d) for r in result.reports for d in r.revised.values() if d is not None] or [0.0])

@@ -20,6 +20,7 @@ import orjson
 
 from rap_benchmark.core.records import DIRECTION_KEYS
 from rap_benchmark.pipeline.instrument.llm import prompts as P
+from rap_benchmark.pipeline.instrument.llm.prompts import Stage
 
 _STOP = frozenset(
     "a an and are as at based be by for from in into is its of on or the to towards via with we our using "
@@ -81,15 +82,15 @@ def respond(messages: list[dict[str, str]], *, typical: bool) -> str:
     ids = [p for p, _ in papers]
     words = _words([t for _, t in papers])
     obj: dict[str, Any]
-    if task == "field_name":
+    if task is Stage.FIELD_NAME:
         name = " ".join(words[:3]) or "research field"
         obj = {"name": name, "definition": _sentence(f"Research on {name}, including", _size(12, rng), rng)}
-    elif task == "field_merge":
+    elif task is Stage.FIELD_MERGE:
         by_name: dict[str, list[str]] = {}
         for fid, name in P.fields_in(prompt):
             by_name.setdefault(name.casefold(), []).append(fid)
         obj = {"groups": [g for g in by_name.values() if len(g) > 1]}
-    elif task == "programs":
+    elif task is Stage.PROGRAMS:
         n = (
             min(max(1, len(ids) // 4), 12)
             if rng is None
@@ -103,14 +104,14 @@ def respond(messages: list[dict[str, str]], *, typical: bool) -> str:
                 for i, nm in enumerate(names)
             ]
         }
-    elif task == "programs_dedupe":
+    elif task is Stage.PROGRAMS_DEDUPE:
         heads: dict[str, list[str]] = {}
         for pid, name in P.programs_in(prompt):
             heads.setdefault(" ".join(name.split()[:2]).casefold(), []).append(pid)
         obj = {"groups": [g for g in heads.values() if len(g) > 1]}
-    elif task in ("draft", "revise"):
+    elif task in (Stage.DRAFT, Stage.REVISE):
         old = P.directions_in(prompt)
-        if task == "revise" and old:
+        if task is Stage.REVISE and old:
             keep = old if rng is None or len(old) <= 4 else old[: len(old) - int(rng.integers(0, 2))]
             dirs = [
                 {k: d[k] for k in ("name", "definition", "inclusion", "exclusion")} | {"exemplars": d["exemplars"][:5]}
@@ -122,14 +123,14 @@ def respond(messages: list[dict[str, str]], *, typical: bool) -> str:
             names = _names([w for p in programs for w in p.split()[:2]] or words, n, "research")
             dirs = [_direction(nm, ids[i::n][:3] or ids[:1], rng) for i, nm in enumerate(names)]
         obj = {"directions": dirs}
-    elif task == "absorb":
+    elif task is Stage.ABSORB:
         n = max(1, len(P.directions_in(prompt)))
         out = []
         for pid in ids:
             h = int.from_bytes(hashlib.sha256(f"{pid}|absorb".encode()).digest()[:4], "little")
             out.append({"id": pid, "direction": None if h % 20 == 0 else 1 + h % n})
         obj = {"papers": out}
-    elif task == "consolidate":
+    elif task is Stage.CONSOLIDATE:
         cands = P.directions_in(prompt)
         order = list(range(len(cands))) if rng is None else [int(i) for i in rng.permutation(len(cands))]
         chosen = sorted(order[:8])
@@ -137,7 +138,7 @@ def respond(messages: list[dict[str, str]], *, typical: bool) -> str:
         while len(dirs) < 8:
             dirs.append(_direction(f"further direction {len(dirs)}", ids[:1], rng))
         obj = {k: d | {"exemplars": d["exemplars"][:5]} for k, d in zip(DIRECTION_KEYS, dirs, strict=False)}
-    elif task == "assign":
+    elif task is Stage.ASSIGN:
         obj = {"labels": [_label(pid, prompt) for pid in ids]}
     else:
         obj = {"error": "unknown task"}
@@ -164,11 +165,11 @@ def _label(pid: str, prompt: str) -> dict[str, Any]:
 def invalid_reply(messages: list[dict[str, str]]) -> str:
     """A reply that fails validation for the prompt's task (for fault injection)."""
     task = P.task_of(messages[0]["content"])
-    if task == "consolidate":
+    if task is Stage.CONSOLIDATE:
         obj = orjson.loads(respond(messages, typical=False))
         obj["D8"] = dict(obj["D0"], name=obj["D0"]["name"] + " variant")
         return orjson.dumps(obj).decode()
-    if task == "assign":
+    if task is Stage.ASSIGN:
         obj = orjson.loads(respond(messages, typical=False))
         if obj["labels"]:
             obj["labels"][0]["primary"] = "D9"
