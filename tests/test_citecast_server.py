@@ -11,7 +11,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rap_benchmark.citecast.agent import run_chat_agent, run_constant
 from rap_benchmark.citecast.client import HttpClient, InProcessClient
 from rap_benchmark.citecast.env import CallLimit, CiteCastEnv, SessionClosed, UnknownSession, UnknownTask
 from rap_benchmark.citecast.records import CiteTask, PaperMeta, TaskSplit
@@ -141,61 +140,3 @@ def test_call_limit() -> None:
     with pytest.raises(CallLimit):
         env.call(sid, "web_search", {"query": "more"})
     assert env.call(sid, "submit_prediction", {"prediction": 0, "justification": ""}).done
-
-
-def test_scripted_chat_agent_and_constant_policy(env: CiteCastEnv) -> None:
-    client = InProcessClient(env)
-    script = iter(
-        [
-            {
-                "role": "assistant",
-                "tool_calls": [
-                    {
-                        "id": "1",
-                        "type": "function",
-                        "function": {"name": "web_search", "arguments": '{"query": "sparse routing"}'},
-                    }
-                ],
-            },
-            {"role": "assistant", "content": "thinking"},
-            {
-                "role": "assistant",
-                "tool_calls": [
-                    {
-                        "id": "2",
-                        "type": "function",
-                        "function": {
-                            "name": "submit_prediction",
-                            "arguments": '{"prediction": -4, "justification": "x"}',
-                        },
-                    }
-                ],
-            },
-            {
-                "role": "assistant",
-                "tool_calls": [
-                    {
-                        "id": "3",
-                        "type": "function",
-                        "function": {
-                            "name": "submit_prediction",
-                            "arguments": '{"prediction": 16, "justification": "x"}',
-                        },
-                    }
-                ],
-            },
-        ]
-    )
-    seen: list[list[dict]] = []
-
-    def chat(messages, tools):
-        seen.append(list(messages))
-        return next(script)
-
-    tid = env.task_ids()[2]
-    row = run_chat_agent(client, tid, chat)
-    assert row.finished and row.prediction == 16 and row.reward == reward(16, env.tasks[tid].target)
-    assert row.n_tool_calls == 3
-    assert "error" in seen[-1][-1]["content"]  # the refused negative prediction came back as an observation
-    const = run_constant(client, env.task_ids()[0], 0)
-    assert const.reward == reward(0, env.tasks[env.task_ids()[0]].target)

@@ -16,13 +16,7 @@ from hypothesis import strategies as st
 lm_eval = pytest.importorskip("lm_eval")
 from lm_eval.api.model import LM  # noqa: E402
 
-from rap_benchmark.citecast.agent import (  # noqa: E402
-    FORCE_SUBMIT,
-    TEXT_STOPS,
-    parse_submission,
-    parse_text_action,
-    restore_text_stop,
-)
+from rap_benchmark.agents.citecast import CITECAST_TEXT_PROTOCOL, force_submit  # noqa: E402
 from rap_benchmark.citecast.env import SessionClosed  # noqa: E402
 from rap_benchmark.citecast.instance import load_instance  # noqa: E402
 from rap_benchmark.citecast.reward import reward  # noqa: E402
@@ -30,6 +24,11 @@ from rap_benchmark.citecast.tools import BackdatedWeb  # noqa: E402
 from rap_benchmark.core.artifacts import verify  # noqa: E402
 from rap_benchmark.integrations.lmeval import harness  # noqa: E402
 from rap_benchmark.integrations.lmeval.samples import unit_record  # noqa: E402
+from rap_benchmark.tools import parse_integer  # noqa: E402
+
+TEXT_STOPS = CITECAST_TEXT_PROTOCOL.tool_turn_stops
+restore_text_stop = CITECAST_TEXT_PROTOCOL.restore_stop
+parse_text_action = CITECAST_TEXT_PROTOCOL.parse
 
 REPO = Path(__file__).resolve().parents[1]
 LIMIT = 6
@@ -50,25 +49,26 @@ def test_restore_text_stop_closes_only_an_open_tag() -> None:
 
 def test_parse_text_action_takes_the_first_complete_tag() -> None:
     a = parse_text_action("Looks niche.\n<submit> 7 </submit><web_search>x</web_search>")
-    assert a is not None and (a.tag, a.tool, a.body, a.prefix) == ("submit", "submit_prediction", "7", "Looks niche.")
+    assert a is not None and (a.tag, a.tool) == ("submit", "submit_prediction")
+    assert a.arguments == {"prediction": 7, "justification": "Looks niche."}
     b = parse_text_action("<web_fetch>https://arxiv.org/abs/2601.00001</web_fetch>")
-    assert b is not None and b.tool == "web_fetch" and b.body == "https://arxiv.org/abs/2601.00001"
+    assert b is not None and b.tool == "web_fetch" and b.arguments == {"url": "https://arxiv.org/abs/2601.00001"}
     assert parse_text_action("<web_search>unclosed") is None
     assert parse_text_action('{"prediction": 3}') is None
     assert set(TEXT_STOPS) == {"</web_search>", "</web_fetch>", "</submit>", "<observation>"}
 
 
 @given(st.integers(min_value=0, max_value=10**12))
-def test_parse_submission_reads_every_integer_spelling(n: int) -> None:
-    assert parse_submission(str(n)) == n
-    assert parse_submission(f" {n:,} ") == n
-    assert parse_submission(f"{n}.0") == n
-    assert parse_submission(f"-{n}") == -n
+def test_parse_integer_reads_every_integer_spelling(n: int) -> None:
+    assert parse_integer(str(n)) == n
+    assert parse_integer(f" {n:,} ") == n
+    assert parse_integer(f"{n}.0") == n
+    assert parse_integer(f"-{n}") == -n
 
 
 @pytest.mark.parametrize("body", ["", "about 12", "12.5", "1e3", "twelve", "1,23", "12 citations", "nan"])
-def test_parse_submission_refuses_non_integers(body: str) -> None:
-    assert parse_submission(body) is None
+def test_parse_integer_refuses_non_integers(body: str) -> None:
+    assert parse_integer(body) is None
 
 
 # -- the task folder --------------------------------------------------------------------------
@@ -163,7 +163,7 @@ class ScriptedLM(LM):
         turns = ctx.count("<|assistant|>") - 1  # replies so far (the last marker is the generation prompt)
         observations = re.findall(r"<observation>\n(.*?)\n</observation>", ctx, flags=re.DOTALL)
         if role == "greedy":
-            if FORCE_SUBMIT.format(n=MAX_TOOL_CALLS) in ctx:
+            if force_submit(MAX_TOOL_CALLS) in ctx:
                 return "Out of calls. <submit>5"
             return f"<web_search>{title} part {turns}"
         if turns == 0:
@@ -220,7 +220,7 @@ def test_rounds_are_batched_and_first_replies_reused(scripted_run) -> None:
     assert all(ctx.count("<|assistant|>") >= 2 for b in lm.batches[1:] for ctx in b)
     # greedy: 1 first round + MAX_TOOL_CALLS - 1 more searches + the forced submission
     assert len(lm.batches) == MAX_TOOL_CALLS + 1
-    assert sum(len(b) for b in lm.batches) == sum(r["n_turns"] for r in records.values())
+    assert sum(len(b) for b in lm.batches) == sum(len(r["turns"]) for r in records.values())
 
 
 def test_tool_calls_run_through_the_backdated_environment(scripted_run, citecast_dir: Path) -> None:
@@ -231,14 +231,14 @@ def test_tool_calls_run_through_the_backdated_environment(scripted_run, citecast
     assert normal
     for rec in normal:
         title = inst.tasks[rec["task_id"]].paper.title
-        assert [c["name"] for c in rec["calls"]] == ["web_search", "web_fetch", "submit_prediction"]
-        assert rec["calls"][0]["arguments"] == {"query": title}
-        obs = [m["content"] for m in rec["messages"] if m["content"].startswith("<observation>")]
-        hits = json.loads(obs[0].removeprefix("<observation>\n").removesuffix("\n</observation>"))
+        assert [c["name"] for c in rec["tool_calls"]] == ["web_search", "web_fetch", "submit_prediction"]
+        assert json.loads(rec["tool_calls"][0]["arguments"]) == {"query": title}
+        obs = [m["content"] for m in rec["messages"] if m["role"] == "tool"]
+        hits = json.loads(obs[0])
         assert hits == web.search(title)
-        page = json.loads(obs[1].removeprefix("<observation>\n").removesuffix("\n</observation>"))
+        page = json.loads(obs[1])
         assert page == web.fetch(hits[0]["url"]) and page["crawl_date"] <= inst.cutoff.isoformat()
-        assert rec["calls"][2]["arguments"]["justification"] == "Few signals; modest uptake."
+        assert json.loads(rec["tool_calls"][2]["arguments"])["justification"] == "Few signals; modest uptake."
 
 
 def test_reward_is_the_citecast_reward_of_the_server_target(scripted_run, citecast_dir: Path) -> None:
@@ -271,8 +271,8 @@ def test_a_second_submission_is_refused(scripted_run) -> None:
 def test_refused_submission_is_the_environments_and_can_be_corrected(scripted_run) -> None:
     _, _, _, records, roles, env = scripted_run
     (rec,) = [r for r in records.values() if _role(r, env, roles) == "refused"]
-    submits = [c for c in rec["calls"] if c["name"] == "submit_prediction"]
-    assert [c["ok"] for c in submits] == [False, True]
+    submits = [c for c in rec["tool_calls"] if c["name"] == "submit_prediction"]
+    assert [c["error"] is None for c in submits] == [False, True]
     assert "nonnegative" in submits[0]["error"]
     assert rec["valid"] and rec["prediction"] == 4
 
@@ -282,7 +282,7 @@ def test_unparseable_final_answer_scores_zero_and_is_invalid(scripted_run) -> No
     (rec,) = [r for r in records.values() if _role(r, env, roles) == "invalid"]
     (sample,) = [s for s in samples if s["doc"]["task_id"] == rec["task_id"]]
     assert not rec["valid"] and rec["prediction"] is None and rec["reward"] is None
-    assert rec["invalid_reason"].startswith("no_valid_submission") and "not an integer" in rec["invalid_reason"]
+    assert rec["invalid_reason"] == "invalid_answer" and "prediction must be an integer" in rec["invalid_detail"]
     assert sample["reward"] == 0.0 and sample["valid"] == 0.0
     assert sample["filtered_resps"][0] == "<submit>a dozen</submit>"
     assert env.state(rec["session_id"])["done"] is False  # nothing was submitted
@@ -292,4 +292,4 @@ def test_budget_forces_the_submission(scripted_run) -> None:
     _, _, _, records, roles, env = scripted_run
     (rec,) = [r for r in records.values() if _role(r, env, roles) == "greedy"]
     assert rec["n_tool_calls"] == MAX_TOOL_CALLS and rec["valid"] and rec["prediction"] == 5
-    assert rec["events"] == [f"forced_submission after {MAX_TOOL_CALLS} web calls"]
+    assert rec["events"] == [f"forced_answer after {MAX_TOOL_CALLS} calls"]

@@ -1,5 +1,6 @@
-"""Agent rollouts for conditions A0-A4: prompts, backends, the episode loop, the resumable run
-store, reference agents, diagnostics and SFT export.
+"""Agent rollouts for RAP conditions A0-A4 and CiteCast tasks: prompts, backends, the one episode
+loop (generic over a tool set), the resumable run store, reference agents, diagnostics and SFT
+export. CiteCast units and its constant policy: :mod:`rap_benchmark.agents.citecast`.
 
 Public API::
 
@@ -13,7 +14,7 @@ Heavy dependencies (openai, torch, transformers) are imported only when a backen
 """
 
 from rap_benchmark.agents.backends import OpenAIBackend, ScriptedBackend, Throttled
-from rap_benchmark.agents.episode import UnitResult, run_episode
+from rap_benchmark.agents.episode import Episode, UnitResult, run_episode
 from rap_benchmark.agents.prompts import PROMPT_VERSION, condition_prompt, format_answer, task_prompt
 from rap_benchmark.agents.protocol import (
     Attempt,
@@ -51,6 +52,7 @@ __all__ = [
     "Attempt",
     "Backend",
     "BackendFailure",
+    "Episode",
     "EpisodeContext",
     "ModelTurn",
     "OpenAIBackend",

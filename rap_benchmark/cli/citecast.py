@@ -7,7 +7,29 @@ import json
 import sys
 from pathlib import Path
 
+from rap_benchmark.cli.args import nonnegative_int, positive_int
+from rap_benchmark.cli.run import _add_backend_args
 from rap_benchmark.core.fsio import atomic_write_text
+
+RUN_EPILOG = """examples:
+  # the constant policy (search the title, fetch the top hit, submit 3): no model needed
+  rap citecast run build/citecast --split test --backend constant --constant 3 --out runs/const3
+
+  # any OpenAI-compatible server; several endpoints round-robin, retries with backoff
+  rap citecast run build/citecast --backend openai --model Qwen/Qwen3-4B \\
+      --base-url http://node1:8000/v1,http://node2:8000/v1 --concurrency 16 --out runs/qwen
+
+  # against a running server (evaluation mode: the reward is not returned; rap citecast score reads it)
+  rap citecast run build/citecast --url http://127.0.0.1:8765 --api-key s3cret-a-key \\
+      --backend openai --model gpt-4o-mini --base-url https://api.openai.com/v1 --out runs/eval
+
+  # split over 4 machines, then merge
+  rap citecast run build/citecast ... --shard 2/4 --out runs/qwen-s2
+  rap merge-runs runs/qwen runs/qwen-s0 runs/qwen-s1 runs/qwen-s2 runs/qwen-s3
+
+The run folder is the agent runner's (units/, executions.jsonl, run.json, predictions.jsonl): a rerun
+with the same --out resumes, skipping tasks already submitted.
+"""
 
 EPILOG = """examples:
   rap citecast build --instance embedded --out build/citecast
@@ -21,9 +43,9 @@ EPILOG = """examples:
   rap citecast sweep build/citecast --out runs/citecast-sweep
   rap citecast leak-probe build/citecast --n 25 --out runs/leak_probe.jsonl
   rap citecast leak-probe build/citecast --url http://127.0.0.1:8765
-  rap citecast run build/citecast --split test --policy constant:3 --out runs/const3.jsonl
-  rap citecast run build/citecast --split test --policy openai --model gpt-4o-mini \\
-      --base-url http://127.0.0.1:8000/v1 --out runs/agent.jsonl
+  rap citecast run build/citecast --split test --backend constant --constant 3 --out runs/const3
+  rap citecast run build/citecast --split test --backend openai --model gpt-4o-mini \\
+      --base-url http://127.0.0.1:8000/v1 --out runs/agent      # resumable; --shard i/n like rap run
 
 The embedded instance needs no network: generated January 2026 papers with targets from a
 documented model (see citecast.json -> provenance.target_model) and a generated crawl-dated corpus
@@ -123,19 +145,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     r = sub.add_parser(
         "run",
-        epilog=EPILOG,
+        epilog=RUN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="run a policy on a split and write per-task rewards",
+        help="run a model or the constant policy on a split (resumable run folder, like rap run)",
+        description="Run CiteCast tasks through the agent runner into a resumable run folder and write "
+        "predictions.jsonl (one row per task: prediction, reward, validity, tokens, cost).",
     )
     r.add_argument("instance_dir", type=Path)
+    r.add_argument("--out", type=Path, required=True, help="run folder (created; reused to resume)")
     r.add_argument("--split", choices=["train", "test"], default="test")
-    r.add_argument("--policy", default="constant:3", help="constant:N or openai (default constant:3)")
-    r.add_argument("--model", default=None, help="openai: model name")
-    r.add_argument("--base-url", default=None, help="openai: OpenAI-compatible endpoint")
-    r.add_argument("--api-key", default=None, help="openai: API key (default $OPENAI_API_KEY)")
+    _add_backend_args(r, ("constant", "openai", "transformers"))
+    r.add_argument("--constant", type=nonnegative_int, default=3, help="constant: the submitted forecast (default 3)")
     r.add_argument("--url", default=None, help="use a running server instead of an in-process environment")
-    r.add_argument("--limit", type=int, default=None, help="first N tasks only")
-    r.add_argument("--out", type=Path, required=True, help="JSONL of per-task rows")
+    r.add_argument("--api-key", default=None, help="--url: the environment's API key (evaluation mode)")
+    r.add_argument("--limit", type=positive_int, default=None, help="first N tasks of the split only")
+    r.add_argument("--shard", help="i/n: run only the tasks whose key hashes to shard i of n")
+    r.add_argument("--max-tool-calls", type=positive_int, default=None, help="web calls per task (default 8)")
+    r.add_argument("--max-tokens", type=positive_int, default=None, help="completion cap per turn (default 1024)")
+    r.add_argument("--prices", help="price table JSON (default: the packaged rap_benchmark/data/prices.json)")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=_run)
     p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
 
@@ -260,34 +288,45 @@ def _leak_probe(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import os
+    from rap_benchmark.agents import citecast as cc
+    from rap_benchmark.agents.pricing import load_prices
+    from rap_benchmark.agents.store import RunStore, parse_shard
+    from rap_benchmark.cli.run import _backend
 
-    from tqdm import tqdm
+    shard = parse_shard(args.shard)
+    prices = load_prices(args.prices)
+    if args.backend == "constant":
+        backend, model = cc.ConstantBackend(args.constant), args.model or f"constant/{args.constant}"
+        if args.request_delay:
+            from rap_benchmark.agents.backends import Throttled
 
-    from rap_benchmark.citecast.agent import openai_chat, run_chat_agent, run_constant
-
-    client = _client(args)
-    ids = client.task_ids(args.split)[: args.limit]
-    if args.policy.startswith("constant:"):
-        value = int(args.policy.split(":", 1)[1])
-
-        def one(tid: str):
-            return run_constant(client, tid, value)
-    elif args.policy == "openai":
-        if not args.model:
-            print("--policy openai needs --model", file=sys.stderr)
-            return 2
-        chat = openai_chat(args.model, args.base_url, args.api_key or os.environ.get("OPENAI_API_KEY"))
-
-        def one(tid: str):
-            return run_chat_agent(client, tid, chat)
+            backend = Throttled(backend, args.request_delay)
     else:
-        print(f"unknown policy {args.policy!r} (constant:N or openai)", file=sys.stderr)
-        return 2
-    rows = [one(t) for t in tqdm(ids, desc="citecast run", file=sys.stderr)]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out, "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in rows))
-    done = [r.reward for r in rows if r.reward is not None]
-    mean = sum(done) / len(done) if done else float("nan")
-    print(f"{len(rows)} tasks, {len(done)} finished, mean reward {mean:.3f}")
+        backend, model = _backend(args)
+    if args.url:
+        from rap_benchmark.citecast.client import HttpClient
+
+        client, instance = HttpClient(args.url, api_key=args.api_key), args.url
+    else:
+        from rap_benchmark.core.artifacts import manifest_hash
+
+        client, instance = _client(args), manifest_hash(args.instance_dir)
+    stats, path = cc.run_citecast(
+        client,
+        backend,
+        args.out,
+        model=model,
+        split=args.split,
+        instance=instance,
+        limit=args.limit,
+        shard=shard,
+        concurrency=args.concurrency,
+        max_tokens=args.max_tokens or cc.DEFAULT_MAX_TOKENS,
+        max_tool_calls=args.max_tool_calls or cc.DEFAULT_MAX_TOOL_CALLS,
+        backend_name=args.backend,
+        prices=prices,
+        progress=not args.no_progress,
+    )
+    rows = cc.predictions_rows(RunStore(args.out), model)
+    print(json.dumps({"predictions": str(path), **cc.summary(rows), **stats.to_dict()}, sort_keys=True))
     return 0

@@ -125,9 +125,14 @@ def cmd_merge(args: argparse.Namespace) -> int:
     with store.writer():
         n = merge_stores(sources, args.out)
         meta = store.read_run() or {}
-        frame = predictions_frame(store, str(meta.get("manifest_hash", "")))
-        if not frame.empty:
-            write_predictions(frame, store.root / PREDICTIONS_FILE)
+        if meta.get("kind") == "citecast":
+            from rap_benchmark.agents.citecast import write_predictions as write_citecast_predictions
+
+            write_citecast_predictions(store)
+        else:
+            frame = predictions_frame(store, str(meta.get("manifest_hash", "")))
+            if not frame.empty:
+                write_predictions(frame, store.root / PREDICTIONS_FILE)
     print(json.dumps({"merged_units": n, "out": str(args.out)}))
     return 0
 
@@ -258,8 +263,11 @@ def cmd_sft_gate(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
-def _add_backend_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--backend", choices=["openai", "transformers", "reference"], default="openai")
+def _add_backend_args(
+    p: argparse.ArgumentParser, backends: tuple[str, ...] = ("openai", "transformers", "reference")
+) -> None:
+    """The model-backend options shared by ``rap run``, ``rap diagnose`` and ``rap citecast run``."""
+    p.add_argument("--backend", choices=list(backends), default="openai")
     p.add_argument("--model", help="model name recorded in the run (openai: also the served model name)")
     p.add_argument("--served-model", help="model name sent to the server when it differs from --model")
     p.add_argument("--base-url", help="OpenAI-compatible base URL(s), comma separated (round-robin)")

@@ -5,16 +5,17 @@ It plugs into lm-eval's evaluator exactly as :class:`~rap_benchmark.integrations
 
 1. one document per CiteCast task of a split (the task id only: paper, band and target stay in
    the environment); the first turn is the environment's system prompt with the text tool
-   protocol (:data:`rap_benchmark.citecast.agent.TEXT_PROTOCOL`) and its task prompt;
+   protocol (:data:`rap_benchmark.agents.citecast.CITECAST_TEXT_PROTOCOL`) and its task prompt;
 2. after lm-eval's first batched ``generate_until``, ``apply_filters`` continues every task with
-   :func:`rap_benchmark.citecast.agent.run_text_agent` against an in-process client of
+   the agents' one episode loop (:class:`rap_benchmark.agents.citecast.CiteCastUnit`, the same
+   unit ``rap citecast run`` runs) against an in-process client of
    :class:`~rap_benchmark.citecast.env.CiteCastEnv`, so the research cutoff, the call limit and
    the one-shot submission are the server's own rules; all still-open tasks go to the model
    together, round after round: ``<web_search>q</web_search>`` and ``<web_fetch>url</web_fetch>``
    run through the environment, and at most ``max_tool_calls`` web calls are allowed before a
    forced ``<submit>integer</submit>``;
-3. each instance's ``resps`` holds the episode record as JSON (messages, calls, session id,
-   prediction, reward) and ``filtered_resps["none"]`` its final reply; ``process_results``
+3. each instance's ``resps`` holds the episode record as JSON (the run store's unit record:
+   messages, tool calls, session id, prediction, reward) and ``filtered_resps["none"]`` its final reply; ``process_results``
    reads the reward the environment gave (0 when no submission was accepted).
 
 Metrics: ``reward`` (mean CiteCast reward over tasks, invalid episodes scoring 0), ``valid``
@@ -32,38 +33,39 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
-from rap_benchmark.agents.protocol import Request
-from rap_benchmark.citecast.agent import (
+from rap_benchmark.agents.citecast import (
+    CITECAST_TEXT_PROTOCOL,
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MAX_TOOL_CALLS,
     MAX_OBSERVATION_CHARS,
-    TEXT_STOPS,
-    TextRun,
-    run_text_agent,
-    text_messages,
+    CiteCastUnit,
 )
+from rap_benchmark.agents.protocol import CiteCastContext, Request
+from rap_benchmark.agents.store import TaskKey
 from rap_benchmark.citecast.client import EnvClient, InProcessClient
 from rap_benchmark.citecast.env import CiteCastEnv
 from rap_benchmark.citecast.instance import CITECAST_VERSION, MANIFEST
 from rap_benchmark.citecast.prompt import SYSTEM_PROMPT, render_prompt
+from rap_benchmark.citecast.tools import tool_schemas
 from rap_benchmark.integrations.lmeval.docs import cache_root, cached_build
-from rap_benchmark.integrations.lmeval.rounds import CheckFn, GenerateFn, run_rounds
+from rap_benchmark.integrations.lmeval.rounds import CheckFn, EpisodeJob, GenerateFn, RenderFn, run_batched
 from rap_benchmark.integrations.lmeval.task import (
     FILTER_KEY,
     ToolLoopTask,
+    make_renderer,
     mean_finite,
-    render_plain,
     valid_metric,
     window_check,
 )
 
 CITECAST_DIR_ENV = "RAP_CITECAST_DIR"
 DOC_SPLITS = ("train", "test", "all")
-DEFAULT_MAX_TOOL_CALLS = 8
-DEFAULT_MAX_GEN_TOKS = 1024
+DEFAULT_MAX_GEN_TOKS = DEFAULT_MAX_TOKENS
 MODEL_LABEL = "lm-eval"
 
 
@@ -124,12 +126,12 @@ def _load_docs(**metadata: Any) -> Any:
 # -- batched rounds --------------------------------------------------------------------------------
 
 
-def run_text_batched(
+def run_citecast_batched(
     client: EnvClient,
-    jobs: Mapping[str, str],
+    jobs: Mapping[str, tuple[str, str]],
     *,
     generate: GenerateFn,
-    render: Callable[[list[dict[str, str]]], str],
+    render: RenderFn,
     base_kwargs: dict[str, Any],
     max_tokens: int,
     max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
@@ -137,37 +139,41 @@ def run_text_batched(
     first_replies: dict[str, tuple[str, str]] | None = None,
     check: CheckFn | None = None,
     model_name: str = MODEL_LABEL,
-) -> tuple[dict[str, TextRun], int]:
-    """Run ``jobs`` (key -> CiteCast task id) to their records over batched ``generate`` rounds;
-    return ({key: TextRun}, number of batched rounds).
+) -> tuple[dict[str, dict[str, Any]], int]:
+    """Run ``jobs`` (key -> (CiteCast task id, split)) to their unit records over batched ``generate``
+    rounds; return ({key: record}, number of batched rounds).
 
-    The batching is :mod:`rap_benchmark.integrations.lmeval.rounds`' (one queue; a round goes out when every
-    open episode waits; a context ``check`` refuses fails that episode; a first reply is reused
-    when its context matches byte for byte); the episode loop is the environment's text agent.
+    Each job is the runner's :class:`~rap_benchmark.agents.citecast.CiteCastUnit` (its session is
+    opened here) and runs the agents' one episode loop; the batching is
+    :mod:`rap_benchmark.integrations.lmeval.rounds`' (one queue; a round goes out when every open
+    episode waits; a context ``check`` refuses fails that episode; a first reply is reused when
+    its context matches byte for byte). A record is what the run store would hold.
     """
-
-    def loop(task_id: str) -> Callable[[Any], Awaitable[TextRun]]:
-        async def run(backend: Any) -> TextRun:
-            async def complete(messages: list[dict[str, str]]) -> str:
-                request = Request(messages=tuple(messages), tools=None, tool_choice=None, max_tokens=max_tokens)
-                turn = await backend.complete(request, None)  # the batching backend ignores the context
-                return turn.content or ""
-
-            return await run_text_agent(
-                client, task_id, complete, max_tool_calls=max_tool_calls, max_observation_chars=max_observation_chars
-            )
-
-        return run
-
-    return run_rounds(
-        {key: loop(task_id) for key, task_id in jobs.items()},
+    units, episodes = {}, []
+    for key, (task_id, split) in jobs.items():
+        unit = CiteCastUnit(
+            TaskKey(model_name, task_id),
+            CiteCastContext(model_name, task_id, split),
+            client,
+            max_tokens,
+            max_tool_calls,
+            max_observation_chars,
+        )
+        units[key] = unit
+        episodes.append(EpisodeJob(key, unit.context, unit.open()))
+    results, rounds = run_batched(
+        episodes,
         generate=generate,
-        render=lambda r: render(list(r.messages)),
+        render=render,
         base_kwargs=base_kwargs,
         model_name=model_name,
         first_replies=first_replies,
         check=check,
     )
+    records = {}
+    for job in episodes:
+        records[job.key] = {**results[job.key].to_dict(), **units[job.key].record_meta(job.episode)}
+    return records, rounds
 
 
 # -- metric functions (module level: lm-eval deep-copies and serialises task configs) ----------
@@ -205,17 +211,6 @@ def episode_metrics(record: Mapping[str, Any]) -> dict[str, float]:
     }
 
 
-def make_text_renderer(chat_template: Callable[..., Any] | None) -> Callable[[list[dict[str, str]]], Any]:
-    """Chat messages -> context string (the model's chat template, or plain text without one)."""
-
-    def render(messages: list[dict[str, str]]) -> str:
-        if chat_template is None:
-            return render_plain(messages)
-        return chat_template(messages, add_generation_prompt=True)
-
-    return render
-
-
 class CiteCastTask(ToolLoopTask):
     """CiteCast as an lm-eval task (see the module docstring)."""
 
@@ -240,7 +235,7 @@ class CiteCastTask(ToolLoopTask):
             "test_split": "test",
             "output_type": "generate_until",
             "generation_kwargs": {
-                "until": list(TEXT_STOPS),
+                "until": list(CITECAST_TEXT_PROTOCOL.tool_turn_stops),
                 "max_gen_toks": DEFAULT_MAX_GEN_TOKS,
                 "do_sample": False,
                 "temperature": 0.0,
@@ -269,14 +264,21 @@ class CiteCastTask(ToolLoopTask):
     def fewshot_docs(self) -> None:
         return None
 
-    def first_messages(self, doc: dict[str, Any]) -> list[dict[str, str]]:
-        """The first turn of a task, as the environment's ``start`` renders it (without opening a
-        session: a session is opened when the episode runs)."""
+    def first_request(self, doc: dict[str, Any]) -> Request:
+        """The first request of a task's episode, as the environment's ``start`` and the episode
+        loop write it (without opening a session: a session is opened when the episode runs)."""
         paper = self.env.tasks[doc["task_id"]].paper
-        return text_messages(SYSTEM_PROMPT, render_prompt(paper))
+        messages = ({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": render_prompt(paper)})
+        return Request(
+            messages,
+            tuple(tool_schemas()),
+            "auto",
+            self._max_tokens(),
+            text_protocol=CITECAST_TEXT_PROTOCOL,
+        )
 
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
-        return self.first_messages(doc)[-1]["content"]
+        return self.first_request(doc).text_messages()[-1]["content"]
 
     def doc_to_target(self, doc: dict[str, Any], doc_to_target: Any = None) -> str:
         return ""  # the target stays in the environment
@@ -300,25 +302,25 @@ class CiteCastTask(ToolLoopTask):
             raise ValueError("the citecast task is zero-shot (num_fewshot must be 0)")
         if system_instruction:
             raise ValueError("the citecast task uses the environment's own system prompt; drop --system_instruction")
-        render = make_text_renderer(chat_template if apply_chat_template else None)
-        return render(self.first_messages(doc))
+        render = make_renderer(chat_template if apply_chat_template else None)
+        return render(self.first_request(doc))
 
     def apply_filters(self) -> None:
         lm = self.evaluation_lm()
-        jobs: dict[str, str] = {}
+        jobs: dict[str, tuple[str, str]] = {}
         first: dict[str, tuple[str, str]] = {}
         instances: dict[str, Any] = {}
         for inst in self._instances:
             key = f"{inst.doc_id:08d}"
-            jobs[key] = inst.doc["task_id"]
+            jobs[key] = (inst.doc["task_id"], inst.doc["split"])
             first[key] = (inst.args[0], inst.resps[0] if inst.resps else "")
             instances[key] = inst
 
-        results, _ = run_text_batched(
+        results, _ = run_citecast_batched(
             self.client,
             jobs,
             generate=self.batch_generate(lm),
-            render=make_text_renderer(self._chat_template),
+            render=make_renderer(self._chat_template),
             base_kwargs=dict(self.config.generation_kwargs or {}),
             max_tokens=self._max_tokens(),
             max_tool_calls=self.max_tool_calls,
@@ -327,7 +329,7 @@ class CiteCastTask(ToolLoopTask):
             check=window_check(lm),
         )
         for key, inst in instances.items():
-            record = results[key].to_dict()
+            record = results[key]
             inst.resps = [json.dumps(record, ensure_ascii=False, default=str)]  # logged samples keep it as JSON
             inst.filtered_resps[FILTER_KEY] = record["answer_text"] or ""
             self._records[record["task_id"]] = record
