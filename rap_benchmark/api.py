@@ -14,7 +14,7 @@ After ``rap.build("mini", "build/mini")`` (the embedded synthetic instance, see 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -237,11 +237,13 @@ def export(
     citecast: PathLike | None = None,
     repos: Sequence[str] | None = None,
     salt_file: PathLike | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
     """Write the instance as Hugging Face dataset repos under ``hub_dir/<org>/`` (parquet files,
     a dataset card and a manifest each). ``withhold_test_targets`` keeps Test targets from the
     last origin on (or from ``withhold_from``) out of the public repos, committed as salted
-    hashes; the salt and targets go to ``hub_dir/_private/``. ``citecast`` adds a CiteCast task folder.
+    hashes; the salt and targets go to ``hub_dir/_private/``. ``citecast`` adds a CiteCast task folder;
+    ``repos`` writes a subset; ``progress`` is called with each repo's name as it is written.
 
     >>> import rap_benchmark as rap
     >>> result = rap.export(rap.load("build/mini"), "hub", repos=["fields", "splits"])
@@ -260,4 +262,5 @@ def export(
         salt_file=salt_file,
         citecast_tasks=None if citecast is None else citecast_frame(citecast),
         repos=repos,
+        progress=progress,
     )

@@ -105,26 +105,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
 
-    from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.hub.export import citecast_frame, export_instance
+    from rap_benchmark.api import export, load
 
-    inst = load_instance(args.dir)
-    withhold = args.withhold_from or (max(inst.spec.origins) if args.withhold_test_targets else None)
-    citecast = citecast_frame(args.citecast) if args.citecast is not None else None
     repos = args.repos.split(",") if args.repos else None
-    bar = tqdm(total=len(repos) if repos else 6 + (citecast is not None), desc="export-hf", file=sys.stderr)
+    bar = tqdm(total=len(repos) if repos else 6 + (args.citecast is not None), desc="export-hf", file=sys.stderr)
 
     def step(name: str) -> None:
         bar.set_postfix_str(name)
         bar.update(1)
 
-    result = export_instance(
-        inst,
+    result = export(
+        load(args.dir),
         args.out,
         org=args.org,
-        withhold_from=withhold,
+        withhold_test_targets=args.withhold_test_targets,
+        withhold_from=args.withhold_from,
         salt_file=args.salt_file,
-        citecast_tasks=citecast,
+        citecast=args.citecast,
         repos=repos,
         progress=step,
     )

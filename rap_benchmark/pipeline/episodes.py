@@ -26,6 +26,7 @@ import hashlib
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from rap_benchmark.core.dates import add_months, parse_date, to_days
 from rap_benchmark.core.records import N_DIRECTIONS, Episode, Policy, Regime
@@ -131,7 +132,7 @@ def episode_table(assignments: pd.DataFrame, blocks: pd.DataFrame, spec: Benchma
 
     return pd.DataFrame(
         {
-            col: pd.Series(values, dtype=np.float64 if col in ("n_x", "n_y") else object)
+            col: pd.Series(values, dtype=np.float64 if pa.types.is_floating(EPISODES.field(col).type) else object)
             for col, values in records.items()
         }
     )
