@@ -232,6 +232,9 @@ def test_spend_cap_stops_cleanly_and_a_higher_cap_resumes(tmp_path: Path, baseli
             run(store, (srv.url,), max_spend_usd=0.02, prices_path=str(prices))
         before = store_keys(store)
         assert before and len(set(before)) == len(before)
+        records = [orjson.loads(line) for line in (store / "requests.jsonl").read_bytes().splitlines()]
+        spent = sum(r["prompt_tokens"] * 1.0 + r["completion_tokens"] * 2.0 for r in records) / 1e6
+        assert 0 < spent <= 0.02  # the cap holds: a request goes out only if its worst case fits
         result, _ = run(store, (srv.url,), max_spend_usd=100.0, prices_path=str(prices))
     after = store_keys(store)
     assert after[: len(before)] == before and len(set(after)) == len(after)
