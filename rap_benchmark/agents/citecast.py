@@ -33,7 +33,9 @@ from rap_benchmark.agents.protocol import Backend, CiteCastContext, ModelTurn, R
 from rap_benchmark.agents.runner import RunStats, accounting_columns, run_units, select_shard
 from rap_benchmark.agents.store import RunStore, TaskKey
 from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolOutcome, decode_arguments
+from rap_benchmark.citecast.records import TaskSplit
 from rap_benchmark.core.fsio import atomic_write_text
+from rap_benchmark.core.records import parse_enum
 from rap_benchmark.tools import TextProtocol, TextTool
 
 ANSWER_TOOL = "submit_prediction"
@@ -179,7 +181,7 @@ class CiteCastUnit:
 def citecast_units(
     client: Any,
     model: str,
-    split: str,
+    split: TaskSplit,
     *,
     limit: int | None = None,
     max_tokens: int = DEFAULT_MAX_TOKENS,
@@ -187,6 +189,7 @@ def citecast_units(
     max_observation_chars: int = MAX_OBSERVATION_CHARS,
 ) -> list[CiteCastUnit]:
     """The units of ``split``'s tasks, sorted by task id (the first ``limit`` when given)."""
+    split = parse_enum(TaskSplit, split, what="CiteCast split")
     ids = client.task_ids(split)[:limit] if limit is not None else client.task_ids(split)
     return [
         CiteCastUnit(
@@ -275,7 +278,7 @@ def run_citecast(
     out: str | Path,
     *,
     model: str,
-    split: str,
+    split: TaskSplit,
     instance: str,
     limit: int | None = None,
     shard: tuple[int, int] = (0, 1),
