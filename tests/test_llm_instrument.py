@@ -415,3 +415,33 @@ def test_a_kept_alive_connection_closed_by_the_server_while_idle_is_not_a_failur
 
     with ServerThread(ScriptedApp(), keep_alive_s=0.2) as srv:
         assert asyncio.run(twice(srv.url)) == [200, 200]
+
+
+def test_scripted_server_command_serves_with_several_workers_and_stops_on_sigterm(tmp_path: Path) -> None:
+    import asyncio
+
+    from rap_benchmark.pipeline.instrument.llm.client import request_body
+    from rap_benchmark.pipeline.instrument.llm.http import Endpoint
+
+    log = tmp_path / "served.log"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
+    cmd = [sys.executable, "-m", "rap_benchmark.rehearsal.scripted_server", "--workers", "2", "--log", str(log)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        url = proc.stdout.readline().strip()  # type: ignore[union-attr]
+        body = request_body("m", [{"role": "user", "content": "# Task: name a research field\n[1] a title"}], 50)
+
+        async def many() -> list[int]:
+            ep = Endpoint(url, timeout_s=10.0)
+            out = [status for status, _ in await asyncio.gather(*(ep.post(body) for _ in range(20)))]
+            ep.close()
+            return out
+
+        assert asyncio.run(many()) == [200] * 20
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0
+    assert len(log.read_text().splitlines()) == 20
+    time.sleep(0.5)
+    ps = subprocess.run(["pgrep", "-f", f"--log {log}"], capture_output=True, text=True)
+    assert ps.stdout.strip() == "", "a server worker outlived the server"

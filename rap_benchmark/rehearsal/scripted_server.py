@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
                 pass
         os._exit(0)
 
+    signal.signal(signal.SIGTERM, stop)  # until uvicorn installs its own (and after it restores this one)
     print(f"http://127.0.0.1:{sock.getsockname()[1]}/v1", flush=True)
     _server(ScriptedApp(faults, log=args.log)).run(sockets=[sock])  # returns on SIGTERM or SIGINT
     stop()
