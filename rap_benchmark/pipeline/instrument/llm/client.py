@@ -278,7 +278,7 @@ class LLMClient:
             last = ""
             for attempt in range(self.max_transport_retries + 1):
                 if attempt:
-                    await asyncio.sleep(min(0.01 * 2 ** (attempt - 1), 2.0))
+                    await asyncio.sleep(min(0.01 * 3 ** (attempt - 1), 30.0))  # ~33 s over 8 retries
                 i = await self._acquire(model)
                 ok = False
                 try:
