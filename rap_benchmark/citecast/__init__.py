@@ -5,7 +5,11 @@ researching through backdated web tools frozen at 2026-01-31.
     tasks     exclusions, citation bands, stratified mix, within-band hash split, task files
     webcorpus frozen crawl-dated corpus (JSONL, WARC) and its per-cutoff views
     tools     web_search, web_fetch, submit_prediction (typed functions; docstrings = schemas)
-    env       sessions, one-shot submission, reward; server (FastAPI) and client share it
+    env       one-shot submission, reward, modes (training / evaluation); server and client share it
+    sessions  session stores: SQLite (WAL, one machine's workers) and redis_sessions (several machines)
+    server    the routes (ASGI); httpserver: the workers' HTTP/1.1; serving: supervisor and workers
+    webindex  the cutoff view as memory-mapped files (what the workers share)
+    scoring   evaluation-mode results from a session store
     reward    1 / cosh(2 |ln((p+1)/(t+1))|)
     baselines blind constant, per-category constant, band oracle (sweep with per-task rewards)
     leak_probe  backdated searches/fetches for the most-cited tasks, scanned for citation figures

@@ -261,8 +261,10 @@ def _client(args: argparse.Namespace):
     from rap_benchmark.citecast.client import HttpClient, InProcessClient
     from rap_benchmark.citecast.env import CiteCastEnv
 
-    if args.url:
-        return HttpClient(args.url)
+    if args.url:  # an evaluation-mode server needs its key: $CITECAST_API_KEY
+        import os
+
+        return HttpClient(args.url, api_key=os.environ.get("CITECAST_API_KEY") or None)
     env = CiteCastEnv.from_instance(args.instance_dir)
     env.warm()
     return InProcessClient(env)
