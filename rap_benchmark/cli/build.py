@@ -32,6 +32,13 @@ repository. --source accepts a folder of parquet files, a metadata snapshot (.js
 
 VERIFY_EPILOG = """examples:
   rap verify build/mini          # exit 0 when every file matches SHA256SUMS, else 1 naming each file
+  rap verify build/mini --expect manifests/mini          # and it is the shipped golden instance
+  rap verify build/mini --expect 3f2a...c9 (64 hex)      # and its manifest hash is the card's
+
+Without --expect, verify checks the folder against its own SHA256SUMS only: an edit made to a
+file and to its SHA256SUMS line passes. --expect compares with a manifest from elsewhere: a
+manifest hash, a SHA256SUMS file or folder, a shipped manifest name (mini, arxiv-sample), or an
+exported repo's manifest / card stating manifest_hash.
 """
 
 INFO_EPILOG = """examples:
@@ -171,14 +178,21 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     root = Path(args.dir)
     if not root.is_dir():
         raise ArtifactError(f"no instance folder at {root}")
+    expected = None
+    if args.expect is not None:
+        from rap_benchmark.core.expect import compare, resolve_expected
+
+        expected = resolve_expected(args.expect)  # a bad --expect is refused before any hashing
     problems = verify(root)
+    if expected is not None and not any(p.startswith(f"{SUMS_FILE} ") for p in problems):
+        problems += compare(root, expected)
     if problems:
         for problem in problems:
             print(f"BAD {problem}")
         print(f"{root}: {len(problems)} problem(s)", file=sys.stderr)
         return 1
     n = len((root / SUMS_FILE).read_text(encoding="utf-8").splitlines())
-    print(f"OK {root}: {n} files match {SUMS_FILE}")
+    print(f"OK {root}: {n} files match {SUMS_FILE}" + (f"; it is {expected.source}" if expected else ""))
     return 0
 
 
@@ -236,6 +250,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=fmt,
     )
     p.add_argument("dir", help="instance folder")
+    p.add_argument(
+        "--expect",
+        metavar="HASH_OR_MANIFEST",
+        default=None,
+        help="also require this instance: a manifest hash, a SHA256SUMS file/folder or a shipped manifest name",
+    )
     p.set_defaults(func=_cmd_verify)
 
     p = subparsers.add_parser(

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rap_benchmark.core.errors import ArtifactError, InputError
+
+if TYPE_CHECKING:
+    from rap_benchmark.core.artifacts import Instance
 
 EPILOG = """examples:
   rap search build/mini --field f003 --origin 2025-01-01 --regime fixed "graph neural network"
@@ -52,11 +56,27 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=["auto", "numba", "numpy"], default="auto", help=argparse.SUPPRESS)
 
 
-def _engine(path: str, backend: str):
-    from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.search import SearchEngine
+def _check_call(inst: Instance, field: str, origin: str, query: str, start: str | None, end: str | None) -> None:
+    """Refuse what the engine would answer silently: an origin the instance does not have (its
+    universe would reach into a target window), an unknown field, a query without searchable
+    terms, and a window whose start is after its end. Dates are YYYY-MM-DD only."""
+    from rap_benchmark.core.dates import parse_date
+    from rap_benchmark.core.text import query_terms
 
-    return SearchEngine.from_instance(load_instance(path), backend=backend, progress=sys.stderr.isatty())
+    universes = inst.search_manifest
+    mine = universes[universes["field_id"].astype(str) == field]
+    if mine.empty:
+        raise InputError(f"--field {field!r}: the instance has no such field (rap info lists them)")
+    day = parse_date(origin).isoformat()
+    origins = sorted({str(o)[:10] for o in mine["origin"]})
+    if day not in origins:
+        raise InputError(f"--origin {origin}: not an origin of this instance (its origins: {', '.join(origins)})")
+    if not query_terms(query):
+        raise InputError("the query has no searchable terms (stop words and one-character tokens are ignored)")
+    first = parse_date(start) if start is not None else None
+    last = parse_date(end) if end is not None else None
+    if first is not None and last is not None and first > last:
+        raise InputError(f"--start {start} is after --end {end}: the window is empty")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -72,17 +92,16 @@ def run(args: argparse.Namespace) -> int:
     if args.target == "audit":
         return _run_audit(args)
     if not args.field or not args.origin or not args.rest:
-        print("rap search: DIR, --field, --origin and a query are required (see rap search --help)", file=sys.stderr)
-        return 2
+        raise InputError("DIR, --field, --origin and a query are required (see rap search --help)")
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.search import SearchEngine
     from rap_benchmark.search.tool import observation_json
 
-    engine = _engine(args.target, args.backend)
+    inst = load_instance(args.target)
     query = " ".join(args.rest)
-    try:
-        obs = engine.search(args.field, args.origin, args.regime, query, start=args.start, end=args.end)
-    except ValueError as exc:
-        print(f"rap search: {exc}", file=sys.stderr)
-        return 2
+    _check_call(inst, args.field, args.origin, query, args.start, args.end)
+    engine = SearchEngine.from_instance(inst, backend=args.backend, progress=sys.stderr.isatty())
+    obs = engine.search(args.field, args.origin, args.regime, query, start=args.start, end=args.end)
     if args.json:
         print(observation_json(obs))
         return 0

@@ -288,8 +288,13 @@ def listed_sha256(root: Path, rel: str) -> str:
     return sha256_file(root / rel)
 
 
-def load_instance(root: str | Path, *, verify_hashes: bool = True) -> Instance:
-    """Load a built instance; by default every file is checked against SHA256SUMS first."""
+def load_instance(root: str | Path, *, verify_hashes: bool = True, expect: str | Path | None = None) -> Instance:
+    """Load a built instance; by default every file is checked against SHA256SUMS first.
+
+    ``expect`` (a manifest hash, a SHA256SUMS file or folder, a golden manifest name; see
+    :mod:`rap_benchmark.core.expect`) refuses an instance that is not that one, which catches an
+    edit made consistently to a file and its SHA256SUMS line.
+    """
     root = Path(root)
     if not root.is_dir():
         raise ArtifactError(f"no instance folder at {root}")
@@ -300,6 +305,12 @@ def load_instance(root: str | Path, *, verify_hashes: bool = True) -> Instance:
         problems = verify(root)
         if problems:
             raise ArtifactError(f"{root} failed verification:\n  " + "\n  ".join(problems))
+    if expect is not None:
+        from rap_benchmark.core.expect import compare, resolve_expected
+
+        problems = compare(root, resolve_expected(expect))
+        if problems:
+            raise ArtifactError(f"{root} is not the expected instance:\n  " + "\n  ".join(problems))
     ledger = json.loads((root / LEDGER_FILE).read_text(encoding="utf-8"))
     spec = BenchmarkSpec.from_dict(ledger["spec"])
     codebooks = {

@@ -3,20 +3,29 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from rap_benchmark.core.errors import InputError
 
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+
 
 def parse_date(value: str | dt.date) -> dt.date:
-    """Parse ``YYYY-MM-DD`` (or pass a date through); raise InputError (a ValueError) naming the bad value."""
+    """Parse ``YYYY-MM-DD`` exactly (or pass a date through); raise InputError (a ValueError) naming the
+    bad value. One format: ``2025-1-1``, ``20250101`` and ``2025-06-01T00:00:00`` are all refused."""
     if isinstance(value, dt.datetime):
         return value.date()
     if isinstance(value, dt.date):
         return value
-    try:
-        return dt.date.fromisoformat(str(value)[:10])
-    except ValueError as exc:
-        raise InputError(f"not a YYYY-MM-DD date: {value!r}") from exc
+    if type(value).__name__ == "datetime64":  # numpy dates from columnar tables
+        value = str(value)[:10]
+    if isinstance(value, str) and _ISO_DAY.fullmatch(value):
+        try:
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            pass
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    raise InputError(f"not a YYYY-MM-DD date: {shown}")
 
 
 def add_months(day: dt.date, months: int) -> dt.date:

@@ -573,27 +573,40 @@ class _Rows:
         ]
         if self.unknown or missing:
             return empty_frame()
-        data: dict[str, Any] = {c: np.array(self.str_cols[c], dtype=object) for c in KEY_COLUMNS}
+        # column by column, releasing each source as soon as it is converted (a 500 MB file must stay
+        # far below 1 GiB: the rows are never held twice)
+        frame = pd.DataFrame(index=pd.RangeIndex(len(self.lines)))
+
+        def take_str(col: str) -> None:
+            frame[col] = np.array(self.str_cols.pop(col), dtype=object)
+
+        def take_float(buf: array) -> np.ndarray:
+            return np.frombuffer(buf, dtype=np.float64).copy() if len(buf) else np.zeros(0)
+
+        for col in KEY_COLUMNS:
+            take_str(col)
         for j, col in enumerate(DIRECTION_KEYS):
-            data[col] = np.frombuffer(self.weights[j], dtype=np.float64) if len(self.lines) else np.zeros(0)
-        data["valid"] = np.frombuffer(bytes(self.valid), dtype=np.uint8).astype(bool)
-        data["invalid_reason"] = np.array(self.str_cols["invalid_reason"], dtype=object)
-        data["manifest_hash"] = np.array(self.str_cols["manifest_hash"], dtype=object)
+            frame[col] = take_float(self.weights[j])
+            self.weights[j] = array("d")
+        frame["valid"] = np.frombuffer(bytes(self.valid), dtype=np.uint8).astype(bool)
+        self.valid = bytearray()
+        take_str("invalid_reason")
+        take_str("manifest_hash")
         for col in META_INT_COLUMNS:
             if col in self.present_meta:
-                values = np.frombuffer(self.ints[col], dtype=np.int64) if len(self.lines) else np.zeros(0, np.int64)
+                values = np.frombuffer(self.ints[col], dtype=np.int64).copy() if len(self.lines) else np.zeros(0, int)
                 mask = np.frombuffer(bytes(self.int_null[col]), dtype=np.uint8).astype(bool)
-                data[col] = pd.arrays.IntegerArray(values.copy(), mask)
+                frame[col] = pd.arrays.IntegerArray(values, mask)
+            self.ints[col], self.int_null[col] = array("q"), bytearray()
         for col in META_FLOAT_COLUMNS:
             if col in self.present_meta:
-                data[col] = np.frombuffer(self.floats[col], dtype=np.float64) if len(self.lines) else np.zeros(0)
+                frame[col] = take_float(self.floats[col])
+            self.floats[col] = array("d")
         for col in META_STR_COLUMNS:
             if col in self.present_meta:
-                data[col] = np.array(self.str_cols[col], dtype=object)
-        data[_LINE] = np.frombuffer(self.lines, dtype=np.int64) if len(self.lines) else np.zeros(0, np.int64)
-        frame = pd.DataFrame(data)
-        for col in DIRECTION_KEYS:  # frombuffer views are read-only
-            frame[col] = frame[col].to_numpy(np.float64, copy=True)
+                take_str(col)
+        frame[_LINE] = np.frombuffer(self.lines, dtype=np.int64).copy() if len(self.lines) else np.zeros(0, int)
+        self.lines = array("q")
         return frame
 
 
@@ -1048,8 +1061,9 @@ def _validate(
         )
         keep &= ~unknown
 
-    frame = frame.loc[keep]
-    lines = frame[_LINE].to_numpy(np.int64)
+    if not keep.all():
+        frame = frame.loc[keep]
+        lines = frame[_LINE].to_numpy(np.int64)
 
     # duplicates: every copy is dropped
     dup = frame.duplicated(list(KEY_COLUMNS), keep=False).to_numpy(bool)
@@ -1074,7 +1088,8 @@ def _validate(
             )
         )
         frame = frame.loc[~dup]
-    frame = frame.reset_index(drop=True)
+    if not frame.index.equals(pd.RangeIndex(len(frame))):
+        frame = frame.reset_index(drop=True)
 
     # missing episodes, per (model, condition)
     expected_eps = _episode_table(inst, split)
