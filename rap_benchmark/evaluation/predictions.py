@@ -613,18 +613,28 @@ class _Rows:
 # -- reading ---------------------------------------------------------------------------------
 
 
-def _read_line(fh: Any) -> tuple[bytes, int]:
-    """The next line (at most MAX_LINE_BYTES kept) and its full length; an over-long line's rest is
-    skipped unread."""
+def _read_line(fh: Any) -> tuple[bytes, int, bool]:
+    """The next line (at most MAX_LINE_BYTES kept), its full length, and whether it ends with a
+    newline (only a file's last line can lack one); an over-long line's rest is skipped unread."""
     raw = fh.readline(MAX_LINE_BYTES + 1)
-    size = len(raw)
-    if size > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+    size, complete = len(raw), raw.endswith(b"\n")
+    if size > MAX_LINE_BYTES and not complete:
         while True:
             chunk = fh.readline(1 << 20)
             size += len(chunk)
-            if not chunk or chunk.endswith(b"\n"):
+            complete = chunk.endswith(b"\n")
+            if not chunk or complete:
                 break
-    return raw, size
+    return raw, size, complete
+
+
+def _truncated(lineno: int, why: str) -> Problem:
+    return Problem(
+        ProblemKind.TRUNCATED,
+        Severity.FATAL,
+        f"line {lineno} is cut off (no closing newline, {why}); the file looks truncated, so none of it is scored",
+        lines=(lineno,),
+    )
 
 
 def _read_jsonl(path: Path, rows: _Rows, problems: list[Problem]) -> bool:
@@ -643,7 +653,7 @@ def _read_jsonl(path: Path, rows: _Rows, problems: list[Problem]) -> bool:
             return False
         lineno = 0
         while True:
-            raw, size = _read_line(fh)
+            raw, size, complete = _read_line(fh)
             if not raw:
                 break
             lineno += 1
@@ -653,6 +663,9 @@ def _read_jsonl(path: Path, rows: _Rows, problems: list[Problem]) -> bool:
                 )
                 raw = raw[3:]
             if size > MAX_LINE_BYTES:
+                if not complete:
+                    problems.append(_truncated(lineno, f"{size:,} bytes"))
+                    return False
                 tally.add(
                     ProblemKind.LINE_TOO_LONG,
                     f"are longer than {MAX_LINE_BYTES:,} bytes, far beyond any prediction row (skipped unread)",
@@ -664,6 +677,9 @@ def _read_jsonl(path: Path, rows: _Rows, problems: list[Problem]) -> bool:
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
+                if not complete:
+                    problems.append(_truncated(lineno, "a character cut in half"))
+                    return False
                 tally.add(
                     ProblemKind.ENCODING,
                     "are not valid UTF-8; save the file as UTF-8 (skipped)",
@@ -676,6 +692,9 @@ def _read_jsonl(path: Path, rows: _Rows, problems: list[Problem]) -> bool:
                 continue
             depth = _nesting_depth(text)
             if depth > MAX_DEPTH:
+                if not complete:
+                    problems.append(_truncated(lineno, f"{depth} open brackets"))
+                    return False
                 tally.add(
                     ProblemKind.TOO_DEEP,
                     f"nest JSON more than {MAX_DEPTH} levels deep; a prediction row is a flat object (dropped)",
@@ -706,16 +725,8 @@ def _read_jsonl(path: Path, rows: _Rows, problems: list[Problem]) -> bool:
                 if first_content and text.lstrip().startswith("["):
                     problems.append(_json_array_problem())
                     return False
-                if not raw.endswith(b"\n") and fh.read(1) == b"":
-                    problems.append(
-                        Problem(
-                            ProblemKind.TRUNCATED,
-                            Severity.FATAL,
-                            f"line {lineno} is cut off (no closing newline, {_json_error(exc)}); the file looks "
-                            "truncated, so none of it is scored",
-                            lines=(lineno,),
-                        )
-                    )
+                if not complete:
+                    problems.append(_truncated(lineno, _json_error(exc)))
                     return False
                 tally.add(
                     ProblemKind.BAD_JSON,
