@@ -306,3 +306,32 @@ def test_env_errors_keep_their_http_status() -> None:
         429,
     }
     assert issubclass(PayloadTooLarge, EnvError) and PayloadTooLarge.status == 413
+
+
+def test_index_of_a_read_only_instance_goes_to_the_temp_folder(tmp_path: Path, monkeypatch) -> None:
+    """An instance folder the user cannot write (a shared read-only copy) still serves: its mapped
+    index is built once under the temporary folder instead of the instance's .cache/."""
+    import shutil
+    import tempfile
+
+    from rap_benchmark.citecast import webindex
+    from rap_benchmark.citecast.embedded import EmbeddedConfig, build_embedded
+    from rap_benchmark.citecast.instance import load_instance
+
+    out = build_embedded(tmp_path / "inst", EmbeddedConfig(n_tasks=40))
+    shutil.rmtree(out / ".cache")
+    real_write = webindex.write_index
+
+    def write_index(view, folder: Path):  # noqa: ANN001, ANN202 - the instance folder refuses writes
+        if out in folder.parents:
+            raise PermissionError(13, "Permission denied", str(folder))
+        return real_write(view, folder)
+
+    monkeypatch.setattr(webindex, "write_index", write_index)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    view = load_instance(out).web_index()
+    assert (tmp_path / "tmp") in view.folder.parents and view.search_results("language models", 3)
+    assert not (out / ".cache").exists()
+    with pytest.raises(PermissionError):  # an explicit cache folder is never replaced silently
+        load_instance(out).web_index(cache_dir=out / ".cache")

@@ -69,12 +69,22 @@ class CiteCastInstance:
         return base / f"webindex-{index_key(self.corpus_sha256(), cutoff or self.cutoff)}"
 
     def web_index(self, cutoff: dt.date | None = None, cache_dir: str | Path | None = None):  # -> MappedView
-        """The search index of the view at ``cutoff`` (default: the instance's), built on first use."""
+        """The search index of the view at ``cutoff`` (default: the instance's), built on first use
+        (into the system's temporary folder when the instance's ``.cache/`` is not writable)."""
+        import tempfile
+
         from rap_benchmark.citecast.webindex import MappedView, write_index
 
         folder = self.index_dir(cutoff, cache_dir)
         if not (folder / "meta.json").is_file():
-            write_index(self.corpus.view(cutoff or self.cutoff), folder)
+            view = self.corpus.view(cutoff or self.cutoff)
+            try:
+                write_index(view, folder)
+            except PermissionError:
+                if cache_dir is not None:
+                    raise
+                folder = self.index_dir(cutoff, Path(tempfile.gettempdir()) / "rap_citecast_index")
+                write_index(view, folder)
         return MappedView(folder)
 
 
