@@ -2,7 +2,8 @@
 
 Each is a thin, documented wrapper over the subpackage that does the work; the examples below
 run as written (``tests/test_api.py`` executes them on the embedded mini instance, from an empty
-working folder). Heavy imports happen inside each verb, so ``import rap_benchmark`` stays cheap.
+working folder). The subpackages a verb drives (pipeline, search, agents, evaluation, hub) are
+imported inside it, so ``import rap_benchmark`` loads only the core records and artifacts.
 
 After ``rap.build("mini", "build/mini")`` (the embedded synthetic instance, see :func:`build`):
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from rap_benchmark.core.artifacts import Instance, PublicInstance, load_instance
 from rap_benchmark.core.artifacts import verify as _verify
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import Condition, Policy, Regime, SearchObservation, Split, parse_enum
 from rap_benchmark.core.spec import BenchmarkSpec, spec_for
 
@@ -138,7 +140,7 @@ def run(
         backend = ReferenceBackend(backend)
         model = model or backend.name
     if model is None:
-        raise ValueError("run: model= names the model the predictions are recorded under")
+        raise InputError("run: pass model=, the name the predictions are recorded under")
     view = instance.public_view() if isinstance(instance, Instance) else instance
     conditions = [parse_enum(Condition, c) for c in conditions]
     return run_benchmark(

@@ -7,8 +7,8 @@ RAP units (model x field x origin x condition) are :class:`UnitSpec`; CiteCast t
 ``rap_benchmark.agents.citecast.CiteCastUnit``.
 
 The runner never sees targets: it takes a :class:`~rap_benchmark.core.artifacts.PublicInstance`
-(``Instance.public_view()``), which has no target column, no direction label and no folder to
-read them from; RAP units are built from its episode keys (``field_id``, ``origin``) and
+(``Instance.public_view()``), which has no target column, no direction label and no ledger;
+RAP units are built from its episode keys (``field_id``, ``origin``) and
 codebooks. Search is bound per unit to the episode's universe
 (fixed for A1/A2, expanding for A3/A4) through :class:`SearchTools`.
 """

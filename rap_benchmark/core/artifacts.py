@@ -255,11 +255,16 @@ class PublicInstance:
     Agent runners, reference agents and harness tasks receive this view, never an
     :class:`Instance`. It has no target columns (``y``, ``y_counts``, ``n_y``), no target flag
     (``y_empty``), no direction labels (``primary``/``secondary``/``type``, from which every
-    target is counted: ``memberships`` keeps only paper, field and date), no ledger and no folder
-    to read them back from.
+    target is counted: ``memberships`` keeps only paper, field and date) and no ledger. The only
+    path it carries is the search token cache (``search_cache``, inside ``.cache/``); code that
+    opens files on its own is beyond what a type can stop, so ``tests/test_target_blind.py``
+    also destroys the targets on disk and checks that a run over the view is unchanged.
 
-    ``rap_benchmark.load(path).public_view()`` gives one; ``tests/test_target_blind.py`` checks
-    that nothing reachable from it holds a target or a label.
+    It still holds every paper's metadata, later ones included (later origins' universes need
+    them); what Search lets an agent see of them is bounded by the episode's universe.
+
+    ``rap_benchmark.load(path).public_view()`` gives one; the test checks that nothing reachable
+    from it holds a target or a label.
     """
 
     spec: BenchmarkSpec
