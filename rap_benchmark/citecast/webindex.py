@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,6 +37,7 @@ from rap_benchmark.citecast.webcorpus import (
     normalise_url,
     snippet_of_flat,
 )
+from rap_benchmark.core.fsio import atomic_open, atomic_write_bytes, atomic_write_text, remove_stale, temp_name
 from rap_benchmark.core.text import query_terms
 
 FORMAT = 1
@@ -66,14 +66,19 @@ class StringColumn(Sequence[str]):
         encoded = [v.encode("utf-8") for v in values]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum([len(e) for e in encoded], out=offsets[1:])
-        (folder / f"{name}.bin").write_bytes(b"".join(encoded))
-        np.save(folder / f"{name}.npy", offsets)
+        atomic_write_bytes(folder / f"{name}.bin", b"".join(encoded))
+        _save(folder / f"{name}.npy", offsets)
 
     @classmethod
     def open(cls, folder: Path, name: str) -> StringColumn:
         path = folder / f"{name}.bin"
         blob = np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size else np.zeros(0, np.uint8)
         return cls(np.asarray(blob), _load(folder / f"{name}.npy"))
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    with atomic_open(path, "wb") as fh:
+        np.save(fh, array)
 
 
 def _load(path: Path) -> np.ndarray:
@@ -90,13 +95,16 @@ def write_index(view: CorpusView, out: Path) -> Path:
     if (out / "meta.json").is_file():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    remove_stale(out.parent, name=out.name)  # what killed builds of this index left behind
+    tmp = temp_name(out, "building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
     try:
         index = view.bm25_index()
         for name in BM25_ARRAYS:
-            np.save(tmp / f"bm25.{name}.npy", np.ascontiguousarray(getattr(index, name)))
+            _save(tmp / f"bm25.{name}.npy", np.ascontiguousarray(getattr(index, name)))
         vocab = sorted(index.term_index, key=index.term_index.__getitem__)
-        (tmp / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        atomic_write_text(tmp / "vocab.json", json.dumps(vocab, ensure_ascii=False))
         docs = view.documents
         columns = {
             "key": view.keys,
@@ -107,10 +115,10 @@ def write_index(view: CorpusView, out: Path) -> Path:
         }
         for name, values in columns.items():
             StringColumn.write(tmp, name, values)
-        np.save(tmp / "crawl_day.npy", np.array([(d.crawl_date - EPOCH).days for d in docs], dtype=np.int32))
-        np.save(tmp / "sub_corpus.npy", np.array([SUB_CORPORA.index(d.sub_corpus) for d in docs], dtype=np.uint8))
+        _save(tmp / "crawl_day.npy", np.array([(d.crawl_date - EPOCH).days for d in docs], dtype=np.int32))
+        _save(tmp / "sub_corpus.npy", np.array([SUB_CORPORA.index(d.sub_corpus) for d in docs], dtype=np.uint8))
         meta = {"format": FORMAT, "cutoff": view.cutoff.isoformat(), "n_docs": len(docs), "k1": index.k1, "b": index.b}
-        (tmp / "meta.json").write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
+        atomic_write_text(tmp / "meta.json", json.dumps(meta, sort_keys=True))
         try:
             os.rename(tmp, out)
         except OSError:  # another process renamed its build into place first: keep that one

@@ -30,6 +30,8 @@ from pathlib import Path
 import numpy as np
 import orjson
 
+from rap_benchmark.core.fsio import atomic_open
+
 PAPER_FRAME = 356_357
 TOTAL_RECORDS = 2_400_000
 LEGACY_SHARE = 0.06  # old-style ids, before April 2007
@@ -294,22 +296,24 @@ def generate(scale: float = 1.0, seed: int = 0, n_fields: int | None = None) -> 
 def write_snapshot(path: str | Path, scale: float = 1.0, seed: int = 0, n_fields: int | None = None) -> Plan:
     """Stream the snapshot to ``path`` (gzip when it ends in .gz); return its plan (counts)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    raw = tmp.open("wb")
-    fh: io.BufferedIOBase = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3) if path.name.endswith(".gz") else raw  # type: ignore[assignment]
+    with atomic_open(path, "wb") as raw:
+        _write_lines(raw, path.name.endswith(".gz"), generate(scale, seed, n_fields))
+    return Plan.make(scale)
+
+
+def _write_lines(raw: io.BufferedIOBase, gz: bool, lines: Iterator[bytes]) -> None:
+    fh: io.BufferedIOBase = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3) if gz else raw  # type: ignore[assignment]
     try:
         buf: list[bytes] = []
-        for line in generate(scale, seed, n_fields):
+        for line in lines:
             buf.append(line)
             if len(buf) >= 4096:
                 fh.write(b"".join(buf))
                 buf.clear()
         fh.write(b"".join(buf))
     finally:
-        fh.close()
-        raw.close()
-    tmp.replace(path)
-    return Plan.make(scale)
+        if gz:
+            fh.close()  # writes the gzip trailer; the atomic writer closes and renames the file
 
 
 def main(argv: list[str] | None = None) -> int:
