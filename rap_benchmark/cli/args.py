@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from rap_benchmark.core.errors import ArtifactError, InputError
+from rap_benchmark.core.records import parse_enum
 
 E = TypeVar("E", bound=Enum)
 
@@ -21,14 +22,10 @@ def csv(text: str | None) -> list[str] | None:
 
 def enum_list(cls: type[E], text: str | None, flag: str) -> list[E]:
     """Comma-separated enum values (e.g. ``--conditions A0,A3``); none, or an unknown one, is refused by name."""
-    values = csv(text) or []
-    known = {str(m.value): m for m in cls}
+    values = csv(text)
     if not values:
-        raise InputError(f"{flag}: give at least one of {', '.join(known)}")
-    unknown = [v for v in values if v not in known]
-    if unknown:
-        raise InputError(f"{flag}: unknown value(s) {', '.join(map(repr, unknown))} (expected {', '.join(known)})")
-    return [known[v] for v in values]
+        raise InputError(f"{flag}: give at least one of {', '.join(str(m.value) for m in cls)}")
+    return [parse_enum(cls, v, what=f"{flag} value") for v in values]
 
 
 def _number(kind: Callable[[str], float], low: float, inclusive: bool, what: str) -> Callable[[str], float]:

@@ -107,6 +107,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     from rap_benchmark.api import export, load
 
+    inst = load(args.dir)  # refused (tampered, missing) before the progress bar starts
     repos = args.repos.split(",") if args.repos else None
     bar = tqdm(total=len(repos) if repos else 6 + (args.citecast is not None), desc="export-hf", file=sys.stderr)
 
@@ -115,7 +116,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         bar.update(1)
 
     result = export(
-        load(args.dir),
+        inst,
         args.out,
         org=args.org,
         withhold_test_targets=args.withhold_test_targets,
