@@ -230,14 +230,15 @@ def test_torn_event_log_line_is_cut_before_the_next_append(tmp_path):
 
 def test_killed_build_leaves_no_stale_folder_after_the_next_build(tmp_path):
     """Bug: a killed `rap build` left a .NAME.building-PID folder that no later build removed."""
-    from rap_benchmark.pipeline.build import _prepare_out
+    from rap_benchmark.core.artifacts import SUMS_FILE
+    from rap_benchmark.core.fsio import building_folder
 
     out = tmp_path / "inst"
     stale = tmp_path / f".inst.building-{_dead_pid()}"
     (stale / "sub").mkdir(parents=True)
     other = tmp_path / f".other.building-{_dead_pid()}"
     other.mkdir()
-    tmp = _prepare_out(out)
+    tmp = building_folder(out, (SUMS_FILE,))
     assert not stale.exists() and other.exists() and tmp.name == f".inst.building-{os.getpid()}"
 
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shutil
 from functools import cached_property
 from pathlib import Path
@@ -30,7 +29,7 @@ from rap_benchmark.citecast.tasks import DEFAULT_BANDS, DEFAULT_MIX, TaskSet, lo
 from rap_benchmark.citecast.webcorpus import WebCorpus
 from rap_benchmark.core.artifacts import CACHE_DIR, SUMS_FILE, ArtifactError, verify, write_json, write_sums
 from rap_benchmark.core.dates import parse_date
-from rap_benchmark.core.fsio import fsync_dir, remove_stale, temp_name
+from rap_benchmark.core.fsio import building_folder, swap_into_place
 
 CITECAST_VERSION = "1.0.0"
 MANIFEST = "citecast.json"
@@ -98,37 +97,14 @@ def write_instance(
     provenance: dict[str, Any],
 ) -> Path:
     final = Path(out_dir)
-    out = _building_dir(final)
+    out = building_folder(final, (MANIFEST,))
     try:
         _write_files(out, task_set, corpus, cutoff=cutoff, snapshot_date=snapshot_date, provenance=provenance)
-        _swap_into_place(out, final)
+        swap_into_place(out, final)
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)
         raise
     return final
-
-
-def _building_dir(final: Path) -> Path:
-    if final.exists() and not final.is_dir():
-        raise FileExistsError(f"{final} exists and is not a folder")
-    if final.is_dir() and any(final.iterdir()) and not (final / MANIFEST).is_file():
-        raise FileExistsError(f"{final} is a non-empty folder that is not a CiteCast instance; refusing to replace it")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(final.parent, name=final.name)  # what killed builds of this folder left behind
-    tmp = temp_name(final, "building")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    return tmp
-
-
-def _swap_into_place(tmp: Path, final: Path) -> None:
-    """Two renames: the previous instance stays whole until the new one is complete."""
-    old = temp_name(final, "old")
-    if final.exists():
-        os.rename(final, old)
-    os.rename(tmp, final)
-    fsync_dir(final.parent)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _write_files(

@@ -106,6 +106,38 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def building_folder(out: str | Path, markers: tuple[str, ...]) -> Path:
+    """A fresh ``.OUT.building-PID`` folder beside ``out`` to build a replacement of ``out`` in.
+
+    ``out`` may be absent, empty, or a folder holding one of ``markers`` (files that mark a build
+    of this kind); anything else is refused rather than replaced. What killed builds of ``out``
+    left behind is removed first. Finish with :func:`swap_into_place`."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not any((out / m).is_file() for m in markers):
+        raise FileExistsError(f"{out} is a non-empty folder that is not a built instance; refusing to replace it")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(out.parent, name=out.name)
+    tmp = temp_name(out, "building")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    return tmp
+
+
+def swap_into_place(tmp: Path, out: Path) -> None:
+    """Replace ``out`` by the finished build ``tmp`` with two renames (the previous ``out`` stays
+    whole until the new one is complete), then drop the previous one."""
+    old = temp_name(out, "old")
+    if out.exists():
+        os.rename(out, old)
+    os.rename(tmp, out)
+    fsync_dir(out.parent)
+    if old.exists():
+        shutil.rmtree(old)
+
+
 def remove_stale(folder: str | Path, *, name: str | None = None, recursive: bool = False) -> list[Path]:
     """Remove ``.NAME.{tmp,building,old}-PID`` files and folders whose PID is dead; return them.
 

@@ -19,7 +19,6 @@ Two routes:
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from rap_benchmark.core.artifacts import (
     write_sums,
     write_table,
 )
-from rap_benchmark.core.fsio import fsync_dir, remove_stale, temp_name
+from rap_benchmark.core.fsio import building_folder, swap_into_place
 from rap_benchmark.core.records import AssignmentType, Codebook, Policy, Split
 from rap_benchmark.core.schemas import ASSIGNMENTS, PAPERS
 from rap_benchmark.core.spec import BenchmarkSpec
@@ -176,30 +175,6 @@ def _derived(
     }
 
 
-def _prepare_out(out: Path) -> Path:
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"{out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / SUMS_FILE).is_file() and not (out / LEDGER_FILE).is_file():
-        raise FileExistsError(f"{out} is a non-empty folder that is not a built instance; refusing to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(out.parent, name=out.name)  # what killed builds of this folder left behind
-    tmp = temp_name(out, "building")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    return tmp
-
-
-def _swap_into_place(tmp: Path, out: Path) -> None:
-    old = temp_name(out, "old")
-    if out.exists():
-        os.rename(out, old)
-    os.rename(tmp, out)
-    fsync_dir(out.parent)
-    if old.exists():
-        shutil.rmtree(old)
-
-
 def build_instance(
     spec: BenchmarkSpec,
     out: str | Path,
@@ -222,7 +197,7 @@ def build_instance(
     from rap_benchmark.pipeline.episodes import episode_table, search_manifest
 
     out = Path(out)
-    tmp = _prepare_out(out)
+    tmp = building_folder(out, (SUMS_FILE, LEDGER_FILE))
     steps = tqdm(total=6, desc=f"build {spec.name}", unit="step", disable=not progress)
     try:
         steps.set_postfix_str("corpus, fields, codebooks, assignments")
@@ -271,7 +246,7 @@ def build_instance(
         steps.set_postfix_str("SHA256SUMS")
         write_sums(tmp)
         steps.update()
-        _swap_into_place(tmp, out)
+        swap_into_place(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
