@@ -230,16 +230,26 @@ def test_torn_event_log_line_is_cut_before_the_next_append(tmp_path):
 
 def test_killed_build_leaves_no_stale_folder_after_the_next_build(tmp_path):
     """Bug: a killed `rap build` left a .NAME.building-PID folder that no later build removed."""
-    from rap_benchmark.core.artifacts import SUMS_FILE
-    from rap_benchmark.core.fsio import building_folder
-
     out = tmp_path / "inst"
-    stale = tmp_path / f".inst.building-{_dead_pid()}"
-    (stale / "sub").mkdir(parents=True)
-    other = tmp_path / f".other.building-{_dead_pid()}"
+    other = tmp_path / f".other.building-{_dead_pid()}"  # another destination's: not ours to sweep
     other.mkdir()
-    tmp = building_folder(out, (SUMS_FILE,))
-    assert not stale.exists() and other.exists() and tmp.name == f".inst.building-{os.getpid()}"
+    proc = subprocess.Popen(
+        _rap("build", "--instance", "mini", "--out", str(out)),
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    building = tmp_path / f".inst.building-{proc.pid}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None and not any(building.glob("*.parquet")):
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert building.is_dir() and not out.exists()  # killed mid-build: the stale folder the bug was about
+    subprocess.run(_rap("build", "--instance", "mini", "--out", str(out)), env=ENV, check=True, capture_output=True)
+    assert not building.exists() and other.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([out.name, other.name])
+    assert subprocess.run(_rap("verify", str(out), "--expect", "mini"), env=ENV, capture_output=True).returncode == 0
 
 
 # -- kill tests ------------------------------------------------------------------------------------

@@ -249,15 +249,6 @@ class FolderLock:
         self.release()
 
 
-def write_lines(path: str | Path, lines: Iterator[str] | list[str]) -> Path:
-    """Write text lines (each given without its newline) atomically, one ``\\n`` after each."""
-    with atomic_open(path) as fh:
-        for line in lines:
-            fh.write(line)
-            fh.write("\n")
-    return Path(path)
-
-
 def open_append_repaired(path: str | Path) -> IO[str]:
     """Open a JSON-lines log for appending after cutting a torn last line (a crash mid-append).
 
