@@ -40,7 +40,7 @@ from rap_benchmark.core.artifacts import Instance, codebook_to_dict, sha256_file
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Policy, Split, episode_id
-from rap_benchmark.core.schemas import ASSIGNMENT_LABELS, EPISODE_TARGET_FLAGS, EPISODE_TARGETS
+from rap_benchmark.core.schemas import ASSIGNMENT_LABELS, EPISODE_TARGET_FLAGS, EPISODE_TARGETS, MEMBERSHIPS
 from rap_benchmark.hub.canonical import commitments, content_hash, new_salt, target_values
 from rap_benchmark.hub.layout import COMMITMENT_COLUMN, HELDOUT_SUFFIX, MANIFEST_FILE, PRIVATE_DIR, SALT_FILE
 
@@ -162,7 +162,7 @@ def assignments_table(inst: Instance, salt: bytes | None, withhold_from: dt.date
             keys = (hidden["arxiv_id"] + "/" + hidden["field_id"]).tolist()
             priv = hidden[["arxiv_id", "field_id", *ASSIGNMENT_LABELS]].copy()
             priv.insert(0, "key", keys)
-            public = hidden[["arxiv_id", "field_id", "date"]].copy()
+            public = hidden[MEMBERSHIPS.names].copy()
             public.insert(0, "key", keys)
             public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, ASSIGNMENT_LABELS)
             withheld[Split.TEST.value] = Withheld(ASSIGNMENT_LABELS, "key", public, priv)

@@ -37,7 +37,7 @@ from rap_benchmark.core.artifacts import (
 )
 from rap_benchmark.core.fsio import building_folder, swap_into_place
 from rap_benchmark.core.records import AssignmentType, Codebook, Policy, Split
-from rap_benchmark.core.schemas import ASSIGNMENTS, PAPERS
+from rap_benchmark.core.schemas import ASSIGNMENTS, PAPERS, TRUTH
 from rap_benchmark.core.spec import BenchmarkSpec
 
 MAX_LEDGER_MALFORMED = 50
@@ -104,8 +104,7 @@ def _synthetic_inputs(spec: BenchmarkSpec, progress: bool) -> dict[str, Any]:
     codebooks, prototypes = codebooks_from_blueprint(mini, spec)
     papers = normalise_papers(mini.papers)
     assignments = assign_offline(papers, mini.memberships, codebooks, prototypes, spec)
-    truth = mini.truth.loc[:, ["arxiv_id", "field_id", "true_direction"]]
-    truth = _as_object(truth, ("arxiv_id", "field_id", "true_direction"))
+    truth = _as_object(mini.truth.loc[:, TRUTH.names], tuple(TRUTH.names))
     truth = truth.sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
     corpus = {"route": "synthetic", "generator": "rap_benchmark.synth.generate_mini", "seed": spec.seed}
     return {"papers": papers, "codebooks": codebooks, "assignments": assignments, "truth": truth, "corpus": corpus}

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.schemas import MEMBERSHIPS
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.core.text import STOPWORDS
 
@@ -56,7 +57,7 @@ class SyntheticInstance:
 
     @property
     def memberships(self) -> pd.DataFrame:
-        return self.assignments[["arxiv_id", "field_id", "date"]]
+        return self.assignments[MEMBERSHIPS.names]
 
 
 def zipf_corpus(

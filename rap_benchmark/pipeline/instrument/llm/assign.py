@@ -14,12 +14,13 @@ from typing import Any
 import pandas as pd
 
 from rap_benchmark.core.records import Assignment, AssignmentType, Codebook
+from rap_benchmark.core.schemas import ASSIGNMENTS
 from rap_benchmark.pipeline.instrument.llm import prompts as P
 from rap_benchmark.pipeline.instrument.llm.prompts import Stage
 from rap_benchmark.pipeline.instrument.llm.validate import InvalidOutput, parse_json_reply, validate_label_batch
 
 TOKENS_PER_PAPER = 40
-ASSIGNMENT_COLUMNS = ["arxiv_id", "field_id", "primary", "secondary", "type"]
+ASSIGNMENT_COLUMNS = [c for c in ASSIGNMENTS.names if c != "date"]  # the date is joined in by the build
 
 
 async def label_batch(
