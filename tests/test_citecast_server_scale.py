@@ -165,6 +165,34 @@ def test_killing_a_worker_loses_no_session(instance_dir: Path, tmp_path: Path) -
         assert victim not in seen
 
 
+def test_workers_stop_when_the_supervisor_is_killed(instance_dir: Path, tmp_path: Path) -> None:
+    """No orphan worker keeps serving the port after the supervisor dies, even by SIGKILL."""
+    port = free_port()
+    cmd = [*RAP, "citecast", "serve", str(instance_dir), "--port", str(port), "--store", str(tmp_path / "s.sqlite3")]
+    proc = subprocess.Popen(cmd, env=_env(), stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                fresh("GET", f"{url}/health")
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+    finally:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            fresh("GET", f"{url}/health")
+        except httpx.TransportError:
+            break
+        assert time.monotonic() < deadline, "a worker still serves after its supervisor was killed"
+        time.sleep(0.1)
+
+
 def test_workers_share_the_budget_and_the_one_submission(instance_dir: Path, tmp_path: Path) -> None:
     """Over many connections (so over both workers) a session's budget and single submission hold."""
     with serving(instance_dir, "--store", str(tmp_path / "s.sqlite3")) as url:

@@ -116,11 +116,14 @@ def serve(cfg: ServeConfig, *, ready: Callable[[socket.socket], None] | None = N
     children: dict[int, int] = {}  # pid -> slot
     stopping = False
 
+    supervisor = os.getpid()
+
     def spawn(slot: int) -> None:
         pid = os.fork()
         if pid == 0:  # the worker
             code = 0
             try:
+                _die_with(supervisor)
                 _run_worker(factory, cfg.api_keys, sock)
             except BaseException:  # noqa: BLE001 - a worker reports and exits; the supervisor respawns it
                 import traceback
@@ -169,6 +172,21 @@ def serve(cfg: ServeConfig, *, ready: Callable[[socket.socket], None] | None = N
             spawn(slot)
     sock.close()
     return 0
+
+
+def _die_with(parent: int) -> None:
+    """Linux: this worker gets SIGTERM when the supervisor dies, even by SIGKILL (no orphan keeps
+    serving the port); elsewhere the supervisor's own SIGTERM handler stops the workers."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # pragma: no cover - not Linux
+        return
+    if os.getppid() != parent:  # the supervisor died before prctl took effect
+        os._exit(0)
 
 
 def _describe(status: int) -> str:
