@@ -163,6 +163,13 @@ CASES: list[tuple[str, list[str], str, str]] = [
     ("build-unknown-spec-key", ["build", "--spec", "{ws}/bad-key.json", "--out", "{ws}/b"], "rap build", "n_feilds"),
     ("build-spec-not-json", ["build", "--spec", "{ws}/not-json.json", "--out", "{ws}/b"], "rap build", "not-json.json"),
     ("build-spec-missing", ["build", "--spec", "{ws}/nowhere.json", "--out", "{ws}/b"], "rap build", "nowhere.json"),
+    (
+        "build-no-corpus",
+        ["build", "--instance", "arxiv-sample", "--source", "{ws}/nowhere", "--out", "{ws}/b"],
+        "rap build",
+        "no corpus",
+    ),
+    ("build-out-not-an-instance", ["build", "--instance", "mini", "--out", "{ws}/pinned"], "rap build", "pinned"),
     ("build-spec-bad-origins", ["build", "--spec", "{ws}/bad-order.json", "--out", "{ws}/b"], "rap build", "origins"),
     ("verify-missing", ["verify", "{ws}/nowhere"], "rap verify", "nowhere"),
     ("info-missing", ["info", "{ws}/nowhere"], "rap info", "nowhere"),

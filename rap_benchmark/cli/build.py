@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from rap_benchmark.core import resources
+from rap_benchmark.core.errors import InputError
 
 ARXIV_ENV = "RAP_SHARED_ARXIV"
 
@@ -149,6 +150,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if source is None and instance != "mini":
         print(f"rap build: instance {instance!r} needs --source (only mini is generated)", file=sys.stderr)
         return 2
+    if source is not None and not Path(source).exists():
+        raise InputError(
+            f"no corpus at {source} (--source: a parquet folder, a snapshot .jsonl/.json(.gz) or an Atom .xml)"
+        )
     instrument, problem = _llm_instrument(args)
     if problem is None and instrument is not None and source is None:
         problem = "--instrument llm needs --source (a corpus to build from)"

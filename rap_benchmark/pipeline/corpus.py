@@ -41,6 +41,7 @@ from typing import Any
 import pandas as pd
 
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.errors import UserError
 from rap_benchmark.core.schemas import PAPERS
 from rap_benchmark.core.spec import BenchmarkSpec
 
@@ -52,8 +53,8 @@ _ATOM = "http://www.w3.org/2005/Atom"
 _ARXIV = "http://arxiv.org/schemas/atom"
 
 
-class CorpusError(ValueError):
-    """A malformed record in strict mode, or a path no reader understands."""
+class CorpusError(UserError, ValueError):
+    """A malformed record in strict mode, or a path no reader understands (a user error: one CLI line)."""
 
 
 @dataclass(frozen=True, slots=True)
