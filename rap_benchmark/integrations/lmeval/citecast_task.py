@@ -31,9 +31,8 @@ embedded instance built once into the cache (``$RAP_CACHE_DIR`` or ``~/.cache/ra
 
 from __future__ import annotations
 
-import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -47,20 +46,16 @@ from rap_benchmark.agents.citecast import (
 )
 from rap_benchmark.agents.protocol import CiteCastContext, Request
 from rap_benchmark.agents.store import TaskKey
-from rap_benchmark.citecast.client import EnvClient, InProcessClient
+from rap_benchmark.citecast.client import InProcessClient
 from rap_benchmark.citecast.env import CiteCastEnv
 from rap_benchmark.citecast.instance import CITECAST_VERSION, MANIFEST
 from rap_benchmark.citecast.prompt import SYSTEM_PROMPT, render_prompt
 from rap_benchmark.citecast.tools import tool_schemas
 from rap_benchmark.integrations.lmeval.docs import cache_root, cached_build
-from rap_benchmark.integrations.lmeval.rounds import CheckFn, EpisodeJob, GenerateFn, RenderFn, run_batched
 from rap_benchmark.integrations.lmeval.task import (
-    FILTER_KEY,
     ToolLoopTask,
-    make_renderer,
     mean_finite,
     valid_metric,
-    window_check,
 )
 
 CITECAST_DIR_ENV = "RAP_CITECAST_DIR"
@@ -126,56 +121,6 @@ def _load_docs(**metadata: Any) -> Any:
 # -- batched rounds --------------------------------------------------------------------------------
 
 
-def run_citecast_batched(
-    client: EnvClient,
-    jobs: Mapping[str, tuple[str, str]],
-    *,
-    generate: GenerateFn,
-    render: RenderFn,
-    base_kwargs: dict[str, Any],
-    max_tokens: int,
-    max_tool_calls: int = DEFAULT_MAX_TOOL_CALLS,
-    max_observation_chars: int = MAX_OBSERVATION_CHARS,
-    first_replies: dict[str, tuple[str, str]] | None = None,
-    check: CheckFn | None = None,
-    model_name: str = MODEL_LABEL,
-) -> tuple[dict[str, dict[str, Any]], int]:
-    """Run ``jobs`` (key -> (CiteCast task id, split)) to their unit records over batched ``generate``
-    rounds; return ({key: record}, number of batched rounds).
-
-    Each job is the runner's :class:`~rap_benchmark.agents.citecast.CiteCastUnit` (its session is
-    opened here) and runs the agents' one episode loop; the batching is
-    :mod:`rap_benchmark.integrations.lmeval.rounds`' (one queue; a round goes out when every open
-    episode waits; a context ``check`` refuses fails that episode; a first reply is reused when
-    its context matches byte for byte). A record is what the run store would hold.
-    """
-    units, episodes = {}, []
-    for key, (task_id, split) in jobs.items():
-        unit = CiteCastUnit(
-            TaskKey(model_name, task_id),
-            CiteCastContext(model_name, task_id, split),
-            client,
-            max_tokens,
-            max_tool_calls,
-            max_observation_chars,
-        )
-        units[key] = unit
-        episodes.append(EpisodeJob(key, unit.context, unit.open()))
-    results, rounds = run_batched(
-        episodes,
-        generate=generate,
-        render=render,
-        base_kwargs=base_kwargs,
-        model_name=model_name,
-        first_replies=first_replies,
-        check=check,
-    )
-    records = {}
-    for job in episodes:
-        records[job.key] = {**results[job.key].to_dict(), **units[job.key].record_meta(job.episode)}
-    return records, rounds
-
-
 # -- metric functions (module level: lm-eval deep-copies and serialises task configs) ----------
 
 
@@ -215,6 +160,7 @@ class CiteCastTask(ToolLoopTask):
     """CiteCast as an lm-eval task (see the module docstring)."""
 
     VERSION = CITECAST_VERSION
+    LABEL = "CiteCast tasks"
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         cfg = dict(config or {})
@@ -225,55 +171,44 @@ class CiteCastTask(ToolLoopTask):
         self.client = InProcessClient(self.env)
         self.max_tool_calls = int(meta.get("max_tool_calls") or DEFAULT_MAX_TOOL_CALLS)
         self.max_observation_chars = int(meta.get("max_observation_chars") or MAX_OBSERVATION_CHARS)
-        self._lm: Any = None
-        self._chat_template: Callable[..., Any] | None = None
-        self._records: dict[str, dict[str, Any]] = {}
-        full = {
-            "task": cfg.get("task") or "citecast",
-            "tag": cfg.get("tag"),
-            "custom_dataset": _load_docs,
-            "test_split": "test",
-            "output_type": "generate_until",
-            "generation_kwargs": {
-                "until": list(CITECAST_TEXT_PROTOCOL.tool_turn_stops),
-                "max_gen_toks": DEFAULT_MAX_GEN_TOKS,
-                "do_sample": False,
-                "temperature": 0.0,
-            },
-            "metric_list": METRIC_LIST,
-            "num_fewshot": 0,
-            "metadata": meta,
-        }
-        for key, value in cfg.items():
-            if key not in full and key != "metadata":
-                full[key] = value
-        if isinstance(cfg.get("generation_kwargs"), dict):
-            full["generation_kwargs"].update(cfg["generation_kwargs"])
-        super().__init__(config=full)
+        self.init_task(
+            cfg,
+            meta,
+            name="citecast",
+            docs=_load_docs,
+            until=list(CITECAST_TEXT_PROTOCOL.tool_turn_stops),
+            max_gen_toks=DEFAULT_MAX_GEN_TOKS,
+            metric_list=METRIC_LIST,
+        )
 
-    # -- documents -------------------------------------------------------------------------
-    def has_training_docs(self) -> bool:
-        return False
+    def unit_for(self, doc: dict[str, Any]) -> CiteCastUnit:
+        """The runner's CiteCast unit of a document (its session is opened when the episode runs)."""
+        task_id = doc["task_id"]
+        return CiteCastUnit(
+            TaskKey(MODEL_LABEL, task_id),
+            CiteCastContext(MODEL_LABEL, task_id, doc["split"]),
+            self.client,
+            self.max_tokens(),
+            self.max_tool_calls,
+            self.max_observation_chars,
+        )
 
-    def has_validation_docs(self) -> bool:
-        return False
+    def record_id(self, doc: dict[str, Any]) -> str:
+        return str(doc["task_id"])
 
-    def has_test_docs(self) -> bool:
-        return True
-
-    def fewshot_docs(self) -> None:
-        return None
+    def default_max_tokens(self) -> int:
+        return DEFAULT_MAX_GEN_TOKS
 
     def first_request(self, doc: dict[str, Any]) -> Request:
         """The first request of a task's episode, as the environment's ``start`` and the episode
-        loop write it (without opening a session: a session is opened when the episode runs)."""
+        loop write it, without opening a session (one is opened when the episode runs)."""
         paper = self.env.tasks[doc["task_id"]].paper
         messages = ({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": render_prompt(paper)})
         return Request(
             messages,
             tuple(tool_schemas()),
             "auto",
-            self._max_tokens(),
+            self.max_tokens(),
             text_protocol=CITECAST_TEXT_PROTOCOL,
         )
 
@@ -283,64 +218,7 @@ class CiteCastTask(ToolLoopTask):
     def doc_to_target(self, doc: dict[str, Any], doc_to_target: Any = None) -> str:
         return ""  # the target stays in the environment
 
-    def _max_tokens(self) -> int:
-        gk = self.config.generation_kwargs or {}
-        return int(gk.get("max_gen_toks") or DEFAULT_MAX_GEN_TOKS)
-
-    # -- lm-eval hooks -----------------------------------------------------------------------
-    def fewshot_context(
-        self,
-        doc: dict[str, Any],
-        num_fewshot: int,
-        system_instruction: str | None = None,
-        apply_chat_template: bool = False,
-        fewshot_as_multiturn: bool = False,
-        chat_template: Callable[..., Any] | None = None,
-        gen_prefix: str | None = None,
-    ) -> str:
-        if num_fewshot:
-            raise ValueError("the citecast task is zero-shot (num_fewshot must be 0)")
-        if system_instruction:
-            raise ValueError("the citecast task uses the environment's own system prompt; drop --system_instruction")
-        render = make_renderer(chat_template if apply_chat_template else None)
-        return render(self.first_request(doc))
-
-    def apply_filters(self) -> None:
-        lm = self.evaluation_lm()
-        jobs: dict[str, tuple[str, str]] = {}
-        first: dict[str, tuple[str, str]] = {}
-        instances: dict[str, Any] = {}
-        for inst in self._instances:
-            key = f"{inst.doc_id:08d}"
-            jobs[key] = (inst.doc["task_id"], inst.doc["split"])
-            first[key] = (inst.args[0], inst.resps[0] if inst.resps else "")
-            instances[key] = inst
-
-        results, _ = run_citecast_batched(
-            self.client,
-            jobs,
-            generate=self.batch_generate(lm),
-            render=make_renderer(self._chat_template),
-            base_kwargs=dict(self.config.generation_kwargs or {}),
-            max_tokens=self._max_tokens(),
-            max_tool_calls=self.max_tool_calls,
-            max_observation_chars=self.max_observation_chars,
-            first_replies=first,
-            check=window_check(lm),
-        )
-        for key, inst in instances.items():
-            record = results[key]
-            inst.resps = [json.dumps(record, ensure_ascii=False, default=str)]  # logged samples keep it as JSON
-            inst.filtered_resps[FILTER_KEY] = record["answer_text"] or ""
-            self._records[record["task_id"]] = record
-
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         if "bypass" in getattr(self, "_metric_fn_list", {}):
             return {"bypass": None}
         return episode_metrics(self._records.get(doc["task_id"], {}))
-
-    def higher_is_better(self) -> dict[str, bool]:
-        return dict(self._higher_is_better)
-
-    def aggregation(self) -> dict[str, Callable[..., float]]:
-        return dict(self._aggregation_list)

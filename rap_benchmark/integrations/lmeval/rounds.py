@@ -181,19 +181,10 @@ def run_rounds(
     return results, batcher.rounds
 
 
-def run_batched(
-    jobs: Sequence[EpisodeJob],
-    *,
-    generate: GenerateFn,
-    render: RenderFn,
-    base_kwargs: dict[str, Any],
-    model_name: str = "lm-eval",
-    first_replies: dict[str, tuple[str, str]] | None = None,
-    check: CheckFn | None = None,
-    answer_prefill: str = "",
-) -> tuple[dict[str, Any], int]:
-    """Run every job (RAP or CiteCast) to a recorded result; return ({key: UnitResult}, number of
-    batched rounds).
+def run_batched(jobs: Sequence[EpisodeJob], **rounds: Any) -> tuple[dict[str, Any], int]:
+    """Run every job (RAP or CiteCast) through the agents' episode loop to a recorded result;
+    return ({key: UnitResult}, number of batched rounds). ``rounds`` are :func:`run_rounds`'
+    keyword arguments (``generate``, ``render``, ``base_kwargs``, ``first_replies``, ``check``...).
 
     A context that ``check`` refuses (say, longer than the model's window: lm-eval would cut its
     beginning silently) makes that unit invalid with the reason, as the agent runner does.
@@ -203,13 +194,4 @@ def run_batched(
     def loop(job: EpisodeJob) -> Callable[[Any], Awaitable[Any]]:
         return lambda backend: run_episode(backend, job.context, job.episode)
 
-    return run_rounds(
-        {job.key: loop(job) for job in jobs},
-        generate=generate,
-        render=render,
-        base_kwargs=base_kwargs,
-        model_name=model_name,
-        first_replies=first_replies,
-        check=check,
-        answer_prefill=answer_prefill,
-    )
+    return run_rounds({job.key: loop(job) for job in jobs}, **rounds)

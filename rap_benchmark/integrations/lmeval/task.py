@@ -222,12 +222,145 @@ def check_reusable(lm: Any) -> None:
 
 
 class ToolLoopTask(ConfigurableTask):
-    """What the RAP and CiteCast tasks share: finding the evaluation's model and sending batched
-    ``generate_until`` rounds to it. Subclasses set ``self._lm = None`` and
-    ``self._chat_template = None`` before ``ConfigurableTask.__init__``."""
+    """What the RAP and CiteCast tasks share: the task config, finding the evaluation's model,
+    the first context of a document, and running every document's unit (the agent runner's own
+    unit: :class:`~rap_benchmark.agents.runner.UnitSpec` or
+    :class:`~rap_benchmark.agents.citecast.CiteCastUnit`) through the one episode loop over
+    batched ``generate_until`` rounds. Subclasses call :meth:`init_task` and define
+    :meth:`unit_for`, :meth:`record_id` and :meth:`process_results`."""
 
+    LABEL = "this task"
+    """How refusals name the task ("RAP tasks", "the citecast task")."""
     _lm: Any
     _chat_template: Callable[..., Any] | None
+    _records: dict[str, dict[str, Any]]
+    unit_tools: Any = None  # handed to each unit's open() (RAP: the Search tool provider)
+
+    def init_task(
+        self,
+        cfg: dict[str, Any],
+        meta: dict[str, Any],
+        *,
+        name: str,
+        docs: Callable[..., Any],
+        until: list[str],
+        max_gen_toks: int,
+        metric_list: list[dict[str, Any]],
+    ) -> None:
+        """Build the lm-eval config (the YAML's keys win where given) and initialise the task."""
+        self._lm = None
+        self._chat_template = None
+        self._records = {}
+        full: dict[str, Any] = {
+            "task": cfg.get("task") or name,
+            "tag": cfg.get("tag"),
+            "custom_dataset": docs,
+            "test_split": "test",
+            "output_type": "generate_until",
+            "generation_kwargs": {"until": until, "max_gen_toks": max_gen_toks, "do_sample": False, "temperature": 0.0},
+            "metric_list": metric_list,
+            "num_fewshot": 0,
+            "metadata": meta,
+        }
+        for key, value in cfg.items():
+            if key not in full and key != "metadata":
+                full[key] = value
+        if isinstance(cfg.get("generation_kwargs"), dict):
+            full["generation_kwargs"].update(cfg["generation_kwargs"])
+        ConfigurableTask.__init__(self, config=full)
+
+    # -- what a subclass defines ---------------------------------------------------------------
+    def unit_for(self, doc: dict[str, Any]) -> Any:
+        """The agent runner's unit of a document."""
+        raise NotImplementedError
+
+    def record_id(self, doc: dict[str, Any]) -> str:
+        """The key under which a document's episode record is kept for process_results."""
+        raise NotImplementedError
+
+    def answer_prefill_text(self) -> str:
+        return ""
+
+    # -- shared ----------------------------------------------------------------------------------
+    def has_training_docs(self) -> bool:
+        return False
+
+    def has_validation_docs(self) -> bool:
+        return False
+
+    def has_test_docs(self) -> bool:
+        return True
+
+    def fewshot_docs(self) -> None:
+        return None
+
+    def max_tokens(self) -> int:
+        return int((self.config.generation_kwargs or {}).get("max_gen_toks") or self.default_max_tokens())
+
+    def default_max_tokens(self) -> int:
+        raise NotImplementedError
+
+    def first_request(self, doc: dict[str, Any]) -> Request:
+        """The first request of a document's episode, as the episode loop writes it."""
+        episode = self.unit_for(doc).open(self.unit_tools)
+        tools = episode.tools
+        return Request(
+            messages=tuple(episode.messages),
+            tools=tools.schemas if tools is not None else None,
+            tool_choice="auto" if tools is not None else None,
+            max_tokens=episode.max_tokens,
+            temperature=episode.temperature,
+            text_protocol=tools.text_protocol if tools is not None else None,
+        )
+
+    def fewshot_context(
+        self,
+        doc: dict[str, Any],
+        num_fewshot: int,
+        system_instruction: str | None = None,
+        apply_chat_template: bool = False,
+        fewshot_as_multiturn: bool = False,
+        chat_template: Callable[..., Any] | None = None,
+        gen_prefix: str | None = None,
+    ) -> str:
+        if num_fewshot:
+            raise ValueError(f"{self.LABEL} are zero-shot (num_fewshot must be 0)")
+        if system_instruction:
+            raise ValueError(f"{self.LABEL} use their own system prompt; drop --system_instruction")
+        render = make_renderer(chat_template if apply_chat_template else None)
+        return render(self.first_request(doc))
+
+    def apply_filters(self) -> None:
+        lm = self.evaluation_lm()
+        jobs, first, opened = [], {}, {}
+        for inst in self._instances:
+            key = f"{inst.doc_id:08d}"
+            unit = self.unit_for(inst.doc)
+            episode = unit.open(self.unit_tools)
+            jobs.append(EpisodeJob(key, unit.context, episode))
+            first[key] = (inst.args[0], inst.resps[0] if inst.resps else "")
+            opened[key] = (inst, unit, episode)
+        results, _ = run_batched(
+            jobs,
+            generate=self.batch_generate(lm),
+            render=make_renderer(self._chat_template),
+            base_kwargs=dict(self.config.generation_kwargs or {}),
+            model_name=MODEL_LABEL,
+            first_replies=first,
+            check=window_check(lm),
+            answer_prefill=self.answer_prefill_text(),
+        )
+        for key, (inst, unit, episode) in opened.items():
+            record = {**results[key].to_dict(), **unit.record_meta(episode)}
+            inst.resps = [json.dumps(record, ensure_ascii=False, default=str)]  # logged samples keep it as JSON
+            inst.filtered_resps[FILTER_KEY] = record["answer_text"] or ""
+            self._records[self.record_id(inst.doc)] = record
+
+    def higher_is_better(self) -> dict[str, bool]:
+        return dict(self._higher_is_better)
+
+    def aggregation(self) -> dict[str, Callable[..., float]]:
+        return dict(self._aggregation_list)
 
     def build_all_requests(self, **kwargs: Any) -> None:
         template = kwargs.get("chat_template") if kwargs.get("apply_chat_template") else None
@@ -271,6 +404,7 @@ class RapTask(ToolLoopTask):
     """One RAP condition as an lm-eval task (see the module docstring)."""
 
     VERSION = BENCHMARK_VERSION
+    LABEL = "RAP tasks"
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
         cfg = dict(config or {})
@@ -285,127 +419,44 @@ class RapTask(ToolLoopTask):
             spec = spec.replace(max_search_calls=int(meta["max_search_calls"]))
         self.spec = spec
         self.answer_prefill = bool(meta.get("answer_prefill", False))
-        self._lm: Any = None
-        self._chat_template: Callable[..., Any] | None = None
-        self._tools = SearchTools(self.inst)
-        self._records: dict[str, dict[str, Any]] = {}
-        until = stops_for(search_text_protocol(), self.condition.regime is not None)
-        full = {
-            "task": cfg.get("task") or f"rap_{self.condition.value.lower()}",
-            "tag": cfg.get("tag"),
-            "custom_dataset": _load_docs,
-            "test_split": "test",
-            "output_type": "generate_until",
-            "generation_kwargs": {
-                "until": until,
-                "max_gen_toks": default_max_tokens(self.condition, spec),
-                "do_sample": False,
-                "temperature": 0.0,
-            },
-            "metric_list": _metric_list(self.condition),
-            "num_fewshot": 0,
-            "metadata": meta,
-        }
-        for key, value in cfg.items():
-            if key not in full and key not in ("metadata",):
-                full[key] = value
-        if isinstance(cfg.get("generation_kwargs"), dict):
-            full["generation_kwargs"].update(cfg["generation_kwargs"])
-        super().__init__(config=full)
-
-    # -- documents -------------------------------------------------------------------------
-    def has_training_docs(self) -> bool:
-        return False
-
-    def has_validation_docs(self) -> bool:
-        return False
-
-    def has_test_docs(self) -> bool:
-        return True
-
-    def fewshot_docs(self) -> None:
-        return None
+        self.unit_tools = SearchTools(self.inst)
+        self.init_task(
+            cfg,
+            meta,
+            name=f"rap_{self.condition.value.lower()}",
+            docs=_load_docs,
+            until=stops_for(search_text_protocol(), self.condition.regime is not None),
+            max_gen_toks=default_max_tokens(self.condition, spec),
+            metric_list=_metric_list(self.condition),
+        )
 
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
-        return self._unit(doc).user_prompt
+        return self.unit_for(doc).user_prompt
 
     def doc_to_target(self, doc: dict[str, Any], doc_to_target: Any = None) -> str:
         target = doc.get("y")
         return "" if target is None else json.dumps([float(v) for v in target])
 
-    # -- the unit of a document (the agents' own unit builder) ----------------------------------
-    def _unit(self, doc: dict[str, Any]) -> Any:
+    def unit_for(self, doc: dict[str, Any]) -> Any:
+        """The agents' own unit of a document (the runner's unit builder)."""
         (unit,) = native_units(
             MODEL_LABEL,
             self.inst.codebooks,
             [(doc["field_id"], doc["origin"])],
             [self.condition],
             self.spec,
-            max_tokens=self._max_tokens(),
+            max_tokens=self.max_tokens(),
         )
         return unit
 
-    def _max_tokens(self) -> int:
-        gk = self.config.generation_kwargs or {}
-        return int(gk.get("max_gen_toks") or default_max_tokens(self.condition, self.spec))
+    def default_max_tokens(self) -> int:
+        return default_max_tokens(self.condition, self.spec)
 
-    def _first_request(self, doc: dict[str, Any]) -> Request:
-        episode = self._unit(doc).open(self._tools)
-        tools = episode.tools
-        return Request(
-            messages=tuple(episode.messages),
-            tools=tools.schemas if tools is not None else None,
-            tool_choice="auto" if tools is not None else None,
-            max_tokens=episode.max_tokens,
-            temperature=episode.temperature,
-            text_protocol=tools.text_protocol if tools is not None else None,
-        )
+    def record_id(self, doc: dict[str, Any]) -> str:
+        return str(doc["episode_id"])
 
-    # -- lm-eval hooks -----------------------------------------------------------------------
-    def fewshot_context(
-        self,
-        doc: dict[str, Any],
-        num_fewshot: int,
-        system_instruction: str | None = None,
-        apply_chat_template: bool = False,
-        fewshot_as_multiturn: bool = False,
-        chat_template: Callable[..., Any] | None = None,
-        gen_prefix: str | None = None,
-    ) -> str:
-        if num_fewshot:
-            raise ValueError("RAP tasks are zero-shot (num_fewshot must be 0)")
-        if system_instruction:
-            raise ValueError("RAP tasks use the benchmark's own system prompt; drop --system_instruction")
-        render = make_renderer(chat_template if apply_chat_template else None)
-        return render(self._first_request(doc))
-
-    def apply_filters(self) -> None:
-        lm = self.evaluation_lm()
-        render = make_renderer(self._chat_template)
-        jobs, first, docs = [], {}, {}
-        for inst in self._instances:
-            doc = inst.doc
-            key = f"{inst.doc_id:08d}"
-            unit = self._unit(doc)
-            jobs.append(EpisodeJob(key, unit.context, unit.open(self._tools)))
-            first[key] = (inst.args[0], inst.resps[0] if inst.resps else "")
-            docs[key] = inst
-
-        results, _ = run_batched(
-            jobs,
-            generate=self.batch_generate(lm),
-            render=render,
-            base_kwargs=dict(self.config.generation_kwargs or {}),
-            model_name=MODEL_LABEL,
-            first_replies=first,
-            check=window_check(lm),
-            answer_prefill=prompts.ANSWER_PREFILL if self.answer_prefill else "",
-        )
-        for key, inst in docs.items():
-            record = results[key].to_dict()
-            inst.resps = [json.dumps(record, ensure_ascii=False, default=str)]  # logged samples keep it as JSON
-            inst.filtered_resps[FILTER_KEY] = record["answer_text"] or ""
-            self._records[inst.doc["episode_id"]] = record
+    def answer_prefill_text(self) -> str:
+        return prompts.ANSWER_PREFILL if self.answer_prefill else ""
 
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         if "bypass" in getattr(self, "_metric_fn_list", {}):
@@ -415,9 +466,3 @@ class RapTask(ToolLoopTask):
         record = self._records.get(doc["episode_id"], {})
         out["n_search_calls"] = float(record.get("n_search_calls", 0))
         return out
-
-    def higher_is_better(self) -> dict[str, bool]:
-        return dict(self._higher_is_better)
-
-    def aggregation(self) -> dict[str, Callable[..., float]]:
-        return dict(self._aggregation_list)
