@@ -286,6 +286,9 @@ def test_debug_shows_the_traceback(ws: Path):
 
     with pytest.raises(UserError, match="no instance folder"):
         main(["--debug", "info", str(ws / "nowhere")])
+    with pytest.raises(UserError, match="--conditions"):  # after the command too
+        main(["run", str(ws / "nowhere"), "--conditions", "A9", "--out", str(ws / "r"), "--debug"])
+    assert not (ws / "r").exists()
 
 
 def test_a_refused_run_does_not_pin_the_folder(mini_dir: Path, tmp_path: Path, capsys):

@@ -4,8 +4,8 @@ Every module in this package that defines ``register(subparsers)`` adds its subc
 imports live inside the command functions. :func:`main` turns a user mistake into one line,
 ``rap <cmd>: <message>``, and exit status 2: an argparse error (bad flag or value), any
 :class:`~rap_benchmark.core.errors.UserError` the library raises (bad value, malformed file,
-missing or tampered folder) and a path the operating system refuses. ``rap --debug <cmd>`` shows
-the traceback instead. Everything else is a bug and keeps its traceback.
+missing or tampered folder) and a path the operating system refuses. ``--debug`` anywhere on
+the command line shows the traceback instead. Everything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -69,8 +69,12 @@ def _describe(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv  # accepted anywhere: rap --debug run ... or rap run ... --debug
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.debug = debug
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
