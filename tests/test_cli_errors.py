@@ -204,6 +204,12 @@ CASES: list[tuple[str, list[str], str, str]] = [
     ("score-missing-file", ["score", "{mini}", "{ws}/nowhere.jsonl"], "rap score", "nowhere.jsonl"),
     ("baselines-tampered", ["baselines", "{ws}/tampered", "--out", "{ws}/b.jsonl"], "rap baselines", "blocks.parquet"),
     ("report-missing-file", ["report", "{mini}", "{ws}/nowhere.jsonl", "--out", "{ws}/rep"], "rap report", "nowhere"),
+    (
+        "report-missing-registry",
+        ["report", "{mini}", "{ws}/preds.jsonl", "--out", "{ws}/rep", "--registry", "{ws}/no.json"],
+        "rap report",
+        "no.json",
+    ),
     # run folders
     ("merge-not-a-run", ["merge-runs", "{ws}/m", "{ws}/nowhere"], "rap merge-runs", "not a run folder"),
     ("diagnose-not-a-run", ["diagnose", "trace-stats", "{mini}", "{ws}/nowhere"], "rap diagnose", "not a run folder"),
@@ -218,6 +224,18 @@ CASES: list[tuple[str, list[str], str, str]] = [
         ["sft-export", "{mini}", "{ws}/pinned", "--out", "{ws}/s.jsonl", "--conditions", "B1"],
         "rap sft-export",
         "B1",
+    ),
+    (
+        "diagnose-bad-variant",
+        ["diagnose", "oracle", "{mini}", "{ws}/pinned", "--backend", "reference", "--variants", "x"],
+        "rap diagnose",
+        "oracle variant 'x'",
+    ),
+    (
+        "baselines-negative-seed",
+        ["baselines", "{mini}", "--random-seed", "-1", "--out", "{ws}/b.jsonl"],
+        "rap baselines",
+        "--random-seed",
     ),
     ("export-hf-tampered", ["export-hf", "{ws}/tampered", "--out", "{ws}/hf"], "rap export-hf", "blocks.parquet"),
     ("audit-truth-missing", ["audit", "truth", "{ws}/nowhere"], "rap audit", "nowhere"),

@@ -31,6 +31,7 @@ from rap_benchmark.agents.protocol import EpisodeContext
 from rap_benchmark.agents.runner import UnitSpec, default_max_tokens
 from rap_benchmark.agents.store import RunStore, UnitKey
 from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Regime, Task, parse_enum
 
 if TYPE_CHECKING:
@@ -123,7 +124,7 @@ def oracle_units(
     units = []
     for variant in variants:
         if variant not in ORACLE_VARIANTS:
-            raise ValueError(f"unknown oracle variant {variant!r}")
+            raise InputError(f"unknown oracle variant {variant!r} (expected one of: {', '.join(ORACLE_VARIANTS)})")
         condition = Condition.A3 if variant == "oracle-history-search" else Condition.A0
         for field_id, origin in cells:
             row = by_cell[(field_id, origin)]

@@ -48,7 +48,7 @@ def _split(value: str) -> Split | None:
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="episodes to score (default test)")
     p.add_argument("--resamples", type=positive_int, default=None, help="bootstrap resamples (default: the spec's)")
-    p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the spec's)")
+    p.add_argument("--seed", type=nonnegative_int, default=None, help="bootstrap seed (default: the spec's)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -62,7 +62,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("dir", type=Path, help="a built instance folder")
     p.add_argument("--out", type=Path, default=None, help="prediction file (.jsonl or .parquet)")
     p.add_argument("--tune-dev", action="store_true", help="tune ARIMA/Holt/ridge-VAR parameters on Dev episodes")
-    p.add_argument("--random-seed", type=int, default=None, help="seed of baseline/uniform_random (default: spec seed)")
+    p.add_argument(
+        "--random-seed", type=nonnegative_int, default=None, help="seed of baseline/uniform_random (default: spec seed)"
+    )
     p.set_defaults(func=cmd_baselines)
 
     p = subparsers.add_parser(
@@ -157,6 +159,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rap_benchmark.evaluation.report import build_report
 
     existing_files(args.predictions, "prediction file")
+    if args.registry is not None:
+        existing_files([args.registry], "model registry")
     inst = load_instance(args.dir)
     result = build_report(
         inst,
