@@ -12,23 +12,30 @@ SUBMIT_EPILOG = """examples:
   rap submit validate preds/my-model.jsonl --instance build/mini
   rap submit validate preds/my-model.parquet --meta preds/my-model.meta.json --instance build/mini
   rap submit split build/mini_predictions/baselines.jsonl --out subs/   # one submission per baseline
+  rap submit seal preds/my-model.jsonl --out seals/my-model.seal.json   # before the window opens
 
 A submission is a prediction file plus metadata in <file>.meta.json:
   {"model": "org/name", "knowledge_cutoff": "2024-10-01", "conditions": ["A1"],
    "tools": ["search"], "attempts": 1, "manifest_hash": "<rap info / SHA256SUMS sha256>"}
 The checks are rap score's validator plus the metadata's. Exit status 1 when it is rejected.
+seal: writes a salted SHA-256 commitment of the canonical predictions with a UTC timestamp, one
+JSON row to append to a public log (e.g. seals.jsonl in a Hugging Face dataset repo) before the
+window opens; the salt goes to FILE.salt.hex (keep it secret). The reveal is FILE + its salt.
 """
 
 LEADERBOARD_EPILOG = """examples:
   rap leaderboard score subs/*.jsonl --instance private/full --out board/
   rap leaderboard score baselines.jsonl --split-models --instance build/mini --out board/
   rap leaderboard verify-reveal hub/rap/episodes --reveal revealed/_private
+  rap leaderboard score reveals/*.jsonl --live --seals seals.jsonl --instance build/v2 --out board-live/
 
 score: every submission is validated and scored on its own with rap score's scorer (field-macro
 Spearman, 95% block-bootstrap intervals; State conditions against their State target x); a row
 is ranked only when it covers every episode of the split, and a model and condition already
 submitted by an earlier file is refused; writes board/leaderboard.csv, leaderboard.md and
-submissions.json (every verdict and problem). verify-reveal: checks revealed targets and salt
+submissions.json (every verdict and problem). --live: each file is a reveal (FILE, FILE.salt.hex,
+FILE.meta.json); it is scored on the Forecast-Live track only when its commitment is in the
+--seals log and was sealed before every origin it forecasts (one line per refusal). verify-reveal: checks revealed targets and salt
 against the salted SHA256 commitments published in a repo's *_heldout configs.
 """
 
@@ -57,6 +64,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="folder for <model>.jsonl and <model>.jsonl.meta.json")
     p.add_argument("--meta", type=Path, default=None, help="metadata whose optional keys (submitter, notes) are copied")
     p.set_defaults(func=cmd_split)
+    p = ssub.add_parser(
+        "seal",
+        help="commit to a prediction file before its window opens (salted SHA-256, UTC timestamp)",
+        epilog=SUBMIT_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
+    p.add_argument("--salt-file", type=Path, default=None, help="hex salt (default FILE.salt.hex, created if absent)")
+    p.add_argument("--out", type=Path, required=True, help="the seal row (JSON) to publish")
+    p.add_argument(
+        "--sealed-at",
+        default=None,
+        help="UTC timestamp to record instead of now (replaying history; the published log's time is what counts)",
+    )
+    p.set_defaults(func=cmd_seal)
 
     board = subparsers.add_parser(
         "leaderboard", help="score submissions, verify reveals", epilog=LEADERBOARD_EPILOG, formatter_class=fmt
@@ -73,6 +95,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--split-models",
         action="store_true",
         help="score each model of a multi-model file (e.g. rap baselines') as its own submission",
+    )
+    p.add_argument("--live", action="store_true", help="score reveals of sealed forecasts on the Forecast-Live track")
+    p.add_argument(
+        "--seals", type=Path, nargs="+", default=None, help="published seal log(s) (JSON lines or SEAL.json) for --live"
     )
     p.set_defaults(func=cmd_score)
 
@@ -106,8 +132,44 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0 if report.accepted else 1
 
 
+def cmd_seal(args: argparse.Namespace) -> int:
+    import json
+
+    from rap_benchmark.core.fsio import atomic_write_text
+    from rap_benchmark.evaluation.live import parse_stamp, seal
+
+    sealed_at = parse_stamp(args.sealed_at) if args.sealed_at else None
+    row, salt_path = seal(args.file, salt_file=args.salt_file, sealed_at=sealed_at)
+    atomic_write_text(args.out, json.dumps(row, sort_keys=True) + "\n")
+    print(f"sealed {row['n_rows']} rows at {row['sealed_at']}: {row['commitment']}", file=sys.stderr)
+    print(f"keep {salt_path} secret until the reveal; publish {args.out}", file=sys.stderr)
+    print(args.out)
+    return 0
+
+
+def cmd_score_live(args: argparse.Namespace) -> int:
+    from rap_benchmark.core.errors import InputError
+    from rap_benchmark.evaluation.live import read_seals, score_live, write_live_board
+
+    if not args.seals:
+        raise InputError("--live needs --seals: the published log of seal rows")
+    seals = read_seals(args.seals)
+    inst = _instance(args.instance)
+    result = score_live(
+        list(args.files), inst, seals, split=_split(args.split), n_resamples=args.resamples, seed=args.seed
+    )
+    out = write_live_board(result, args.out)
+    for v in result.verdicts:
+        print(f"{v.path}: {'accepted' if v.accepted else 'REFUSED'}: {v.message}", file=sys.stderr)
+    print((out / "leaderboard_live.md").read_text(encoding="utf-8"))
+    return 0 if all(v.accepted for v in result.verdicts) else 1
+
+
 def cmd_score(args: argparse.Namespace) -> int:
     from tqdm.auto import tqdm
+
+    if args.live:
+        return cmd_score_live(args)
 
     from rap_benchmark.evaluation.submissions import score_submissions, write_leaderboard
 

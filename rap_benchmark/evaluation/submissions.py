@@ -448,11 +448,17 @@ def _fmt(v: Any) -> str:
 
 
 def _markdown(board: pd.DataFrame) -> str:
+    return board_markdown(board)
+
+
+def board_markdown(board: pd.DataFrame, extra: tuple[str, ...] = ()) -> str:
+    """The leaderboard as a markdown table (``extra`` columns first, e.g. a track)."""
     if board.empty:
         return "No accepted submissions.\n"
     cols = [
         c
         for c in (
+            *extra,
             "rank",
             "model",
             "condition",

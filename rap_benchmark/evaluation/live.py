@@ -1,0 +1,276 @@
+"""Sealed forecasts and the Forecast-Live track (SPEC 5c).
+
+A forecast for a window that has not opened yet is *sealed*: ``rap submit seal PRED.jsonl``
+publishes one JSON row (a *seal*) that commits to the prediction file without revealing it::
+
+    {"seal_version": 1, "commitment": "<sha256 hex>", "sealed_at": "2025-12-30T09:00:00Z",
+     "models": ["org/model"], "conditions": ["A1"], "origins": ["2026-01-01"], "n_rows": 240,
+     "manifest_hash": ["<instance manifest hash>"]}
+
+The commitment is the salted commitment of :mod:`rap_benchmark.hub.canonical`,
+``sha256(salt || canonical_json({"key": SEAL_KEY, "target": rows}))``, where ``rows`` are the
+file's canonical prediction rows (the required prediction columns, as the validator reads
+them, sorted by model, condition, field and origin). So the same forecasts hash the same
+whether they travel as JSONL or parquet, and a change to any weight, validity flag or key
+changes the hash. The salt (32 secret random bytes, ``PRED.salt.hex`` by default) stays with the
+forecaster until the reveal; without it the hash says nothing about the weights.
+
+Publishing: append the row to a public log whose timestamps a third party keeps, e.g. a Hugging
+Face dataset repo (``seals.jsonl``, one row per seal; the Hub's commit time witnesses
+``sealed_at``). The leaderboard trusts the log it is given (``--seals``), not the forecaster.
+
+The *reveal* is the prediction file plus its salt (``FILE.salt.hex``) and its submission
+metadata (``FILE.meta.json``). :func:`score_live` checks each reveal: its commitment must be in
+the log (else it was tampered with, or never sealed), and sealed strictly before every origin T
+it forecasts (00:00 UTC of T); then it is scored on the episodes of those origins, on the
+Forecast-Live track, by the same scorer as the retrospective tracks.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rap_benchmark.core.errors import FileFormatError, InputError
+from rap_benchmark.core.fsio import atomic_write_text
+from rap_benchmark.core.records import Split
+from rap_benchmark.evaluation.submissions import SubmissionReport, score_submission, validate_submission
+from rap_benchmark.hub.canonical import commitment, new_salt, to_plain
+
+SEAL_VERSION = 1
+SEAL_KEY = "rap-forecast-seal-v1"
+SALT_SUFFIX = ".salt.hex"
+LIVE_TRACK = "Forecast-Live"
+PENDING_FLAG = "y_pending"
+"""Episode flag of an extended instance whose target window [T, T+6mo) is not yet in the data."""
+
+
+def _canonical_rows(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    from rap_benchmark.evaluation.predictions import (
+        KEY_COLUMNS,
+        REQUIRED_COLUMNS,
+        PredictionFileError,
+        read_predictions,
+    )
+
+    try:
+        frame = read_predictions(path)
+    except PredictionFileError as exc:
+        raise FileFormatError(
+            path, f"not a clean prediction file ({len(exc.problems)} problem(s); rap score names them)"
+        ) from None
+    frame = frame.sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+    rows = [to_plain(r) for r in frame[list(REQUIRED_COLUMNS)].to_dict(orient="records")]
+    return frame, rows
+
+
+def prediction_commitment(path: str | Path, salt: bytes) -> tuple[pd.DataFrame, str]:
+    """The prediction frame of ``path`` and the salted commitment to its canonical rows."""
+    frame, rows = _canonical_rows(Path(path))
+    return frame, commitment(salt, SEAL_KEY, rows)
+
+
+def read_salt(path: str | Path) -> bytes:
+    path = Path(path)
+    try:
+        salt = bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FileFormatError(path, f"not a hex salt ({exc})") from None
+    if len(salt) < 16:
+        raise FileFormatError(path, "a salt needs at least 16 bytes")
+    return salt
+
+
+def utc_stamp(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_stamp(text: str) -> dt.datetime:
+    """A UTC timestamp ``YYYY-MM-DDTHH:MM:SSZ`` (an offset other than Z is converted)."""
+    try:
+        moment = dt.datetime.fromisoformat(str(text).replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"not a UTC timestamp: {str(text)[:40]!r} (expected YYYY-MM-DDTHH:MM:SSZ)") from None
+    if moment.tzinfo is None:
+        raise InputError(f"timestamp {text!r} has no time zone (write it in UTC with a trailing Z)")
+    return moment.astimezone(dt.UTC)
+
+
+def seal(
+    pred_path: str | Path, *, salt_file: str | Path | None = None, sealed_at: dt.datetime | None = None
+) -> tuple[dict[str, Any], Path]:
+    """The seal row of a prediction file and the salt file it used (created when absent).
+
+    ``sealed_at`` defaults to now (UTC); a maintainer replaying history may pass another time,
+    which is why the leaderboard trusts only the timestamps of the published log.
+    """
+    pred_path = Path(pred_path)
+    salt_path = Path(salt_file) if salt_file is not None else pred_path.with_name(pred_path.name + SALT_SUFFIX)
+    salt = read_salt(salt_path) if salt_path.exists() else None
+    frame, digest = prediction_commitment(pred_path, salt or b"")  # file checked before any salt is written
+    if salt is None:
+        salt = new_salt()
+        frame, digest = prediction_commitment(pred_path, salt)
+        atomic_write_text(salt_path, salt.hex() + "\n")
+    row = {
+        "seal_version": SEAL_VERSION,
+        "commitment": digest,
+        "sealed_at": utc_stamp(sealed_at or dt.datetime.now(dt.UTC)),
+        "models": sorted(set(frame["model"])),
+        "conditions": sorted(set(frame["condition"])),
+        "origins": sorted(set(frame["origin"].astype(str))),
+        "n_rows": len(frame),
+        "manifest_hash": sorted(set(frame["manifest_hash"])),
+    }
+    return row, salt_path
+
+
+def read_seals(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    """Seal rows by commitment, from SEAL.json files or JSON-lines logs (the earliest seal wins)."""
+    seals: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        text = Path(path).read_text(encoding="utf-8")
+        lines = [text] if text.lstrip().startswith("{") and "\n{" not in text.strip() else text.splitlines()
+        for i, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                stamp = parse_stamp(row["sealed_at"])
+                digest = str(row["commitment"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise FileFormatError(path, f"not a seal row ({type(exc).__name__}: {exc})", line=i) from None
+            if digest not in seals or stamp < parse_stamp(seals[digest]["sealed_at"]):
+                seals[digest] = row
+    return seals
+
+
+def _origin_start(origin: str) -> dt.datetime:
+    return dt.datetime.combine(dt.date.fromisoformat(origin[:10]), dt.time(), tzinfo=dt.UTC)
+
+
+@dataclass(frozen=True)
+class LiveVerdict:
+    path: Path
+    accepted: bool
+    message: str
+
+
+def check_reveal(path: Path, seals: dict[str, dict[str, Any]], salt_file: Path | None = None) -> LiveVerdict:
+    """Is the reveal at ``path`` a sealed forecast made before each of its origins? One-line verdict."""
+    salt_path = salt_file or path.with_name(path.name + SALT_SUFFIX)
+    if not salt_path.is_file():
+        return LiveVerdict(path, False, f"no salt at {salt_path.name}: a reveal is the predictions plus their salt")
+    try:
+        frame, digest = prediction_commitment(path, read_salt(salt_path))
+    except FileFormatError as exc:
+        return LiveVerdict(path, False, str(exc))
+    row = seals.get(digest)
+    if row is None:
+        return LiveVerdict(
+            path, False, "matches no published commitment: the predictions or the salt changed after sealing"
+        )
+    sealed_at = parse_stamp(row["sealed_at"])
+    late = sorted(o for o in set(frame["origin"].astype(str)) if sealed_at >= _origin_start(o))
+    if late:
+        return LiveVerdict(
+            path,
+            False,
+            f"sealed at {utc_stamp(sealed_at)}, not before origin {late[0]}: not a live forecast "
+            "(score it on the retrospective tracks)",
+        )
+    return LiveVerdict(path, True, f"verified: sealed at {utc_stamp(sealed_at)} ({digest[:12]})")
+
+
+@dataclass(frozen=True)
+class LiveResult:
+    verdicts: tuple[LiveVerdict, ...]
+    board: pd.DataFrame
+
+
+def score_live(
+    paths: list[Path],
+    inst: Any,
+    seals: dict[str, dict[str, Any]],
+    *,
+    split: Split | None = Split.TEST,
+    n_resamples: int | None = None,
+    seed: int | None = None,
+) -> LiveResult:
+    """Verify every reveal and score the verified ones on the Forecast-Live track.
+
+    Each accepted reveal is scored with the leaderboard's scorer (:func:`score_submission`) on
+    the episodes of the origins it forecasts; its ``coverage`` counts those episodes of
+    ``split``. Episodes whose ``y`` is still pending are not scored (resolve them first).
+    """
+    verdicts: list[LiveVerdict] = []
+    boards = []
+    for path in paths:
+        verdict = check_reveal(Path(path), seals)
+        if verdict.accepted:
+            report = validate_submission(path, inst, split=split)
+            if not report.accepted:
+                first = next((p for p in report.problems if "[fatal]" in p), "rejected by the validator")
+                verdict = LiveVerdict(Path(path), False, first.strip())
+            else:
+                board = _score_origins(report, inst, split, n_resamples, seed)
+                if board.empty:
+                    verdict = LiveVerdict(Path(path), False, "no resolved episode to score yet (run rap resolve)")
+                else:
+                    boards.append(board)
+        verdicts.append(verdict)
+    board = pd.concat(boards, ignore_index=True) if boards else pd.DataFrame()
+    if len(board):
+        board = board.sort_values(["condition", "spearman", "model"], ascending=[True, False, True], kind="stable")
+        board = board.reset_index(drop=True)
+        board.insert(0, "track", LIVE_TRACK)
+    return LiveResult(tuple(verdicts), board)
+
+
+def _score_origins(
+    report: SubmissionReport, inst: Any, split: Split | None, n_resamples: int | None, seed: int | None
+) -> pd.DataFrame:
+    """The reveal's leaderboard rows on the resolved episodes of its origins, with live coverage."""
+    assert report.validation is not None
+    frame = report.validation.frame
+    origins = set(frame["origin"].astype(str))
+    eps = inst.episodes
+    live = eps[eps["origin"].astype(str).isin(origins)]
+    if split is not None:
+        live = live[live["split"] == split.value]
+    resolved = live[[PENDING_FLAG not in flags for flags in live["flags"]]]
+    keys = set(zip(resolved["field_id"], resolved["origin"].astype(str), strict=True))
+    keep = [(f, o) in keys for f, o in zip(frame["field_id"], frame["origin"].astype(str), strict=True)]
+    if not any(keep):
+        return pd.DataFrame()
+    narrowed = replace(report.validation, frame=frame[keep].reset_index(drop=True))
+    board = score_submission(
+        SubmissionReport(report.path, report.meta, report.problems, narrowed),
+        inst,
+        split=split,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+    n_expected = len(live.drop_duplicates(["field_id", "origin"]))
+    board["coverage"] = f"{int(sum(keep))}/{n_expected}"
+    board["origins"] = ",".join(sorted(origins))
+    return board
+
+
+def write_live_board(result: LiveResult, out: str | Path) -> Path:
+    """``leaderboard_live.csv``, ``leaderboard_live.md`` and ``reveals.json`` (every verdict)."""
+    from rap_benchmark.evaluation.submissions import board_markdown
+
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "leaderboard_live.csv", result.board.to_csv(index=False, lineterminator="\n"))
+    head = f"## {LIVE_TRACK}\n\nSealed before the origin, scored after `rap resolve`.\n\n"
+    atomic_write_text(out / "leaderboard_live.md", head + board_markdown(result.board, extra=("track", "origins")))
+    verdicts = [{"reveal": str(v.path), "accepted": v.accepted, "message": v.message} for v in result.verdicts]
+    atomic_write_text(out / "reveals.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
+    return out
