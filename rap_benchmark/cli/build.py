@@ -64,7 +64,11 @@ def default_arxiv_source() -> Path | None:
 def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None]:
     """(LLMInstrument or None, error message)."""
     if args.instrument != "llm":
-        given = [o for o in ("base_url", "model", "draft_models", "max_spend_usd", "llm_store") if getattr(args, o)]
+        given = [
+            o
+            for o in ("base_url", "model", "draft_models", "max_spend_usd", "llm_store", "tokenizer")
+            if getattr(args, o)
+        ]
         if given or args.dry_run:
             return None, "--base-url, --model, --draft-models, --dry-run and --max-spend-usd need --instrument llm"
         return None, None
@@ -78,6 +82,8 @@ def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None
     drafts = tuple(m.strip() for m in (args.draft_models or f"{args.model},{args.model}").split(","))
     if len(drafts) != 2 or not all(drafts):
         return None, f"--draft-models needs two model names A,B, got {args.draft_models!r}"
+    if args.tokenizer and not args.dry_run:
+        return None, "--tokenizer is for --dry-run (a server reports its own token counts)"
     if args.max_spend_usd is not None and args.max_spend_usd <= 0:
         return None, "--max-spend-usd must be positive"
     store = Path(args.llm_store) if args.llm_store else Path(f"{str(args.out).rstrip('/')}.llm-store")
@@ -97,7 +103,7 @@ def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None
     return instrument, None
 
 
-def _dry_run(spec: object, source: Path, instrument: object, quiet: bool) -> int:
+def _dry_run(spec: object, source: Path, instrument: object, quiet: bool, tokenizer: str | None) -> int:
     from rap_benchmark.pipeline.build import normalise_papers
     from rap_benchmark.pipeline.corpus import read_corpus
     from rap_benchmark.pipeline.fields import build_fields
@@ -114,6 +120,7 @@ def _dry_run(spec: object, source: Path, instrument: object, quiet: bool) -> int
         instrument.config,
         store_dir=instrument.settings.store_dir,
         prices_path=instrument.settings.prices_path,
+        tokenizer=tokenizer,
     )
     print(format_estimate(table))
     return 0
@@ -161,7 +168,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         print(f"rap build: {problem}", file=sys.stderr)
         return 2
     if args.dry_run:
-        return _dry_run(spec, Path(source), instrument, args.quiet)
+        return _dry_run(spec, Path(source), instrument, args.quiet, args.tokenizer)
     start = time.perf_counter()
     out = build_instance(spec, args.out, source=source, progress=not args.quiet, instrument=instrument)
     seconds = time.perf_counter() - start
@@ -245,6 +252,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--max-spend-usd", type=float, help="stop cleanly (resumable) before spending more than this")
     g.add_argument("--prices", help="price table JSON (default: the packaged agents price table)")
     g.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and price per stage; send nothing")
+    g.add_argument(
+        "--tokenizer", help="with --dry-run: count tokens with this Hugging Face tokenizer (name or local folder)"
+    )
     p.set_defaults(func=_cmd_build)
 
     p = subparsers.add_parser(

@@ -197,12 +197,15 @@ def estimate(
     *,
     store_dir: Path | None = None,
     prices_path: str | None = None,
+    tokenizer: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The dry run: requests, tokens and price per stage, sending nothing.
 
     Walks the real pipeline; answers already in the store (``store_dir``, read only) are used
     and counted as ``from_store``; every other request is rendered exactly and answered with a
     typical stand-in reply (:mod:`.standin`) so that the later prompts can be rendered too.
+    Tokens are counted with ``tokenizer`` (a Hugging Face tokenizer's name or folder) when
+    given, else with the pre-tokeniser count of :mod:`.tokens`.
     """
     records: dict[str, dict[str, Any]] = {}
     path = None if store_dir is None else Path(store_dir) / "requests.jsonl"
@@ -213,7 +216,7 @@ def estimate(
             except orjson.JSONDecodeError:
                 continue
             records.setdefault(rec["key"], rec)
-    client = StandInClient(records, _prices(prices_path))
+    client = StandInClient(records, _prices(prices_path), tokenizer)
     asyncio.run(Pipeline(client, config, spec).run(papers, memberships, candidates))
     table = client.accounting.table()
     total = {

@@ -335,10 +335,16 @@ def _parse_completion(data: bytes, key: str, stage: str, model: str) -> dict[str
 class StandInClient:
     """The dry run's client: answers from the store when it can, else with typical replies."""
 
-    def __init__(self, store_records: dict[str, dict[str, Any]], prices: PriceTable) -> None:
+    def __init__(
+        self, store_records: dict[str, dict[str, Any]], prices: PriceTable, tokenizer: str | None = None
+    ) -> None:
         from rap_benchmark.pipeline.instrument.llm.standin import respond
+        from rap_benchmark.pipeline.instrument.llm.tokens import tokenizer_counters
 
         self._respond = respond
+        self._count_prompt, self._count_text = (
+            tokenizer_counters(tokenizer) if tokenizer else (count_prompt_tokens, count_tokens)
+        )
         self.records = store_records
         self.accounting = Accounting(prices)
         self.stop_reason: StopRun | None = None
@@ -349,7 +355,7 @@ class StandInClient:
             self.accounting.record(stage, model, rec["prompt_tokens"], rec["completion_tokens"], cached=True)
             return Reply(rec["content"], None, rec["prompt_tokens"], rec["completion_tokens"], True)
         content = self._respond(messages, typical=True)
-        prompt, completion = count_prompt_tokens(messages), count_tokens(content)
+        prompt, completion = self._count_prompt(messages), self._count_text(content)
         self.accounting.record(stage, model, prompt, completion, cached=False)
         return Reply(content, None, prompt, completion, False)
 

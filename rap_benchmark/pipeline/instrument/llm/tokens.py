@@ -6,11 +6,15 @@ those pieces approximates their token counts on English prose and JSON. The dry 
 with it, and the scripted server of the rehearsal reports usage with it (a stand-in for a real
 tokenizer), so the rehearsal's ``dry_run_token_error`` measures what the dry run cannot know
 before sending: the sizes of the replies and of the later prompts built from them.
+
+With the served model's tokenizer at hand, :func:`tokenizer_counters` counts exactly what the
+model will see (its chat template included); ``rap build --dry-run --tokenizer NAME_OR_PATH``.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 _PIECE = re.compile(r" ?[A-Za-z]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]+|\s+")
 MESSAGE_OVERHEAD = 4  # role and separators per chat message
@@ -25,3 +29,26 @@ def count_tokens(text: str) -> int:
 def count_prompt_tokens(messages: list[dict[str, str]]) -> int:
     """Approximate prompt tokens of a chat request (OpenAI's per-message accounting)."""
     return sum(count_tokens(m["content"]) + MESSAGE_OVERHEAD for m in messages) + REPLY_PRIMING
+
+
+PromptCounter = Callable[[list[dict[str, str]]], int]
+TextCounter = Callable[[str], int]
+
+
+def tokenizer_counters(name_or_path: str) -> tuple[PromptCounter, TextCounter]:
+    """(prompt counter, text counter) from a Hugging Face tokenizer (a local folder, or a Hub
+    name already in the local cache). Prompts go through the tokenizer's chat template when it
+    has one, else the per-message accounting above."""
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(name_or_path)
+
+    def text(content: str) -> int:
+        return len(tok.encode(content, add_special_tokens=False))
+
+    def prompt(messages: list[dict[str, str]]) -> int:
+        if getattr(tok, "chat_template", None):
+            return len(tok.apply_chat_template(messages, tokenize=True, add_generation_prompt=True))
+        return sum(text(m["content"]) + MESSAGE_OVERHEAD for m in messages) + REPLY_PRIMING
+
+    return prompt, text
