@@ -121,7 +121,10 @@ class CiteCastToolSet:
         self.max_observation_chars = max_observation_chars
         self.reward: float | None = None
 
-    def call(self, name: str, arguments: str) -> ToolOutcome:
+    async def call(self, name: str, arguments: str) -> ToolOutcome:
+        """Run one call in the environment. The client's call runs in a worker thread, so that
+        other units keep going while this one waits on an HTTP server (the environment and its
+        session stores are thread-safe)."""
         from rap_benchmark.citecast.errors import EnvError
         from rap_benchmark.tools import ToolArgumentError
 
@@ -129,7 +132,7 @@ class CiteCastToolSet:
         args, err = decode_arguments(arguments)
         if args is not None:
             try:
-                result = self.client.call(self.session_id, name, args)
+                result = await asyncio.to_thread(self.client.call, self.session_id, name, args)
             except (ToolArgumentError, EnvError) as exc:
                 err = str(exc)
         if err is not None:

@@ -258,7 +258,7 @@ async def run_episode(backend: Backend, context: UnitContext, episode: Episode) 
                 nudged = True
                 events.append("nudged: tool call when no tools were available")
                 continue
-            outcome = tools.call(first.name, first.arguments)
+            outcome = await tools.call(first.name, first.arguments)
             log = {**outcome.log, "tool_call_id": first.id}
             calls.append(log)
             messages.append({"role": "tool", "tool_call_id": first.id, "content": outcome.content})

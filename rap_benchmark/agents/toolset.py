@@ -1,7 +1,7 @@
 """What the episode loop needs from a task: a tool set, and the rules that end an episode.
 
-A :class:`ToolSet` runs the model's tool calls (raw JSON arguments in, the tool message and a
-log entry out; it never raises on model input) and says how its tools read as text tags
+A :class:`ToolSet` runs the model's tool calls (``await call(name, raw JSON arguments)``: the
+tool message and a log entry out; it never raises on model input) and says how its tools read as text tags
 (:class:`~rap_benchmark.tools.text.TextProtocol`). ``answer_tool`` names the tool whose accepted
 call is the final answer (CiteCast's ``submit_prediction``); None means the final answer is text
 (RAP's JSON weights). :class:`Rules` holds the task's words (forced answer, nudge) and its text
@@ -39,7 +39,7 @@ class ToolSet(Protocol):
     text_protocol: TextProtocol
     answer_tool: str | None
 
-    def call(self, name: str, arguments: str) -> ToolOutcome: ...
+    async def call(self, name: str, arguments: str) -> ToolOutcome: ...
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ class SearchToolSet:
         self.schemas = (schema if schema is not None else tool_schema(fn),)
         self.text_protocol = search_text_protocol()
 
-    def call(self, name: str, arguments: str) -> ToolOutcome:
+    async def call(self, name: str, arguments: str) -> ToolOutcome:
         log: dict[str, Any] = {
             "name": name,
             "arguments": arguments,
