@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rap_benchmark.agents.reference import ReferenceBackend
 from rap_benchmark.agents.runner import PREDICTIONS_FILE, run_benchmark
@@ -316,3 +318,33 @@ def test_kill_at_random_points_gives_the_uninterrupted_predictions(mini_dir, min
     strip = lambda b: [{k: v for k, v in json.loads(x).items() if k != "wall_s"} for x in b.splitlines()]  # noqa: E731
     assert strip(got) == strip(want)
     assert not [p for p in run.rglob(".*") if ".tmp-" in p.name]
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=9) | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    key=st.fixed_dictionaries(
+        {"model": st.text(max_size=4), "field_id": st.text(max_size=4), "origin": st.text(max_size=10)},
+        optional={"condition": st.sampled_from(["A0", "A4", "A9", 3]), "variant": _json_values},
+    )
+    | _json_values,
+    valid=_json_values,
+    weights=_json_values
+    | st.lists(st.floats() | st.integers() | st.sampled_from([10**400, -(10**400), 1e308]), min_size=8, max_size=8),
+    extra=st.dictionaries(
+        st.sampled_from(["attempts", "wall_s", "cost_usd", "invalid_reason", "n_search_calls"]), _json_values
+    ),
+)
+def test_unit_check_never_raises(key, valid, weights, extra):
+    """Any content of a unit file gives a verdict (usable or a reason), never an exception."""
+    from rap_benchmark.agents.store import UnitKey, check_unit
+
+    rel = UnitKey("m", "f", "2024-01-01", Condition.A0).relpath()
+    verdict = check_unit({"key": key, "valid": valid, "weights": weights, **extra}, rel)
+    assert verdict is None or isinstance(verdict, str)

@@ -100,7 +100,19 @@ def _defect_lines(mini):
     long_value = st.integers(70_000, 300_000).map(lambda n: (_line(r(model="x" * n)), K.LINE_TOO_LONG))
     no_reason = st.just((_line(r(valid=False, **dict.fromkeys(DIRECTION_KEYS))), K.NO_REASON))
     not_object = st.sampled_from([b"[1, 2]\n", b'"text"\n', b"42\n", b"null\n"]).map(lambda b: (b, K.NOT_AN_OBJECT))
-    wrong_types = st.sampled_from([{"valid": "yes"}, {"D3": "12"}, {"origin": "2024/01/01"}, {"condition": "A9"}])
+    wrong_types = st.sampled_from(
+        [
+            {"valid": "yes"},
+            {"D3": "12"},
+            {"origin": "2024/01/01"},
+            {"condition": "A9"},
+            {"wall_s": 10**400},
+            {"attempts": 10**400},
+            {"D5": 10**400},
+            {"field_id": ["f000"]},
+            {"invalid_reason": {"a": 1}},
+        ]
+    )
     typed = wrong_types.map(lambda over: (_line(r(**over)), None))
     return (
         st.one_of(
@@ -158,6 +170,7 @@ def test_fuzzed_files_never_raise_name_each_problem_and_leave_a_valid_file_alone
             report = validate_predictions(bad, mini, split=None)
             together = _board(mini, [good_file, bad])
     kinds = _kinds(report)
+    assert not any("could not be validated" in p.message for p in report.problems)  # no internal failure
     assert expected <= kinds, f"expected {expected}, got {report.summary()[:2000]}"
     assert report.problems or not expected
     for p in report.problems:

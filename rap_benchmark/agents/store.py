@@ -175,6 +175,11 @@ UNIT_FLOAT_FIELDS = ("wall_s", "cost_usd")
 UNIT_STR_FIELDS = ("invalid_reason", "invalid_detail", "response_model")
 
 
+def _finite(v: int | float) -> bool:
+    """A finite float, or an int a float can hold (``math.isfinite(10**400)`` raises)."""
+    return abs(v) < 1e300 if isinstance(v, int) else math.isfinite(v)
+
+
 def check_unit(rec: Any, relpath: Path) -> str | None:
     """Why a unit file's content cannot be used (None when it can).
 
@@ -212,7 +217,7 @@ def check_unit(rec: Any, relpath: Path) -> str | None:
             return "claims valid but 'weights' is not a list of eight numbers"
         if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in w):
             return "claims valid but has a non-numeric weight"
-        if not all(math.isfinite(v) and v >= 0 for v in w) or not math.fsum(w) > 0:
+        if not all(_finite(v) and v >= 0 for v in w) or not any(v > 0 for v in w):
             return "claims valid but has a negative, non-finite or all-zero weight"
     for name in UNIT_INT_FIELDS:
         v = rec.get(name, 0)
@@ -220,7 +225,7 @@ def check_unit(rec: Any, relpath: Path) -> str | None:
             return f"has a {name!r} that is not a nonnegative integer"
     for name in UNIT_FLOAT_FIELDS:
         v = rec.get(name)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int | float) or not _finite(v)):
             return f"has a {name!r} that is not a finite number"
     for name in UNIT_STR_FIELDS:
         if rec.get(name) is not None and not isinstance(rec.get(name), str):

@@ -506,7 +506,7 @@ class _Rows:
                 ok = _is_integral(v) and abs(v) < 2**53
             elif col in META_FLOAT_COLUMNS:
                 ok = isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool | np.bool_)
-                ok = ok and math.isfinite(v) and abs(v) <= MAX_WEIGHT * 1e3
+                ok = ok and abs(v) <= MAX_WEIGHT * 1e3  # False for NaN, infinities and 10**400 alike
             else:
                 ok = isinstance(v, str) and len(v) <= MAX_KEY_CHARS and not _has_surrogate(v)
             if not ok:
