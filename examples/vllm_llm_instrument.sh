@@ -17,6 +17,7 @@
 #   MAX_MODEL_LEN   vLLM --max-model-len (default 32768)
 #   IN_FLIGHT       open requests per endpoint (default 128; vLLM batches them)
 #   MAX_SPEND_USD   stop cleanly before this spend (needs prices for the models: PRICES=FILE)
+#   TOKENIZER       tokenizer for the dry run's token counts (default: MODEL, exact for it)
 #   EXTRA_VLLM_ARGS extra arguments for `vllm serve`
 #   RAP             the rap command (default: rap)
 # More endpoints for the same model (data parallel on several nodes): start them yourself and
@@ -78,6 +79,6 @@ ARGS=(build --spec "$SPEC" --source "$SNAPSHOT" --out "$OUT" --instrument llm --
 if [[ -n "${MAX_SPEND_USD:-}" ]]; then ARGS+=(--max-spend-usd "$MAX_SPEND_USD"); fi
 if [[ -n "${PRICES:-}" ]]; then ARGS+=(--prices "$PRICES"); fi
 
-OPENAI_API_KEY=${OPENAI_API_KEY:-EMPTY} "$RAP" "${ARGS[@]}" --dry-run
+OPENAI_API_KEY=${OPENAI_API_KEY:-EMPTY} "$RAP" "${ARGS[@]}" --dry-run --tokenizer "${TOKENIZER:-$MODEL}"
 OPENAI_API_KEY=${OPENAI_API_KEY:-EMPTY} "$RAP" "${ARGS[@]}"
 echo "review the codebook construction: ${OUT%/}.llm-store/review.md" >&2
