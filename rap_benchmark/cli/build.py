@@ -170,7 +170,14 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(spec, Path(source), instrument, args.quiet, args.tokenizer)
     start = time.perf_counter()
-    out = build_instance(spec, args.out, source=source, progress=not args.quiet, instrument=instrument)
+    out = build_instance(
+        spec,
+        args.out,
+        source=source,
+        progress=not args.quiet,
+        instrument=instrument,
+        freeze_instrument=args.freeze_instrument,
+    )
     seconds = time.perf_counter() - start
     print(f"built {spec.name} at {out} in {seconds:.1f} s")
     print(format_info(instance_info(load_instance(out))))
@@ -234,6 +241,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--source", help="corpus: parquet folder, snapshot .jsonl/.json(.gz) or Atom .xml")
     p.add_argument("--spec", help="spec JSON file (overrides the named instance's spec)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument(
+        "--freeze-instrument",
+        action="store_true",
+        help="also write the frozen offline instrument (instrument/) so that rap extend can add origins",
+    )
     g = p.add_argument_group("LLM instrument (--instrument llm)")
     g.add_argument(
         "--instrument", choices=["offline", "llm"], default="offline", help="assignment instrument (default offline)"

@@ -213,7 +213,7 @@ def score_live(
     for path in paths:
         verdict = check_reveal(Path(path), seals)
         if verdict.accepted:
-            report = validate_submission(path, inst, split=split)
+            report = validate_submission(path, _as_sealed_against(inst, Path(path)), split=split)
             if not report.accepted:
                 first = next((p for p in report.problems if "[fatal]" in p), "rejected by the validator")
                 verdict = LiveVerdict(Path(path), False, first.strip())
@@ -230,6 +230,19 @@ def score_live(
         board = board.reset_index(drop=True)
         board.insert(0, "track", LIVE_TRACK)
     return LiveResult(tuple(verdicts), board)
+
+
+def _as_sealed_against(inst: Any, path: Path) -> Any:
+    """``inst`` under the manifest hash the reveal was made against, when that is the pending
+    version this resolved instance came from (forecasts are sealed before ``rap resolve``)."""
+    from rap_benchmark.evaluation.submissions import read_metadata
+
+    resolved = inst.ledger.get("derived", {}).get("living", {}).get("resolved") or {}
+    pending_hash = resolved.get("from_manifest_hash")
+    meta, _ = read_metadata(path)
+    if pending_hash and meta and meta.get("manifest_hash") == pending_hash:
+        return replace(inst, manifest_hash=pending_hash)
+    return inst
 
 
 def _score_origins(

@@ -110,15 +110,17 @@ def _synthetic_inputs(spec: BenchmarkSpec, progress: bool) -> dict[str, Any]:
     return {"papers": papers, "codebooks": codebooks, "assignments": assignments, "truth": truth, "corpus": corpus}
 
 
-def _source_inputs(spec: BenchmarkSpec, source: Path, progress: bool, instrument: Any = None) -> dict[str, Any]:
+def _source_inputs(
+    spec: BenchmarkSpec, source: Path, progress: bool, instrument: Any = None, freeze: bool = False
+) -> dict[str, Any]:
     from rap_benchmark.pipeline.codebook import build_codebooks
     from rap_benchmark.pipeline.corpus import read_corpus
-    from rap_benchmark.pipeline.fields import build_fields
-    from rap_benchmark.pipeline.instrument.offline import assign_offline
+    from rap_benchmark.pipeline.fields import fit_fields
+    from rap_benchmark.pipeline.instrument.offline import AssignRules, calibrate_and_assign
 
     papers, report = read_corpus(source, spec, progress=progress)
     papers = normalise_papers(papers)
-    memberships, field_info = build_fields(papers, spec, progress=progress)
+    memberships, field_info, field_model = fit_fields(papers, spec, progress=progress)
     corpus = {"route": "source", "format": _format_name(source), **report.to_dict(MAX_LEDGER_MALFORMED)}
     if instrument is not None:
         result, entry = instrument.run(papers, memberships, field_info, spec, progress=progress)
@@ -131,8 +133,27 @@ def _source_inputs(spec: BenchmarkSpec, source: Path, progress: bool, instrument
             "instrument": entry,
         }
     codebooks, prototypes = build_codebooks(papers, memberships, field_info, spec, progress=progress)
-    assignments = assign_offline(papers, memberships, codebooks, prototypes, spec)
-    return {"papers": papers, "codebooks": codebooks, "assignments": assignments, "truth": None, "corpus": corpus}
+    assignments, calibration = calibrate_and_assign(papers, memberships, codebooks, prototypes, spec)
+    frozen = None
+    if freeze:
+        from rap_benchmark.pipeline.instrument.frozen import FrozenInstrument
+
+        frozen = FrozenInstrument(
+            fields=field_model,
+            prototypes=prototypes,
+            rules=AssignRules.from_spec(spec),
+            calibration=calibration,
+            codebooks=tuple(codebook_to_dict(cb) for cb in sorted(codebooks, key=lambda cb: cb.field_id)),
+            codebook_cutoff=spec.codebook_cutoff,
+        )
+    return {
+        "papers": papers,
+        "codebooks": codebooks,
+        "assignments": assignments,
+        "truth": None,
+        "corpus": corpus,
+        "frozen": frozen,
+    }
 
 
 def _format_name(source: Path) -> str:
@@ -181,15 +202,25 @@ def build_instance(
     *,
     progress: bool = False,
     instrument: Any = None,
+    freeze_instrument: bool = False,
 ) -> Path:
     """Build every artifact of an instance into ``out`` (replaced atomically); return ``out``.
 
     ``source=None`` generates the synthetic corpus from ``spec`` (the mini route); otherwise
     ``source`` is read with :func:`rap_benchmark.pipeline.corpus.read_corpus`. ``instrument``:
     None for the offline instrument, or an ``LLMInstrument`` (source route only).
+    ``freeze_instrument`` also writes the frozen offline instrument (``instrument/``, see
+    :mod:`rap_benchmark.pipeline.instrument.frozen`) that ``rap extend`` labels new papers with.
     """
     if instrument is not None and source is None:
         raise ValueError("the LLM instrument needs a source corpus (the mini route uses its blueprints)")
+    if freeze_instrument and (source is None or instrument is not None):
+        from rap_benchmark.core.errors import InputError
+
+        raise InputError(
+            "--freeze-instrument needs a source corpus and the offline instrument "
+            "(mini's fields come from its generator; LLM labels cannot be frozen as weights)"
+        )
     from tqdm import tqdm
 
     from rap_benchmark.pipeline.blocks import split_table
@@ -203,7 +234,7 @@ def build_instance(
         inputs = (
             _synthetic_inputs(spec, progress)
             if source is None
-            else _source_inputs(spec, Path(source), progress, instrument)
+            else _source_inputs(spec, Path(source), progress, instrument, freeze_instrument)
         )
         papers: pd.DataFrame = inputs["papers"]
         codebooks: list[Codebook] = sorted(inputs["codebooks"], key=lambda cb: cb.field_id)
@@ -239,6 +270,11 @@ def build_instance(
         ledger["derived"] = _derived(
             spec, papers, codebooks, assignments, blocks, episodes, inputs["corpus"], inputs.get("instrument")
         )
+        if inputs.get("frozen") is not None:
+            from rap_benchmark.pipeline.instrument.frozen import instrument_hash, save
+
+            save(inputs["frozen"], tmp)
+            ledger["derived"]["frozen_instrument_sha256"] = instrument_hash(tmp)
         write_json(tmp / LEDGER_FILE, ledger)
         steps.update()
 

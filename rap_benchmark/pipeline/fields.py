@@ -29,9 +29,11 @@ from rap_benchmark.core.text import tokenize
 
 __all__ = [
     "FieldInfo",
+    "FieldModel",
     "TfidfSpace",
     "TokenizedCorpus",
     "build_fields",
+    "fit_fields",
     "paper_tokens",
     "spherical_kmeans",
     "tokenize_papers",
@@ -303,10 +305,64 @@ MIN_PRECUTOFF_PER_DIRECTION = 5
 """A kept field needs at least ``8 x`` this many papers before the codebook cutoff."""
 
 
+@dataclass(frozen=True)
+class FieldModel:
+    """The frozen field-membership rule: everything needed to place a new paper in fields.
+
+    ``space``: the TF-IDF space; ``projection``: LSA axes (dims x terms) applied after it, or
+    None (the TF-IDF space itself); ``centres``: every cluster's L2-normalised centroid in that
+    space (kept or not: a paper's best cluster is taken over all of them); ``kept``: the cluster
+    of ``f000``, ``f001``, ... A paper joins every cluster whose cosine is at least
+    ``MEMBERSHIP_RATIO`` times its best and at least ``MIN_MEMBERSHIP_COS``, and always its best
+    one (when positive). A paper's memberships depend on its own text only.
+    """
+
+    space: TfidfSpace
+    centres: np.ndarray
+    kept: tuple[int, ...]
+    projection: np.ndarray | None = None
+    membership_ratio: float = MEMBERSHIP_RATIO
+    min_membership_cos: float = MIN_MEMBERSHIP_COS
+
+    def embed(self, x: sp.csr_matrix) -> sp.csr_matrix | np.ndarray:
+        """TF-IDF rows in the clustering space."""
+        if self.projection is None:
+            return x
+        return _normalise_dense_rows(np.asarray(x @ self.projection.T))
+
+    def member(self, x: sp.csr_matrix) -> np.ndarray:
+        """papers x clusters membership booleans of TF-IDF rows ``x``."""
+        sims = np.asarray(self.embed(x) @ self.centres.T)
+        best = sims.max(axis=1)
+        member = (sims >= self.membership_ratio * best[:, None]) & (sims >= self.min_membership_cos)
+        member[np.arange(sims.shape[0]), sims.argmax(axis=1)] |= best > 0
+        return member
+
+    def memberships(self, papers: pd.DataFrame) -> pd.DataFrame:
+        """Columns arxiv_id, field_id of ``papers`` in the kept fields, sorted by (field_id, arxiv_id)."""
+        x, _ = self.space.transform(tokenize_papers(papers))
+        member = self.member(x)
+        ids = papers["arxiv_id"].to_numpy(dtype=object)
+        frames = [
+            pd.DataFrame({"arxiv_id": ids[member[:, c]], "field_id": f"f{j:03d}"}) for j, c in enumerate(self.kept)
+        ]
+        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"arxiv_id": [], "field_id": []})
+        return frame.astype(object).sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
+
+
 def build_fields(
     papers: pd.DataFrame, spec: BenchmarkSpec, *, progress: bool = False
 ) -> tuple[pd.DataFrame, dict[str, FieldInfo]]:
-    """Fields from real text (see the module docstring). Returns (memberships, field_info).
+    """Fields from real text (see the module docstring). Returns (memberships, field_info)."""
+    memberships, info, _ = fit_fields(papers, spec, progress=progress)
+    return memberships, info
+
+
+def fit_fields(
+    papers: pd.DataFrame, spec: BenchmarkSpec, *, progress: bool = False
+) -> tuple[pd.DataFrame, dict[str, FieldInfo], FieldModel]:
+    """Fields from real text (see the module docstring): (memberships, field_info, the frozen
+    :class:`FieldModel` that gives any paper, later ones included, the same memberships).
 
     ``memberships`` has columns arxiv_id, field_id for ALL papers (any date), sorted by
     (field_id, arxiv_id). ``spec.n_fields`` is the number of k-means clusters (kept fields are
@@ -339,10 +395,7 @@ def build_fields(
     _, centres = spherical_kmeans(x[fit_rows], k, rng)
     steps.update()
 
-    sims = np.asarray(x @ centres.T)  # papers x k
-    best = sims.max(axis=1)
-    member = (sims >= MEMBERSHIP_RATIO * best[:, None]) & (sims >= MIN_MEMBERSHIP_COS)
-    member[np.arange(len(papers)), sims.argmax(axis=1)] |= best > 0
+    member = FieldModel(space=space, centres=centres, kept=()).member(x)
     elig_mask = dates < spec.eligibility_end
     pre_mask = dates < spec.codebook_cutoff
     n_elig = member[elig_mask].sum(axis=0)
@@ -369,4 +422,5 @@ def build_fields(
         else pd.DataFrame({"arxiv_id": pd.Series(dtype=object), "field_id": pd.Series(dtype=object)})
     )
     memberships = memberships.sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
-    return memberships, info
+    model = FieldModel(space=space, centres=centres, kept=tuple(int(c) for c in kept))
+    return memberships, info, model

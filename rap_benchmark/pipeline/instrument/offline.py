@@ -53,6 +53,7 @@ __all__ = [
     "classify",
     "direction_similarities",
     "distinct_pairs",
+    "label_memberships",
     "runner_up_ratio",
 ]
 
@@ -109,6 +110,16 @@ def direction_similarities(
     return m.drop(columns="_row"), sims, known
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """What the margin rules were calibrated to, frozen with the codebook: ``tie_ratio`` (``r*``),
+    ``levels`` (field id -> ``m_f``) and ``distinct`` (field id -> its 8 x 8 distinct-pair table)."""
+
+    tie_ratio: float
+    levels: dict[str, float]
+    distinct: dict[str, np.ndarray]
+
+
 def assign_offline(
     papers: pd.DataFrame,
     memberships: pd.DataFrame,
@@ -121,6 +132,17 @@ def assign_offline(
     Returns the ``assignments.parquet`` columns (:data:`rap_benchmark.core.schemas.ASSIGNMENTS`), one row per
     membership, sorted by (field_id, date, arxiv_id).
     """
+    return calibrate_and_assign(papers, memberships, codebooks, prototypes, spec)[0]
+
+
+def calibrate_and_assign(
+    papers: pd.DataFrame,
+    memberships: pd.DataFrame,
+    codebooks: list[Codebook],
+    prototypes: Prototypes,
+    spec: BenchmarkSpec,
+) -> tuple[pd.DataFrame, Calibration]:
+    """:func:`assign_offline`'s labels and the :class:`Calibration` they were made with."""
     rules = AssignRules.from_spec(spec)
     cb_fields = {cb.field_id for cb in codebooks}
     absent = sorted(set(memberships["field_id"]) - cb_fields)
@@ -133,19 +155,34 @@ def assign_offline(
     fids = m["field_id"].to_numpy().astype(str)
     pre = m["date"].to_numpy().astype(str) < spec.codebook_cutoff
     enough = known >= rules.min_known_tokens
-    level = np.zeros(n)
-    table = np.zeros(n, dtype=np.int64)  # row -> index of its field's distinct-pair table
-    tables = [np.zeros((len(DIRECTION_KEYS), len(DIRECTION_KEYS)), dtype=bool)]
+    levels: dict[str, float] = {}
     bounds = np.flatnonzero(np.r_[True, fids[1:] != fids[:-1], True])
-    for j, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
         calib = enough[lo:hi] & pre[lo:hi]
         if not calib.any():
             calib = enough[lo:hi]
-        level[lo:hi] = float(np.median(s1[lo:hi][calib])) if calib.any() else 0.0
-        tables.append(distinct_pairs(prototypes.centroids[fids[lo]]))
-        table[lo:hi] = j + 1
-    tie_ratio = calibrate_tie_ratio(sims, known, pre, rules)
-    primary, secondary, kind = classify(sims, known, level, np.stack(tables), table, rules, tie_ratio)
+        levels[str(fids[lo])] = float(np.median(s1[lo:hi][calib])) if calib.any() else 0.0
+    distinct = {fid: distinct_pairs(prototypes.centroids[fid]) for fid in levels}
+    calibration = Calibration(calibrate_tie_ratio(sims, known, pre, rules), levels, distinct)
+    return label_memberships(m, sims, known, calibration, rules), calibration
+
+
+def label_memberships(
+    m: pd.DataFrame, sims: np.ndarray, known: np.ndarray, calibration: Calibration, rules: AssignRules
+) -> pd.DataFrame:
+    """The assignments of ``direction_similarities``' output under a frozen calibration."""
+    fids = m["field_id"].to_numpy().astype(str)
+    order = sorted(calibration.levels)
+    absent = sorted(set(fids) - set(order))
+    if absent:
+        raise KeyError(f"no calibration for fields {', '.join(absent[:5])}")
+    index = {fid: i + 1 for i, fid in enumerate(order)}
+    level_of = np.array([0.0] + [calibration.levels[f] for f in order])
+    tables = np.stack(
+        [np.zeros((len(DIRECTION_KEYS), len(DIRECTION_KEYS)), dtype=bool)] + [calibration.distinct[f] for f in order]
+    )
+    table = np.fromiter((index[f] for f in fids), dtype=np.int64, count=len(fids))
+    primary, secondary, kind = classify(sims, known, level_of[table], tables, table, rules, calibration.tie_ratio)
     out = m[["arxiv_id", "field_id", "date"]].copy()
     out["primary"] = pd.Series(primary, index=out.index, dtype=object)
     out["secondary"] = pd.Series(secondary, index=out.index, dtype=object)  # None, not NaN

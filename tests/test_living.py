@@ -1,0 +1,175 @@
+"""The living benchmark end to end (issue 17): cut the data at T = 2026-01-01, build with the
+frozen instrument, extend with origin T (y pending), seal forecasts, resolve with the full data;
+the resolved y equals the y of the parent's frozen instrument applied to the full data in one
+pass, the parent's artifacts are untouched, and late or tampered reveals are refused.
+
+The fast variant runs on a source corpus made of mini's papers; the slow one on arxiv-sample."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from rap_benchmark.core.artifacts import load_instance
+from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.schemas import PAPERS
+from rap_benchmark.pipeline.build import build_instance, normalise_assignments
+from rap_benchmark.pipeline.extend import PENDING_FLAG, extend_instance, resolve_instance
+from rap_benchmark.pipeline.instrument.frozen import instrument_hash, load
+
+T = "2026-01-01"
+
+
+def _write_source(papers: pd.DataFrame, folder: Path) -> Path:
+    folder.mkdir(parents=True)
+    frame = papers[list(PAPERS.names)].reset_index(drop=True)
+    pq.write_table(pa.Table.from_pandas(frame, schema=PAPERS, preserve_index=False), folder / "papers.parquet")
+    return folder
+
+
+def _digests(folder: Path) -> dict[str, str]:
+    return {
+        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and ".cache" not in p.parts
+    }
+
+
+def _one_pass_episodes(parent_dir: Path, full_source: Path, spec) -> pd.DataFrame:
+    """The reference: the parent's frozen instrument applied to the whole data at once."""
+    from rap_benchmark.pipeline.build import normalise_papers
+    from rap_benchmark.pipeline.corpus import read_corpus
+    from rap_benchmark.pipeline.episodes import episode_table
+
+    papers, _ = read_corpus(full_source, spec)
+    papers = normalise_papers(papers)
+    assignments = normalise_assignments(load(parent_dir).label(papers), papers)
+    blocks = load_instance(parent_dir).blocks
+    return episode_table(assignments, blocks, dataclasses.replace(spec, origins=(T,)))
+
+
+def run_simulation(all_papers: pd.DataFrame, spec, tmp: Path, seal_models: dict) -> dict:
+    cut = _write_source(all_papers[all_papers["date"].astype(str) < T], tmp / "cut")
+    full = _write_source(all_papers, tmp / "full")
+    parent_spec = spec.replace(origins=tuple(o for o in spec.origins if o < T), date_end=T)
+    parent = build_instance(parent_spec, tmp / "v1", source=cut, freeze_instrument=True)
+    before = _digests(parent)
+
+    # the frozen instrument reproduces the build's labels from the papers alone
+    inst1 = load_instance(parent)
+    relabelled = normalise_assignments(load(parent).label(inst1.papers), inst1.papers)
+    _same(relabelled, inst1.assignments)
+
+    v2 = extend_instance(parent, cut, T, tmp / "v2")
+    inst2 = load_instance(v2)
+    new = inst2.episodes[inst2.episodes["origin"] == T]
+    assert len(new) and all(PENDING_FLAG in f for f in new["flags"]) and new["y"].isna().all()
+    assert inst2.ledger["derived"]["living"]["parent_manifest_hash"] == inst1.manifest_hash
+    with pytest.raises(InputError, match="not covered yet"):
+        resolve_instance(v2, cut)
+
+    from rap_benchmark.evaluation.live import parse_stamp, read_seals, score_live, seal
+
+    seals, reveals = [], []
+    for name, (frame, sealed_at) in seal_models(inst2).items():
+        from rap_benchmark.evaluation.predictions import write_predictions
+
+        path = write_predictions(frame, tmp / "preds" / f"{name}.jsonl")
+        meta = {"model": str(frame["model"].iloc[0]), "conditions": sorted(set(frame["condition"]))}
+        meta["manifest_hash"] = inst2.manifest_hash
+        Path(str(path) + ".meta.json").write_text(json.dumps(meta), encoding="utf-8")
+        row, _ = seal(path, sealed_at=parse_stamp(sealed_at))
+        seals.append(json.dumps(row))
+        reveals.append(path)
+    log = tmp / "seals.jsonl"
+    log.write_text("\n".join(seals) + "\n")
+
+    v3 = resolve_instance(v2, full, out=tmp / "v3")
+    inst3 = load_instance(v3)
+    assert _digests(parent) == before, "the parent folder changed"
+    for name in ("codebooks.json", "blocks.parquet", "instrument/instrument.json", "instrument/arrays.bin"):
+        assert (v3 / name).read_bytes() == (parent / name).read_bytes()
+    assert instrument_hash(v3) == instrument_hash(parent)
+    for table in ("episodes", "search_manifest"):
+        old = getattr(inst1, table).reset_index(drop=True)
+        kept = getattr(inst3, table)
+        kept = kept[kept["origin"].isin(set(old["origin"]))].reset_index(drop=True)
+        _same(kept, old)
+    _same(inst3.papers.iloc[: len(inst1.papers)].reset_index(drop=True), inst1.papers)
+
+    ref = _one_pass_episodes(parent, full, inst3.spec)
+    got = inst3.episodes[inst3.episodes["origin"] == T].reset_index(drop=True)
+    assert len(got) == len(ref)
+    for col in ("y", "y_counts", "n_y", "x", "history", "flags"):
+        assert list(map(_plain, got[col])) == list(map(_plain, ref[col])), col  # bit for bit (exact floats)
+
+    result = score_live(reveals, inst3, read_seals([log]), n_resamples=200)
+    return {"result": result, "parent": inst1, "resolved": inst3, "reveals": reveals, "log": log}
+
+
+def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
+    assert list(a.columns) == list(b.columns) and len(a) == len(b)
+    for col in a.columns:
+        assert list(map(_plain, a[col])) == list(map(_plain, b[col])), col
+
+
+def _plain(v):
+    if v is None or v is pd.NA or (isinstance(v, float) and v != v):
+        return None
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _seal_plan(inst) -> dict:
+    """EWMA and Recent sealed the day before T; ARIMA sealed on T (too late); EWMA again, tampered."""
+    from rap_benchmark.evaluation.predictions import baseline_predictions
+
+    frame, _ = baseline_predictions(inst)
+    frame = frame[frame["origin"].astype(str) == T]
+    pick = {m: frame[frame["model"] == m].reset_index(drop=True) for m in sorted(set(frame["model"]))}
+    plan = {
+        "ewma": (pick["baseline/ewma"], "2025-12-31T12:00:00Z"),
+        "recent": (pick["baseline/recent"], "2025-12-31T12:00:00Z"),
+        "arima": (pick["baseline/arima"], "2026-01-01T00:00:01Z"),
+    }
+    return plan
+
+
+def test_living_on_mini_text(mini, tmp_path):
+    papers = mini.papers.sample(n=9000, random_state=5).sort_values(["date", "arxiv_id"])
+    spec = mini.spec.replace(name="living-test", n_fields=6, min_field_papers=50, n_dev_seed_fields=2)
+    sim = run_simulation(papers, spec, tmp_path, _seal_plan)
+    verdicts = {Path(v.path).stem: v for v in sim["result"].verdicts}
+    assert verdicts["ewma"].accepted and verdicts["recent"].accepted
+    assert not verdicts["arima"].accepted and "not before origin 2026-01-01" in verdicts["arima"].message
+    board = sim["result"].board
+    assert set(board["model"]) == {"baseline/ewma", "baseline/recent"} and set(board["track"]) == {"Forecast-Live"}
+    # a tampered reveal: one weight changed after sealing
+    ewma = sim["reveals"][0]
+    rows = [json.loads(line) for line in ewma.read_text().splitlines()]
+    rows[0]["D0"] = rows[0]["D0"] + 0.001 if rows[0]["D0"] is not None else 0.5
+    tampered = ewma.with_name("tampered.jsonl")
+    tampered.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    for suffix in (".salt.hex", ".meta.json"):
+        Path(str(tampered) + suffix).write_bytes(Path(str(ewma) + suffix).read_bytes())
+    from rap_benchmark.evaluation.live import read_seals, score_live
+
+    (verdict,) = score_live([tampered], sim["resolved"], read_seals([sim["log"]])).verdicts
+    assert not verdict.accepted and "matches no published commitment" in verdict.message
+
+
+def test_extend_refuses_without_a_frozen_instrument(mini_dir, tmp_path):
+    from rap_benchmark.core.errors import ArtifactError
+
+    with pytest.raises(ArtifactError, match="freeze-instrument"):
+        extend_instance(mini_dir, mini_dir, "2026-07-01", tmp_path / "v2")
