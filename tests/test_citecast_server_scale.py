@@ -123,7 +123,7 @@ def test_serve_on_a_broken_folder_prints_one_line(instance_dir: Path, tmp_path: 
     for folder in (broken, tmp_path / "missing"):
         assert rap_main(["citecast", "serve", str(folder), "--port", "0"]) == 2
         err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and err[0].startswith("rap citecast: ") and "Traceback" not in err[0], err
+        assert len(err) == 1 and err[0].startswith("rap citecast serve: ") and "Traceback" not in err[0], err
     assert rap_main(["citecast", "serve", str(instance_dir), "--mode", "evaluation"]) == 2  # no API keys
     assert "API keys" in capsys.readouterr().err
 

@@ -238,7 +238,7 @@ CASES: list[tuple[str, list[str], str, str]] = [
         "--random-seed",
     ),
     ("export-hf-tampered", ["export-hf", "{ws}/tampered", "--out", "{ws}/hf"], "rap export-hf", "blocks.parquet"),
-    ("audit-truth-missing", ["audit", "truth", "{ws}/nowhere"], "rap audit", "nowhere"),
+    ("audit-truth-missing", ["audit", "truth", "{ws}/nowhere"], "rap audit truth", "nowhere"),
     ("demo-out-is-a-file", ["demo", "--out", "{ws}/a-file"], "rap demo", "a-file"),
     ("demo-out-holds-other-files", ["demo", "--out", "{ws}/pinned"], "rap demo", "did not write"),
 ]

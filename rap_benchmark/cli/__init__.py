@@ -59,7 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
         register = getattr(module, "register", None)
         if register is not None:
             register(sub)
+    _name_commands(parser)
     return parser
+
+
+def _name_commands(parser: argparse.ArgumentParser) -> None:
+    """Every (sub)command records its full name (``rap citecast serve``) for the error line."""
+    parser.set_defaults(command_name=parser.prog)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _name_commands(child)
 
 
 def _describe(exc: BaseException) -> str:
@@ -78,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    prog = f"rap {args.command}"
+    prog = args.command_name
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:
