@@ -318,7 +318,8 @@ def flaky_server():
 
 def test_real_http_500_and_timeout_paths(flaky_server, tmp_path):
     url, state = flaky_server
-    backend = OpenAIBackend(url, "m", api_key="x", timeout_s=0.5, backoff_s=0.01)
+    # the slow request sleeps 3 s; a 1.5 s timeout leaves a loaded machine time to answer the others
+    backend = OpenAIBackend(url, "m", api_key="x", timeout_s=1.5, backoff_s=0.01)
     units = native_units("m", {"fX": tiny_codebook()}, [("fX", "2024-01-01")], [Condition.A1], SPEC)
     store = RunStore(tmp_path)
     stats = asyncio.run(run_units(units, backend, store, FakeTools(), progress=False))

@@ -40,7 +40,7 @@ from rap_benchmark.agents.protocol import (
     Request,
     UnitContext,
 )
-from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolSet
+from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolSet, observation_text
 from rap_benchmark.core.records import InvalidReason
 
 
@@ -249,7 +249,7 @@ async def run_episode(backend: Backend, context: UnitContext, episode: Episode) 
             first, *rest = turn.tool_calls
             answer_call = answer_tool is not None and first.name == answer_tool
             if tools is None or not (tools_open or answer_call):
-                err = tools_closed_error(rules)
+                err = observation_text({"error": rules.no_calls_left})
                 for tc in turn.tool_calls:
                     messages.append({"role": "tool", "tool_call_id": tc.id, "content": err})
                 if nudged:
@@ -266,7 +266,7 @@ async def run_episode(backend: Backend, context: UnitContext, episode: Episode) 
                 events.append(f"tool_error: {outcome.error}")
             for tc in rest:
                 err = "parallel tool calls are disabled: only the first call of a turn is executed"
-                messages.append({"role": "tool", "tool_call_id": tc.id, "content": tool_error_text(err)})
+                messages.append({"role": "tool", "tool_call_id": tc.id, "content": observation_text({"error": err})})
             if rest:
                 events.append(f"parallel_tool_calls_dropped: {len(rest)}")
             if outcome.final is not None:
@@ -313,14 +313,3 @@ async def run_episode(backend: Backend, context: UnitContext, episode: Episode) 
         n_tool_calls=budget_used(),
         rules=rules,
     )
-
-
-def tool_error_text(err: str) -> str:
-    """The tool-message content of a loop-level refusal (stable JSON, as the Search tool writes it)."""
-    from rap_benchmark.search.tool import observation_json
-
-    return observation_json({"error": err})
-
-
-def tools_closed_error(rules: Rules) -> str:
-    return tool_error_text(rules.no_calls_left)
