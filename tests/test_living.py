@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -25,6 +26,9 @@ from rap_benchmark.pipeline.extend import PENDING_FLAG, extend_instance, resolve
 from rap_benchmark.pipeline.instrument.frozen import instrument_hash, load
 
 T = "2026-01-01"
+SHARED_ARXIV = Path(
+    os.environ.get("RAP_SHARED_ARXIV", Path(__file__).resolve().parents[1].parent / "shared" / "data" / "arxiv")
+)
 
 
 def _write_source(papers: pd.DataFrame, folder: Path) -> Path:
@@ -78,7 +82,7 @@ def run_simulation(all_papers: pd.DataFrame, spec, tmp: Path, seal_models: dict)
     from rap_benchmark.evaluation.live import parse_stamp, read_seals, score_live, seal
 
     seals, reveals = [], []
-    for name, (frame, sealed_at) in seal_models(inst2).items():
+    for name, (frame, sealed_at) in seal_models(inst2, tmp).items():
         from rap_benchmark.evaluation.predictions import write_predictions
 
         path = write_predictions(frame, tmp / "preds" / f"{name}.jsonl")
@@ -130,9 +134,16 @@ def _plain(v):
     return v
 
 
-def _seal_plan(inst) -> dict:
-    """EWMA and Recent sealed the day before T; ARIMA sealed on T (too late); EWMA again, tampered."""
-    from rap_benchmark.evaluation.predictions import baseline_predictions
+def _seal_plan(inst, tmp: Path) -> dict:
+    """EWMA, Recent and the search-hits reference agent (A1, run on the pending version: it never
+    sees y) sealed before T; ARIMA sealed one second into T (too late for the live track)."""
+    import rap_benchmark as rap
+    from rap_benchmark.evaluation.predictions import baseline_predictions, read_predictions
+
+    _, agent = rap.run(inst.public_view(), "reference/search-hits", tmp / "run", conditions=[rap.Condition.A1])
+    agent_rows = read_predictions(agent)
+    assert set(agent_rows["origin"]) >= {T}
+    agent_rows = agent_rows[agent_rows["origin"] == T].reset_index(drop=True)
 
     frame, _ = baseline_predictions(inst)
     frame = frame[frame["origin"].astype(str) == T]
@@ -141,6 +152,7 @@ def _seal_plan(inst) -> dict:
         "ewma": (pick["baseline/ewma"], "2025-12-31T12:00:00Z"),
         "recent": (pick["baseline/recent"], "2025-12-31T12:00:00Z"),
         "arima": (pick["baseline/arima"], "2026-01-01T00:00:01Z"),
+        "reference": (agent_rows, "2025-12-31T18:00:00Z"),
     }
     return plan
 
@@ -153,7 +165,9 @@ def test_living_on_mini_text(mini, tmp_path):
     assert verdicts["ewma"].accepted and verdicts["recent"].accepted
     assert not verdicts["arima"].accepted and "not before origin 2026-01-01" in verdicts["arima"].message
     board = sim["result"].board
-    assert set(board["model"]) == {"baseline/ewma", "baseline/recent"} and set(board["track"]) == {"Forecast-Live"}
+    assert verdicts["reference"].accepted
+    assert set(board["model"]) == {"baseline/ewma", "baseline/recent", "reference/search-hits"}
+    assert set(board["track"]) == {"Forecast-Live"}
     # a tampered reveal: one weight changed after sealing
     ewma = sim["reveals"][0]
     rows = [json.loads(line) for line in ewma.read_text().splitlines()]
@@ -173,3 +187,23 @@ def test_extend_refuses_without_a_frozen_instrument(mini_dir, tmp_path):
 
     with pytest.raises(ArtifactError, match="freeze-instrument"):
         extend_instance(mini_dir, mini_dir, "2026-07-01", tmp_path / "v2")
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_living_on_arxiv_sample(tmp_path):
+    """The issue's simulation on the real sample (the closing note's live leaderboard)."""
+    from rap_benchmark.core.spec import arxiv_sample_spec
+    from rap_benchmark.evaluation.live import write_live_board
+    from rap_benchmark.pipeline.build import normalise_papers
+    from rap_benchmark.pipeline.corpus import read_corpus
+
+    if not SHARED_ARXIV.is_dir():
+        pytest.skip(f"{SHARED_ARXIV} is absent")
+    spec = arxiv_sample_spec()
+    papers, _ = read_corpus(SHARED_ARXIV, spec)
+    sim = run_simulation(normalise_papers(papers), spec, tmp_path, _seal_plan)
+    verdicts = {Path(v.path).stem: v for v in sim["result"].verdicts}
+    assert verdicts["ewma"].accepted and verdicts["reference"].accepted and not verdicts["arima"].accepted
+    out = write_live_board(sim["result"], tmp_path / "board")
+    print((out / "leaderboard_live.md").read_text(encoding="utf-8"))
