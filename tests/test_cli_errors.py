@@ -238,6 +238,18 @@ CASES: list[tuple[str, list[str], str, str]] = [
         "--random-seed",
     ),
     ("export-hf-tampered", ["export-hf", "{ws}/tampered", "--out", "{ws}/hf"], "rap export-hf", "blocks.parquet"),
+    (
+        "audit-analyse-bad-key",
+        ["audit", "analyse", "{mini}", "{ws}/prices.json", "{ws}/prices.json"],
+        "rap audit analyse",
+        "prices.json",
+    ),
+    (
+        "report-bad-registry",
+        ["report", "{mini}", "{ws}/preds.jsonl", "--out", "{ws}/rep", "--registry", "{ws}/not-json.json"],
+        "rap report",
+        "not-json.json",
+    ),
     ("audit-truth-missing", ["audit", "truth", "{ws}/nowhere"], "rap audit truth", "nowhere"),
     ("demo-out-is-a-file", ["demo", "--out", "{ws}/a-file"], "rap demo", "a-file"),
     ("demo-out-holds-other-files", ["demo", "--out", "{ws}/pinned"], "rap demo", "did not write"),

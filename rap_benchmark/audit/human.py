@@ -47,6 +47,8 @@ SHEET_COLUMNS: tuple[str, ...] = (
     "confidence",
 )
 ANSWER_COLUMNS: tuple[str, ...] = ("member", "primary", "secondary", "clarity", "confidence")
+KEY_COLUMNS: tuple[str, ...] = ("item_id", "field_id", "arxiv_id", "stratum", "cell", "primary", "secondary", "type")
+"""The columns of ``key.private.csv`` (what :func:`analyse` reads back)."""
 
 
 def cell_of(types: pd.Series, dates: pd.Series, cutoff: str) -> pd.Series:
@@ -125,7 +127,7 @@ def design_sample(
                         cands.append(aid)
             cand_rows = rows[rows["arxiv_id"].isin(sorted(set(cands)))]
             take(cand_rows, retrieved, "retrieved_non_primary")
-    key = pd.DataFrame(key_rows, columns=["field_id", "arxiv_id", "stratum", "cell", "primary", "secondary", "type"])
+    key = pd.DataFrame(key_rows, columns=list(KEY_COLUMNS[1:]))
     salt = f"rap-audit-{seed}"
     key.insert(
         0,

@@ -108,12 +108,23 @@ def _analyse(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from rap_benchmark.audit.align import direction_index
-    from rap_benchmark.audit.human import analyse, corpus_cell_shares, tv_permutation_test
+    from rap_benchmark.audit.human import ANSWER_COLUMNS, KEY_COLUMNS, analyse, corpus_cell_shares, tv_permutation_test
     from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.core.errors import FileFormatError
 
+    def read_csv(path: str):
+        try:
+            return pd.read_csv(path, dtype=str, keep_default_na=False)
+        except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser and empty-data errors are ValueErrors
+            raise FileFormatError(path, f"not a readable CSV ({exc})") from exc
+
+    key = read_csv(args.key).replace({"": None})
+    answers = read_csv(args.answers)
+    for path, table, needed in ((args.key, key, KEY_COLUMNS), (args.answers, answers, ("item_id", *ANSWER_COLUMNS))):
+        missing = [c for c in needed if c not in table.columns]
+        if missing:
+            raise FileFormatError(path, f"missing column(s) {', '.join(missing)} (expected {', '.join(needed)})")
     inst = load_instance(args.dir)
-    key = pd.read_csv(args.key, dtype=str, keep_default_na=False).replace({"": None})
-    answers = pd.read_csv(args.answers, dtype=str, keep_default_na=False)
     unknown = sorted(set(answers["item_id"]) - set(key["item_id"]))
     if unknown:
         print(f"{len(unknown)} answered items are not in the key (e.g. {unknown[:3]})", file=sys.stderr)

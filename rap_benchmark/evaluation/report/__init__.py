@@ -111,6 +111,7 @@ def build_report(
     from rap_benchmark.evaluation.report.plots import choose_fields, overlay_units, plot_field, plot_leaderboard
     from rap_benchmark.evaluation.scoring import exposure_masks, load_registry, strict_lookup
 
+    reg = load_registry(registry) if registry is not None else None  # a bad registry is refused before any write
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     reports = [validate_predictions(p, inst) for p in prediction_files]
@@ -122,8 +123,7 @@ def build_report(
         notes.append("statistical baselines computed at the spec's parameters (no baseline file was given)")
 
     masks = None
-    if registry is not None:
-        reg = load_registry(registry)
+    if reg is not None:
         models = sorted(m for m in set(preds["model"]) if m in reg)
         unknown = sorted(m for m in set(preds["model"]) if m not in reg and not m.startswith("baseline/"))
         if unknown:

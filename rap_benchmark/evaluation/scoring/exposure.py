@@ -31,6 +31,7 @@ import pandas as pd
 
 from rap_benchmark.core import resources
 from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.errors import FileFormatError
 
 DEFAULT_REGISTRY = resources.DATA_DIR / "models.json"
 """The example registry shipped with the package (package data ``data/*``)."""
@@ -143,18 +144,24 @@ class ModelRegistry:
 
 
 def load_registry(path: str | Path | None = None) -> ModelRegistry:
-    """Load a registry file; ``None`` loads the example shipped as ``rap_benchmark/data/models.json``."""
-    if path is None:
-        text = DEFAULT_REGISTRY.read_text(encoding="utf-8")
-        suffix = ".json"
-    else:
-        path = Path(path)
-        text = path.read_text(encoding="utf-8")
-        suffix = path.suffix.lower()
+    """Load a registry file; ``None`` loads the example shipped as ``rap_benchmark/data/models.json``.
+
+    A file that cannot be parsed, or whose entries are malformed, raises FileFormatError naming it."""
+    source = DEFAULT_REGISTRY if path is None else Path(path)
+    try:
+        return _parse_registry(source.read_text(encoding="utf-8"), source.suffix.lower())
+    except (ValueError, TypeError, KeyError) as exc:  # JSON/YAML syntax (both ValueErrors) and content
+        raise FileFormatError(source, f"not a valid model registry ({exc})") from exc
+
+
+def _parse_registry(text: str, suffix: str) -> ModelRegistry:
     if suffix in {".yaml", ".yml"}:
         import yaml
 
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(str(exc)) from exc
     else:
         data = json.loads(text)
     if isinstance(data, Mapping):
