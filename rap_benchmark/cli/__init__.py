@@ -97,8 +97,19 @@ def main(argv: list[str] | None = None) -> int:
     except (UserError, *PATH_ERRORS) as exc:
         if args.debug:
             raise
+        _end_progress_bars()
         print(f"{prog}: {one_line(_describe(exc))}", file=sys.stderr)
         return 2
+
+
+def _end_progress_bars() -> None:
+    """Clear progress bars a user error interrupted, so the error line is not glued to a bar."""
+    tqdm_module = sys.modules.get("tqdm.std")
+    bars = getattr(getattr(tqdm_module, "tqdm", None), "_instances", None)
+    if bars:
+        for bar in list(bars):
+            bar.leave = False
+            bar.close()
 
 
 if __name__ == "__main__":
