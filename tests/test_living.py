@@ -78,6 +78,7 @@ def run_simulation(all_papers: pd.DataFrame, spec, tmp: Path, seal_models: dict)
     assert inst2.ledger["derived"]["living"]["parent_manifest_hash"] == inst1.manifest_hash
     with pytest.raises(InputError, match="not covered yet"):
         resolve_instance(v2, cut)
+    _pending_takes_no_retrospective_forecast(inst2)
 
     from rap_benchmark.evaluation.live import parse_stamp, read_seals, score_live, seal
 
@@ -116,6 +117,25 @@ def run_simulation(all_papers: pd.DataFrame, spec, tmp: Path, seal_models: dict)
 
     result = score_live(reveals, inst3, read_seals([log]), n_resamples=200)
     return {"result": result, "parent": inst1, "resolved": inst3, "reveals": reveals, "log": log}
+
+
+def _pending_takes_no_retrospective_forecast(inst) -> None:
+    """Rows for a pending episode are dropped with their own problem; coverage ignores them."""
+    from rap_benchmark.evaluation.predictions import (
+        ProblemKind,
+        baseline_predictions,
+        n_expected_episodes,
+        validate_predictions,
+    )
+
+    frame, _ = baseline_predictions(inst)
+    assert T in set(frame["origin"])
+    report = validate_predictions(frame[frame["model"] == "baseline/ewma"], inst)
+    kinds = {p.kind for p in report.problems}
+    assert ProblemKind.PENDING_EPISODE in kinds and ProblemKind.MISSING_EPISODES not in kinds
+    assert T not in set(report.frame["origin"])
+    n_fields = inst.blocks["field_id"].nunique()
+    assert n_expected_episodes(inst, None) == n_fields * (len(inst.spec.origins) - 1)
 
 
 def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:

@@ -112,6 +112,7 @@ class ProblemKind(StrEnum):
     UNEXPECTED_CONDITION = "unexpected_condition"
     BAD_ORIGIN = "bad_origin"
     UNKNOWN_EPISODE = "unknown_episode"
+    PENDING_EPISODE = "pending_episode"
     DUPLICATE = "duplicate"
     MISSING_EPISODES = "missing_episodes"
     BAD_WEIGHTS = "bad_weights"
@@ -935,9 +936,17 @@ def _is_iso_date(value: Any) -> bool:
 # -- checks against an instance ----------------------------------------------------------------
 
 
-def _episode_table(inst: Instance, split: Split | None) -> pd.DataFrame:
-    eps = inst.episodes[["field_id", "origin", "split"]].drop_duplicates(["field_id", "origin"])
-    eps = eps.assign(origin=eps["origin"].astype(str).str[:10])
+PENDING_FLAG = "y_pending"
+"""Flag of an extended instance's episodes whose target window is not yet in the data (rap extend)."""
+
+
+def _episode_table(inst: Instance, split: Split | None, *, pending: bool = False) -> pd.DataFrame:
+    """The (field, origin, split) episodes; those whose y is pending only with ``pending``."""
+    cols = ["field_id", "origin", "split", *(["flags"] if "flags" in inst.episodes else [])]
+    eps = inst.episodes[cols].drop_duplicates(["field_id", "origin"])
+    if not pending and "flags" in eps:
+        eps = eps[[PENDING_FLAG not in flags for flags in eps["flags"]]]
+    eps = eps[["field_id", "origin", "split"]].assign(origin=eps["origin"].astype(str).str[:10])
     if split is not None:
         eps = eps[eps["split"] == parse_enum(Split, split).value]
     return eps.sort_values(["field_id", "origin"]).reset_index(drop=True)
@@ -1053,9 +1062,10 @@ def _validate(
         expected = None
 
     # unknown episodes
-    all_eps = _episode_table(inst, None)
+    all_eps = _episode_table(inst, None, pending=True)
     known = pd.MultiIndex.from_arrays([all_eps["field_id"].astype(object), all_eps["origin"].astype(object)])
-    unknown = ~pd.MultiIndex.from_arrays([frame["field_id"], frame["origin"]]).isin(known)
+    row_keys = pd.MultiIndex.from_arrays([frame["field_id"], frame["origin"]])
+    unknown = ~row_keys.isin(known)
     if unknown.any():
         bad_keys = frame.loc[unknown, ["field_id", "origin"]].drop_duplicates()
         ids = sorted(f"{_echo(f)}@{o}" for f, o in bad_keys.head(1000).itertuples(index=False))
@@ -1071,6 +1081,24 @@ def _validate(
             )
         )
         keep &= ~unknown
+    open_eps = _episode_table(inst, None)
+    is_open = pd.MultiIndex.from_arrays([open_eps["field_id"].astype(object), open_eps["origin"].astype(object)])
+    pending = ~unknown & ~row_keys.isin(is_open)
+    if pending.any():
+        origins = sorted(set(frame.loc[pending, "origin"].astype(str)))
+        bad = lines[pending]
+        problems.append(
+            Problem(
+                ProblemKind.PENDING_EPISODE,
+                Severity.ERROR,
+                f"{len(bad)} row(s) forecast episodes whose y is pending (origin {', '.join(origins)}; dropped): "
+                "a pending window takes sealed forecasts only (rap submit seal), scored on the live track after "
+                f"rap resolve; {_lines(bad[:MAX_LISTED].tolist(), len(bad))}",
+                lines=_line_list(bad[:MAX_LISTED]),
+                count=len(bad),
+            )
+        )
+        keep &= ~pending
 
     if not keep.all():
         frame = frame.loc[keep]
