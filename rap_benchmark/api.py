@@ -252,7 +252,7 @@ def export(
     >>> sorted(result.repos)
     ['fields', 'splits']
     """
-    from rap_benchmark.hub.export import citecast_frame, export_instance
+    from rap_benchmark.hub.export import citecast_frame, citecast_is_synthetic, export_instance
 
     if withhold_from is None and withhold_test_targets:
         withhold_from = max(instance.spec.origins)
@@ -263,6 +263,7 @@ def export(
         withhold_from=withhold_from,
         salt_file=salt_file,
         citecast_tasks=None if citecast is None else citecast_frame(citecast),
+        citecast_synthetic=citecast is not None and citecast_is_synthetic(citecast),
         repos=repos,
         progress=progress,
     )

@@ -18,12 +18,26 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _offline_hf(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Never touch the network or the user's Hugging Face cache from tests."""
-    os.environ.setdefault("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
+def pytest_configure(config: pytest.Config) -> None:
+    """Never touch the network or the user's Hugging Face cache from tests.
+
+    Set before collection: test modules import ``datasets`` at import time, and ``datasets`` reads
+    its cache location then (a session fixture came too late, so tests shared the user's
+    ``~/.cache/huggingface/datasets`` and could read another run's stale tables)."""
+    import tempfile
+
+    if "HF_HOME" not in os.environ:
+        os.environ["HF_HOME"] = config._rap_hf_home = tempfile.mkdtemp(prefix="rap-test-hf-home-")  # type: ignore[attr-defined]
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    import shutil
+
+    home = getattr(config, "_rap_hf_home", None)
+    if home:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -131,6 +131,10 @@ def test_card_declares_every_file_and_states_version_and_hash(public_hub: Path, 
         assert mini.manifest_hash in text and mini.spec.version in text
         assert "## Changelog" in text and "## Licence" in text and "CC0" in text and "MIT" in text
         assert not list(repo_dir.glob("*.py")), "no loading scripts"
+        assert meta["task_categories"] and meta["size_categories"]
+        assert "synthetic" in meta["tags"] and "arxiv" not in meta["tags"]  # mini is generated, not arXiv data
+        assert "arXiv metadata" not in text and "What you can and cannot recompute" in text
+    assert read_front_matter(public_hub / "rap" / "papers" / "README.md")["size_categories"] == ["10K<n<100K"]
 
 
 def _public_columns(hub: Path) -> dict[tuple[str, str, str], list[str]]:
@@ -161,9 +165,35 @@ def test_no_public_repo_holds_a_withheld_target(withheld_hub: Path, mini) -> Non
     test_fields = set(mini.blocks.loc[mini.blocks["split"] == "test", "field_id"])
     n_late = int(((_dates(mini.assignments["date"]) >= last) & mini.assignments["field_id"].isin(test_fields)).sum())
     assert len(pd.read_parquet(withheld_hub / "rap/assignments/data/default_heldout/test.parquet")) == n_late
+    held_asg = pd.read_parquet(withheld_hub / "rap/assignments/data/default_heldout/test.parquet")
+    assert list(held_asg.columns) == ["key", "target_sha256"]  # membership withheld with the labels
+    assert not held_asg["key"].str.contains("/").any()
+    papers = pd.read_parquet(withheld_hub / "rap/papers/data/default/corpus.parquet")
+    assert (papers["date"] < last).all() and len(papers) == int((_dates(mini.papers["date"]) < last).sum())
     dev = pd.read_parquet(withheld_hub / "rap/episodes/data/canonical/dev.parquet")
     assert dev["y"].notna().all() or "y" in dev.columns  # Dev targets stay public
     assert not (withheld_hub / "rap" / PRIVATE_DIR).exists()
+
+
+def test_withheld_test_targets_cannot_be_recounted_from_the_public_repos(withheld_hub: Path, mini) -> None:
+    """Regression (issue 16): the Test ``y`` was recomputable from public data: ``papers`` held the
+    target-window papers and ``assignments/default_heldout`` their membership (``n_y`` came out
+    exact for 6 of 8 fields). Now no public row of a Test field falls in a withheld window."""
+    held = pd.read_parquet(withheld_hub / "rap/episodes/data/canonical_heldout/test.parquet")
+    public_rows = []
+    for path in (withheld_hub / "rap").rglob("*.parquet"):
+        frame = pd.read_parquet(path)
+        if {"field_id", "date"} <= set(frame.columns):
+            public_rows.append(frame[["field_id", "date"]])
+    rows = pd.concat(public_rows, ignore_index=True)
+    papers = pd.read_parquet(withheld_hub / "rap/papers/data/default/corpus.parquet")
+    from rap_benchmark.core.dates import add_months, parse_date
+
+    for fid, origin in zip(held["field_id"], held["origin"], strict=True):
+        end = add_months(parse_date(origin), mini.spec.window_months).isoformat()
+        in_window = rows[(rows["field_id"] == fid) & (rows["date"] >= origin) & (rows["date"] < end)]
+        assert in_window.empty, f"{fid}@{origin}: {len(in_window)} public rows in its target window"
+        assert not ((papers["date"] >= origin) & (papers["date"] < end)).any()
 
 
 def test_commitments_verify_against_the_reveal_and_catch_tampering(withheld_hub: Path, tmp_path: Path) -> None:
@@ -283,10 +313,14 @@ def test_citecast_test_targets_are_absent_and_committed(mini, citecast_dir: Path
     n_test = sum(t.split.value == "test" for t in tasks.values())
     assert len(ds["train"]) + len(held["test"]) == len(tasks) and len(held["test"]) == n_test > 0
     assert {"target", "band"} <= set(ds["train"].column_names)
-    assert not {"target", "band"} & set(held["test"].column_names)
+    assert not {"target", "band", "s2_paper_id"} & set(held["test"].column_names)  # the S2 id leads to the target
+    assert "s2_paper_id" in ds["train"].column_names
     by_id = {r["task_id"]: r["target"] for r in ds["train"]}
     assert all(tasks[k].target == v for k, v in by_id.items())
     assert verify_reveal(repo, tmp_path / PRIVATE_DIR).ok
+    text = (repo / "README.md").read_text(encoding="utf-8")  # regression: the CiteCast card described RAP
+    assert "rap citecast build" in text and "Built by `rap build`" not in text and "| origins |" not in text
+    assert read_front_matter(repo / "README.md")["task_categories"] == ["tabular-regression"]
 
 
 def test_cli_export_publish_dry_run_and_verify_reveal(mini_dir: Path, tmp_path: Path, capsys) -> None:

@@ -1,4 +1,5 @@
-"""``rap export-hf``, ``rap publish``, ``rap lm-eval-path`` and ``rap lm-eval-predictions``."""
+"""``rap export-hf``, ``rap publish``, ``rap lm-eval-path``, ``rap lm-eval-predictions`` and
+``rap inspect-predictions``."""
 
 from __future__ import annotations
 
@@ -27,15 +28,20 @@ and tags it. Needs a token (huggingface-cli login or HF_TOKEN). hub/_private is 
 """
 
 LM_EVAL_EPILOG = """examples:
+  lm_eval --model local-chat-completions --model_args model=Qwen/Qwen3-4B,base_url=http://127.0.0.1:8000/v1/chat/completions \\
+      --apply_chat_template --tasks rap,citecast --include_path "$(rap lm-eval-path)" --log_samples --output_path out/
   lm_eval --model hf --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct,max_length=8192 \\
-      --tasks rap_forecast --include_path "$(rap lm-eval-path)" --apply_chat_template --limit 4
-  lm_eval ... --tasks citecast --include_path "$(rap lm-eval-path)" --apply_chat_template --limit 4
+      --tasks rap_forecast --include_path "$(rap lm-eval-path)" --apply_chat_template --limit 4 \\
+      --metadata '{"hub": "rap"}'
+  lm_eval ls tasks --include_path "$(rap lm-eval-path)"
   rap lm-eval-path --write my_tasks/
 
 Prints the folder of the RAP lm-eval tasks (rap_forecast, rap_forecast_closed,
-rap_forecast_expanding, rap_state, rap_state_expanding; tag: rap) and of the CiteCast task
-(citecast) for --include_path.
+rap_forecast_expanding, rap_state, rap_state_expanding; group: rap, with an aggregate row) and of
+the CiteCast task (citecast) for --include_path. The instance: --metadata '{"hub": ORG_OR_FOLDER}'
+(the published datasets), '{"instance_dir": DIR}' (a build), else the embedded mini.
 """
+
 
 PREDICTIONS_EPILOG = """examples:
   rap lm-eval-predictions out/ --out preds/my-model.jsonl
@@ -47,6 +53,18 @@ file, parsing each final answer exactly as the task's own metric did, and writes
 metadata beside it (FILE.meta.json: model, conditions, tools, manifest hash). The model name is
 the one lm-eval recorded (model= or pretrained= of --model_args) unless --model is given. When
 several runs went to the same folder, the newest run of each task is used.
+"""
+
+
+INSPECT_EPILOG = """examples:
+  inspect eval rap_benchmark/rap_forecast --model vllm/Qwen/Qwen3-4B -T condition=A1 --log-dir logs/
+  rap inspect-predictions logs/ --out preds/qwen3-4b.jsonl
+  rap submit validate preds/qwen3-4b.jsonl --instance build/mini
+
+Converts Inspect logs of rap_forecast / rap_state into a prediction file, parsing each recorded
+final answer exactly as the task's scorer did, and writes the submission metadata beside it
+(FILE.meta.json). The model name is Inspect's without the provider (vllm/Qwen/Qwen3-4B ->
+Qwen/Qwen3-4B) unless --model is given; a newer log of the same episode supersedes an older one.
 """
 
 
@@ -92,14 +110,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=fmt,
     )
     p.add_argument("samples", type=Path, nargs="+", help="samples_rap*.jsonl files or folders holding them")
-    p.add_argument("--model", default=None, help="model name to record (default: the one lm-eval recorded)")
+    _submission_args(p, "the one lm-eval recorded")
+    p.set_defaults(func=cmd_lm_eval_predictions)
+
+    p = subparsers.add_parser(
+        "inspect-predictions",
+        help="convert Inspect logs of the RAP tasks into a prediction file",
+        epilog=INSPECT_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("logs", type=Path, nargs="+", help="Inspect log files (.eval, .json) or folders holding them")
+    _submission_args(p, "Inspect's, without the provider")
+    p.set_defaults(func=cmd_inspect_predictions)
+
+
+def _submission_args(p: argparse.ArgumentParser, default_model: str) -> None:
+    """The options every converter shares: the model name, its knowledge cutoff and the output."""
+    p.add_argument("--model", default=None, help=f"model name to record (default: {default_model})")
     p.add_argument(
-        "--knowledge-cutoff", default=None, help="the model's knowledge cutoff (YYYY-MM-DD) for the metadata"
+        "--knowledge-cutoff", default=None, help="the model's knowledge cutoff (YYYY-MM-DD), for the metadata"
     )
     p.add_argument(
         "--out", type=Path, required=True, help="prediction file (.jsonl or .parquet); metadata: OUT.meta.json"
     )
-    p.set_defaults(func=cmd_lm_eval_predictions)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -159,6 +192,19 @@ def cmd_lm_eval_predictions(args: argparse.Namespace) -> int:
     model = args.model or run_model_name(args.samples)
     frame = samples_to_predictions(args.samples, model=model)
     out, meta = write_submission(frame, args.out, source="lm-eval samples", knowledge_cutoff=args.knowledge_cutoff)
+    print(
+        f"wrote {len(frame)} rows ({int(frame['valid'].sum())} valid) to {out}, metadata {meta.name}", file=sys.stderr
+    )
+    print(out)
+    return 0
+
+
+def cmd_inspect_predictions(args: argparse.Namespace) -> int:
+    from rap_benchmark.integrations.inspect.logs import log_predictions
+    from rap_benchmark.integrations.submission import write_submission
+
+    frame = log_predictions(args.logs, model=args.model)
+    out, meta = write_submission(frame, args.out, source="Inspect logs", knowledge_cutoff=args.knowledge_cutoff)
     print(
         f"wrote {len(frame)} rows ({int(frame['valid'].sum())} valid) to {out}, metadata {meta.name}", file=sys.stderr
     )

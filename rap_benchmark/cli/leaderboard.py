@@ -119,7 +119,7 @@ def _split(value: str) -> Split | None:
 
 def _instance(path: Path | None):
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.integrations.lmeval.docs import ensure_mini
+    from rap_benchmark.integrations.source import ensure_mini
 
     return load_instance(path if path is not None else ensure_mini())
 

@@ -42,8 +42,49 @@ def cards_dir() -> Path:
     )
 
 
-def front_matter(tables: RepoTables, manifest: dict[str, Any]) -> dict[str, Any]:
-    """The card's YAML metadata: licence, name, tags and one ``configs`` entry per config."""
+TASK_CATEGORIES: dict[str, list[str]] = {
+    "papers": ["text-retrieval"],
+    "assignments": ["text-classification"],
+    "fields": ["text-classification"],
+    "splits": ["time-series-forecasting"],
+    "episodes": ["time-series-forecasting"],
+    "search_manifests": ["text-retrieval"],
+    "citecast_tasks": ["tabular-regression"],
+}
+"""Hugging Face ``task_categories`` per repo: the search corpus and its universes serve retrieval,
+the instrument's labels and codebooks are a classification, RAP's episodes forecast a composition
+and CiteCast forecasts a count."""
+
+SIZE_BUCKETS: tuple[tuple[int, str], ...] = (
+    (1_000, "n<1K"),
+    (10_000, "1K<n<10K"),
+    (100_000, "10K<n<100K"),
+    (1_000_000, "100K<n<1M"),
+    (10_000_000, "1M<n<10M"),
+    (100_000_000, "10M<n<100M"),
+)
+
+
+def size_category(n_rows: int) -> str:
+    """The Hugging Face ``size_categories`` bucket of a repo's total row count."""
+    for limit, name in SIZE_BUCKETS:
+        if n_rows < limit:
+            return name
+    return "n>100M"
+
+
+def repo_rows(manifest: dict[str, Any]) -> int:
+    return sum(info["rows"] for splits in manifest["configs"].values() for info in splits.values())
+
+
+def is_citecast(tables: RepoTables) -> bool:
+    return tables.name == "citecast_tasks"
+
+
+def front_matter(tables: RepoTables, manifest: dict[str, Any], context: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The card's YAML metadata: licence, name, categories, size, tags and one ``configs`` entry
+    per config."""
+    context = context or {}
     configs = []
     for name, splits in manifest["configs"].items():
         entry: dict[str, Any] = {"config_name": name}
@@ -51,13 +92,102 @@ def front_matter(tables: RepoTables, manifest: dict[str, Any]) -> dict[str, Any]
             entry["default"] = True
         entry["data_files"] = [{"split": s, "path": info["path"]} for s, info in splits.items()]
         configs.append(entry)
+    synthetic = context.get("citecast_synthetic" if is_citecast(tables) else "synthetic", False)
+    tags = ["rap-benchmark", "forecasting", "science-of-science"]
+    tags.append("synthetic" if synthetic else "arxiv")
+    if is_citecast(tables):
+        tags.append("citation-forecasting")
     return {
         "pretty_name": tables.title,
         "license": tables.licence,
         "language": ["en"],
-        "tags": ["rap-benchmark", "forecasting", "arxiv", "science-of-science"],
+        "task_categories": TASK_CATEGORIES.get(tables.name, ["other"]),
+        "size_categories": [size_category(repo_rows(manifest))],
+        "tags": tags,
         "configs": configs,
     }
+
+
+def source_text(tables: RepoTables, context: dict[str, Any]) -> str:
+    """Where the rows come from, in words that are true of this instance."""
+    if is_citecast(tables):
+        if context.get("citecast_synthetic"):
+            return (
+                "The tasks are the embedded CiteCast instance: papers, their metadata and their citation counts are "
+                "generated from a seed by `rap_benchmark.citecast.embedded` (a synthetic stand-in for testing, not "
+                "real arXiv papers or Semantic Scholar counts)."
+            )
+        return (
+            "The tasks are arXiv papers first submitted in January 2026 (version 1 metadata); the target is the "
+            "citation count Semantic Scholar recorded on the snapshot date, harvested by `rap citecast build`."
+        )
+    if context.get("synthetic"):
+        return (
+            f"The `{context['instance']}` instance is synthetic: its {context['n_papers']:,} papers (ids, dates, "
+            "titles, abstracts, authors) are generated from a seed by `rap_benchmark.pipeline.synth`; they are "
+            "not arXiv records. It exists to test the pipeline and the harnesses on a CPU."
+        )
+    return (
+        f"The `{context['instance']}` instance is built from {context['n_papers']:,} arXiv papers (version 1 "
+        "metadata: ids, dates, titles, abstracts, categories, authors)."
+    )
+
+
+def recompute_text(tables: RepoTables, context: dict[str, Any]) -> list[str]:
+    """What a reader can and cannot recompute from the published repos (one bullet each)."""
+    w = context.get("withhold_from")
+    if is_citecast(tables):
+        return [
+            "Can: every train task's target and band are in the `default` config.",
+            "Cannot from this repo: the Test targets, their bands and their Semantic Scholar ids (withheld; "
+            "committed per row in `default_heldout`).",
+            "But: anyone can read a paper's citation count on Semantic Scholar by its arXiv id. The Test targets "
+            "are hidden from an agent only while it sees nothing newer than the frozen corpus (the environment "
+            "enforces the cutoff), not from a person with web access after the snapshot date.",
+        ]
+    out = [
+        "Can: every published target. Each composition in `episodes` is counted from the `assignments` rows of "
+        "its field and window under its counting policy (`rap_benchmark.pipeline.policies`); every search "
+        "universe in `search_manifests` is rebuilt from `papers` and `assignments` (paper count and shard hash).",
+    ]
+    if w:
+        out.append(
+            f"Cannot from these repos: the Test targets whose window reaches {w} (`episodes/*_heldout`). The "
+            f"assignments of Test fields dated on or after {w} (labels and membership) and every paper dated on "
+            "or after it are not published; each withheld row is committed by a salted hash and revealed later."
+        )
+    else:
+        out.append("Nothing is withheld in this export: every target is public.")
+    if context.get("synthetic"):
+        out.append(
+            f"But: the `{context['instance']}` instance is generated from a seed that ships with the package, so "
+            f"`rap build --instance {context['instance']}` regenerates every target: withholding here only "
+            "exercises the mechanism."
+        )
+        return out
+    out.append(
+        "But: every retrospective target is recomputable from public arXiv data with the published instrument "
+        "once its window has passed (the papers are on arXiv, and the instrument and codebooks are published). "
+        "Withholding keeps targets out of this data, not out of the world; only the living track (forecasts "
+        "sealed before their window opens) is leak-free by construction. Models trained after a window may have "
+        "seen it: see the exposure masks."
+    )
+    return out
+
+
+def licence_text(tables: RepoTables, context: dict[str, Any]) -> str:
+    synthetic = context.get("citecast_synthetic" if is_citecast(tables) else "synthetic", False)
+    if synthetic:
+        return "The generated data here is released under CC0 1.0. The code (`rap_benchmark`) is MIT."
+    if is_citecast(tables):
+        return (
+            "arXiv metadata (titles, abstracts, ids, dates) is CC0 1.0; citation counts come from Semantic Scholar "
+            "(see its terms); the task table is released under CC0 1.0. The code (`rap_benchmark`) is MIT."
+        )
+    return (
+        "arXiv metadata (titles, abstracts, ids, dates) is CC0 1.0; the labels, codebooks and derived tables "
+        "here are released under CC0 1.0 as well. The code (`rap_benchmark`) is MIT."
+    )
 
 
 def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str, Any]) -> str:
@@ -83,7 +213,11 @@ def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str,
     ]
     default = next((c.name for c in tables.configs if c.default), tables.configs[0].name)
     text = env.get_template(CARD_TEMPLATE).render(
-        front_matter=yaml.safe_dump(front_matter(tables, manifest), sort_keys=False, allow_unicode=True),
+        front_matter=yaml.safe_dump(front_matter(tables, manifest, context), sort_keys=False, allow_unicode=True),
+        citecast=is_citecast(tables),
+        source=source_text(tables, context),
+        recompute=recompute_text(tables, context),
+        licence=licence_text(tables, context),
         title=tables.title,
         summary=tables.summary,
         repo_id=manifest["repo"],

@@ -15,12 +15,21 @@ counting policy), ``search_manifests`` and, given a CiteCast task folder, ``cite
 
 Withholding (``withhold_from=W``): for Test fields, every quantity computed from direction labels
 of papers dated on or after W leaves the public repos: the episodes' target group (``y``,
-``y_counts``, ``n_y`` and the ``y_empty`` flag) when the target window reaches W, and the labels
-(``primary``, ``secondary``, ``type``) of assignments dated on or after W. Those rows move to a
-``<config>_heldout`` config that has no target column at all and a ``target_sha256`` commitment
-per row (:mod:`rap_benchmark.hub.canonical`); the targets and the salt go to ``_private/``.
+``y_counts``, ``n_y`` and the ``y_empty`` flag) when the target window reaches W, and the
+assignments dated on or after W, labels and membership alike (which paper belongs to which Test
+field, and when: the membership alone gives the counted mass ``n_y``, and the published
+instrument run on the papers would give the labels). Those rows move to a ``<config>_heldout``
+config that has no target column at all: assignment rows keep only an opaque key (a salted hash
+of paper and field) and episode rows their public inputs, each with a ``target_sha256`` commitment
+(:mod:`rap_benchmark.hub.canonical`); the targets and the salt go to ``_private/``. The ``papers``
+repo then ends before W (no episode can search a paper dated on or after its origin, and the last
+origin is on or before W), so the target-window papers are not in the published data either.
 W may not precede the last origin: the realised window of one origin is the recent window of the
 next, so an earlier W would leave the withheld targets readable from public inputs.
+
+What stays true (and what the cards say): every retrospective target is recomputable from public
+arXiv data with the published instrument once its window has passed; withholding keeps it out of
+these repos, and only the living track is leak-free by construction.
 """
 
 from __future__ import annotations
@@ -40,12 +49,14 @@ from rap_benchmark.core.artifacts import Instance, codebook_to_dict, sha256_file
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Policy, Split, episode_id
-from rap_benchmark.core.schemas import ASSIGNMENT_LABELS, EPISODE_TARGET_FLAGS, EPISODE_TARGETS, MEMBERSHIPS
+from rap_benchmark.core.schemas import ASSIGNMENT_LABELS, EPISODE_TARGET_FLAGS, EPISODE_TARGETS
 from rap_benchmark.hub.canonical import commitments, content_hash, new_salt, target_values
 from rap_benchmark.hub.layout import COMMITMENT_COLUMN, HELDOUT_SUFFIX, MANIFEST_FILE, PRIVATE_DIR, SALT_FILE
 
 DEFAULT_ORG = "rap"
 (_Y_EMPTY,) = EPISODE_TARGET_FLAGS  # withheld with the target columns
+ASSIGNMENT_HELD_COLUMNS: tuple[str, ...] = ("arxiv_id", "field_id", "date", *ASSIGNMENT_LABELS)
+"""A withheld assignment row is withheld whole: membership (which paper, which field, when) and labels."""
 REPO_NAMES: tuple[str, ...] = ("papers", "assignments", "fields", "splits", "episodes", "search_manifests")
 CITECAST_REPO = "citecast_tasks"
 
@@ -119,6 +130,11 @@ def _by_split(frame: pd.DataFrame, split_of_row: np.ndarray) -> dict[str, pd.Dat
     }
 
 
+def instance_is_synthetic(inst: Instance) -> bool:
+    """Whether the instance's papers are generated (``mini``) rather than real arXiv records."""
+    return (inst.ledger.get("derived") or {}).get("corpus", {}).get("route") == "synthetic"
+
+
 def check_withhold_from(inst: Instance, withhold_from: dt.date | str | None) -> dt.date | None:
     """Validate W (see the module docstring); None means nothing is withheld."""
     if withhold_from is None:
@@ -133,18 +149,28 @@ def check_withhold_from(inst: Instance, withhold_from: dt.date | str | None) -> 
     return w
 
 
-def papers_table(inst: Instance) -> RepoTables:
+def papers_table(inst: Instance, withhold_from: dt.date | None = None) -> RepoTables:
     frame = inst.papers.copy()
     frame["date"] = _as_date_strings(frame["date"])
+    note = ""
+    if withhold_from is not None:
+        frame = frame.loc[frame["date"] < withhold_from.isoformat()]
+        note = f" Papers dated on or after {withhold_from.isoformat()} (the held-out target windows) are not included."
     cfg = ConfigTable(
         "default",
         {"corpus": frame.reset_index(drop=True)},
-        "One row per arXiv paper: id (no version), v1 date, title, abstract, categories, authors.",
+        "One row per paper: id (no version), v1 date, title, abstract, categories, authors." + note,
         default=True,
     )
-    return RepoTables(
-        "papers", "RAP papers", "The arXiv metadata of every paper in the instance (the search corpus).", (cfg,)
-    )
+    return RepoTables("papers", "RAP papers", "The papers of the instance: the search corpus.", (cfg,))
+
+
+def opaque_keys(salt: bytes, natural: list[str]) -> list[str]:
+    """Keys that name a withheld row without saying which paper or field it is (a salted hash of
+    the natural key; the reveal publishes the salt and the natural key with the target)."""
+    import hashlib
+
+    return [hashlib.sha256(salt + b"\x00row\x00" + k.encode("utf-8")).hexdigest()[:32] for k in natural]
 
 
 def assignments_table(inst: Instance, salt: bytes | None, withhold_from: dt.date | None) -> RepoTables:
@@ -158,14 +184,17 @@ def assignments_table(inst: Instance, salt: bytes | None, withhold_from: dt.date
         test = splits[Split.TEST.value]
         hide = (test["date"] >= withhold_from.isoformat()).to_numpy(bool)
         if hide.any():
+            if salt is None:
+                raise ValueError("withholding needs a salt")
             hidden = test.loc[hide].reset_index(drop=True)
-            keys = (hidden["arxiv_id"] + "/" + hidden["field_id"]).tolist()
-            priv = hidden[["arxiv_id", "field_id", *ASSIGNMENT_LABELS]].copy()
+            keys = opaque_keys(salt, (hidden["arxiv_id"] + "/" + hidden["field_id"]).tolist())
+            target_cols = ASSIGNMENT_HELD_COLUMNS
+            priv = hidden[list(target_cols)].copy()
             priv.insert(0, "key", keys)
-            public = hidden[MEMBERSHIPS.names].copy()
-            public.insert(0, "key", keys)
-            public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, ASSIGNMENT_LABELS)
-            withheld[Split.TEST.value] = Withheld(ASSIGNMENT_LABELS, "key", public, priv)
+            priv = priv.sort_values("key", kind="stable").reset_index(drop=True)  # row order says nothing
+            public = pd.DataFrame({"key": priv["key"]})
+            public[COMMITMENT_COLUMN] = _commit(salt, priv["key"].tolist(), priv, target_cols)
+            withheld[Split.TEST.value] = Withheld(target_cols, "key", public, priv)
             splits[Split.TEST.value] = test.loc[~hide].reset_index(drop=True)
     cfg = ConfigTable(
         "default",
@@ -302,6 +331,9 @@ def search_manifests_table(inst: Instance) -> RepoTables:
 
 CITECAST_TARGET_COLUMNS: tuple[str, ...] = ("target", "band")
 """A CiteCast task's target (the citation count) and its band (a function of the target)."""
+CITECAST_LOOKUP_COLUMNS: tuple[str, ...] = ("s2_paper_id",)
+"""Identifiers that lead straight to a target (the Semantic Scholar record holds the count):
+withheld with the target on Test rows."""
 
 
 def citecast_frame(task_dir: str | Path) -> pd.DataFrame:
@@ -312,11 +344,18 @@ def citecast_frame(task_dir: str | Path) -> pd.DataFrame:
     return pd.DataFrame([tasks[k].to_dict() for k in sorted(tasks)])
 
 
-def citecast_table(tasks: pd.DataFrame, salt: bytes | None) -> RepoTables:
+def citecast_is_synthetic(task_dir: str | Path) -> bool:
+    """Whether a CiteCast task folder is the embedded (generated) instance (``citecast.json``)."""
+    info = json.loads((Path(task_dir) / "citecast.json").read_text(encoding="utf-8"))
+    return (info.get("provenance") or {}).get("instance") == "embedded"
+
+
+def citecast_table(tasks: pd.DataFrame, salt: bytes | None, *, synthetic: bool = False) -> RepoTables:
     """The CiteCast task table: train rows keep their target, test targets (and bands) are withheld.
 
-    ``tasks`` needs ``task_id``, ``split`` (train/test), ``target`` and ``band``; any other column
-    (the paper's v1 metadata, the Semantic Scholar id, the snapshot date) is published as is.
+    ``tasks`` needs ``task_id``, ``split`` (train/test), ``target`` and ``band``; the Semantic
+    Scholar id is withheld with the target on Test rows (:data:`CITECAST_LOOKUP_COLUMNS`); any other
+    column (the paper's v1 metadata, the snapshot date) is published as is.
     """
     missing = [c for c in ("task_id", "split", *CITECAST_TARGET_COLUMNS) if c not in tasks]
     if missing:
@@ -328,18 +367,24 @@ def citecast_table(tasks: pd.DataFrame, salt: bytes | None) -> RepoTables:
     withheld: dict[str, Withheld] = {}
     if len(test):
         keys = test["task_id"].astype(str).tolist()
-        priv = test[["task_id", *CITECAST_TARGET_COLUMNS]].copy()
+        held_cols = tuple(c for c in (*CITECAST_TARGET_COLUMNS, *CITECAST_LOOKUP_COLUMNS) if c in test)
+        priv = test[["task_id", *held_cols]].copy()
         priv.insert(0, "key", keys)
-        public = test.drop(columns=list(CITECAST_TARGET_COLUMNS)).copy()
+        public = test.drop(columns=list(held_cols)).copy()
         public.insert(0, "key", keys)
-        public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, CITECAST_TARGET_COLUMNS)
-        withheld["test"] = Withheld(CITECAST_TARGET_COLUMNS, "key", public, priv)
+        public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, held_cols)
+        withheld["test"] = Withheld(held_cols, "key", public, priv)
     cfg = ConfigTable(
         "default",
         {"train": train},
-        "CiteCast tasks: one per January 2026 arXiv paper (v1 metadata); the target is the Semantic Scholar "
-        "citation count snapshotted on 2026-08-23 and band its citation band. Test targets and bands are "
-        "withheld (config `default_heldout`).",
+        (
+            "CiteCast tasks: one per generated paper (v1-style metadata); the target is its generated citation "
+            "count and band its citation band."
+            if synthetic
+            else "CiteCast tasks: one per January 2026 arXiv paper (v1 metadata); the target is the Semantic "
+            "Scholar citation count snapshotted on 2026-08-23 and band its citation band."
+        )
+        + " Test targets, bands and Semantic Scholar ids are withheld (config `default_heldout`).",
         default=True,
         withheld=withheld,
     )
@@ -354,7 +399,7 @@ def instance_repos(
     if w is not None and salt is None:
         raise ValueError("withholding needs a salt")
     return [
-        papers_table(inst),
+        papers_table(inst, w),
         assignments_table(inst, salt, w),
         fields_table(inst),
         splits_table(inst),
@@ -403,6 +448,7 @@ def write_repo(
         "benchmark_version": context["benchmark_version"],
         "manifest_hash": context["manifest_hash"],
         "instance": context["instance"],
+        "spec": context["spec"],
         "configs": {},
         "withheld": {},
     }
@@ -461,6 +507,7 @@ def export_instance(
     salt: bytes | None = None,
     salt_file: str | Path | None = None,
     citecast_tasks: pd.DataFrame | None = None,
+    citecast_synthetic: bool = False,
     repos: Sequence[str] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ExportResult:
@@ -480,7 +527,7 @@ def export_instance(
         _keep_salt(salt, private_dir)
     tables = instance_repos(inst, salt=salt, withhold_from=w)
     if citecast_tasks is not None:
-        tables.append(citecast_table(citecast_tasks, salt))
+        tables.append(citecast_table(citecast_tasks, salt, synthetic=citecast_synthetic))
     if repos is not None:
         unknown = sorted(set(repos) - {t.name for t in tables})
         if unknown:
@@ -491,11 +538,14 @@ def export_instance(
         "manifest_hash": inst.manifest_hash,
         "instance": inst.spec.name,
         "instance_description": inst.spec.description,
+        "spec": inst.spec.to_dict(),  # every constant a harness needs to run the episodes (prompts, search)
         "org": org,
         "withhold_from": w.isoformat() if w else None,
         "origins": list(inst.spec.origins),
         "n_fields": len(inst.field_ids),
         "n_papers": len(inst.papers),
+        "synthetic": instance_is_synthetic(inst),
+        "citecast_synthetic": bool(citecast_synthetic),
     }
     written: dict[str, Path] = {}
     any_withheld = False

@@ -17,8 +17,42 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.records import Condition
+from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition, InvalidReason
 from rap_benchmark.core.spec import BENCHMARK_VERSION
+
+PREDICTION_KEY = ["model", "condition", "field_id", "origin"]
+
+
+def prediction_row(model: str, episode: dict[str, Any], answer: str | None, record: dict[str, Any]) -> dict[str, Any]:
+    """One prediction row from a harness's episode: ``episode`` holds ``condition``,
+    ``field_id``, ``origin`` and ``manifest_hash``, ``answer`` the final answer text (parsed
+    here with the scorer's parser, as the harness metric did) and ``record`` the episode loop's
+    record (invalid reason and detail, search calls, attempts)."""
+    from rap_benchmark.evaluation.scoring.parse import parse_answer
+
+    parsed = parse_answer(answer)
+    row: dict[str, Any] = {k: episode[k] for k in ("condition", "field_id", "origin")}
+    row = {"model": model, **row}
+    for i, d in enumerate(DIRECTION_KEYS):
+        row[d] = float(parsed.weights[i]) if parsed.valid and parsed.weights else None
+    row["valid"] = bool(parsed.valid)
+    row["invalid_reason"] = (
+        None if parsed.valid else (record.get("invalid_reason") or InvalidReason.INVALID_ANSWER.value)
+    )
+    row["invalid_detail"] = None if parsed.valid else (record.get("invalid_detail") or parsed.reason)
+    row["manifest_hash"] = episode["manifest_hash"]
+    row["n_search_calls"] = int(record.get("n_search_calls", 0))
+    row["attempts"] = int(record.get("attempts", 0))
+    return row
+
+
+def prediction_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """Rows of :func:`prediction_row` as a prediction frame, sorted by its key."""
+    frame = pd.DataFrame(rows)
+    for d in DIRECTION_KEYS:
+        frame[d] = frame[d].astype("float64")
+    return frame.sort_values(PREDICTION_KEY, kind="stable").reset_index(drop=True)
 
 
 def submission_meta(
@@ -28,13 +62,13 @@ def submission_meta(
     from rap_benchmark.evaluation.submissions import SubmissionMeta
 
     if not len(frame):
-        raise ValueError("no predictions to submit")
+        raise InputError("no predictions to submit")
     models = sorted(set(frame["model"].astype(str)))
     hashes = sorted(set(frame["manifest_hash"].astype(str)))
     if len(models) != 1:
-        raise ValueError(f"one submission is one model, the rows name {', '.join(models)}")
+        raise InputError(f"one submission is one model, the rows name {', '.join(models)}")
     if len(hashes) != 1:
-        raise ValueError(
+        raise InputError(
             f"the rows come from {len(hashes)} instances (manifest hashes {', '.join(h[:12] for h in hashes)}); "
             "convert each instance's run on its own"
         )

@@ -51,12 +51,12 @@ from rap_benchmark.citecast.env import CiteCastEnv
 from rap_benchmark.citecast.instance import CITECAST_VERSION, MANIFEST
 from rap_benchmark.citecast.prompt import SYSTEM_PROMPT, render_prompt
 from rap_benchmark.citecast.tools import tool_schemas
-from rap_benchmark.integrations.lmeval.docs import cache_root, cached_build
 from rap_benchmark.integrations.lmeval.task import (
     ToolLoopTask,
     mean_finite,
     valid_metric,
 )
+from rap_benchmark.integrations.source import cache_root, cached_build
 
 CITECAST_DIR_ENV = "RAP_CITECAST_DIR"
 DOC_SPLITS = ("train", "test", "all")

@@ -19,7 +19,7 @@ from rap_benchmark.core import resources
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Condition
 from rap_benchmark.core.spec import BENCHMARK_VERSION
-from rap_benchmark.integrations.lmeval.docs import cache_root
+from rap_benchmark.integrations.source import cache_root
 
 GROUP = "rap"
 MODULE = "rap_tasks"

@@ -18,8 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.records import DIRECTION_KEYS, InvalidReason
-from rap_benchmark.evaluation.scoring import parse_answer
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.integrations.lmeval.harness import RAP_TASKS
 
 SAMPLES_NAME = re.compile(r"^samples_(?P<task>.+)_(?P<stamp>\d{4}-\d\d-\d\dT[\d.\-]+)\.jsonl$")
@@ -81,7 +80,7 @@ def run_model_name(paths: Iterable[str | Path]) -> str:
     names = _run_model_names(find_sample_files(paths))
     if len(names) != 1:
         found = ", ".join(sorted(names)) or "none"
-        raise ValueError(f"cannot tell the model name from the lm-eval results files (found: {found}); pass --model")
+        raise InputError(f"cannot tell the model name from the lm-eval results files (found: {found}); pass --model")
     return names.pop()
 
 
@@ -112,34 +111,13 @@ def samples_to_predictions(paths: Iterable[str | Path], *, model: str) -> pd.Dat
 
 def predictions_from_samples(samples: Iterable[dict[str, Any]], *, model: str) -> pd.DataFrame:
     """A prediction frame from lm-eval sample dicts (as logged, or as ``simple_evaluate`` returns them)."""
+    from rap_benchmark.integrations.submission import prediction_frame, prediction_row
+
     rows = []
     for s in samples:
-        doc = s["doc"]
         answers = s.get("filtered_resps") or [None]
-        parsed = parse_answer(answers[0])
-        rec = unit_record(s)
-        row: dict[str, Any] = {
-            "model": model,
-            "condition": doc["condition"],
-            "field_id": doc["field_id"],
-            "origin": doc["origin"],
-        }
-        for i, d in enumerate(DIRECTION_KEYS):
-            row[d] = float(parsed.weights[i]) if parsed.valid and parsed.weights else None
-        row["valid"] = bool(parsed.valid)
-        row["invalid_reason"] = (
-            None if parsed.valid else (rec.get("invalid_reason") or InvalidReason.INVALID_ANSWER.value)
-        )
-        row["invalid_detail"] = None if parsed.valid else (rec.get("invalid_detail") or parsed.reason)
-        row["manifest_hash"] = doc["manifest_hash"]
-        row["n_search_calls"] = int(rec.get("n_search_calls", 0))
-        row["attempts"] = int(rec.get("attempts", 0))
-        rows.append(row)
-    frame = pd.DataFrame(rows)
-    for d in DIRECTION_KEYS:
-        frame[d] = frame[d].astype("float64")
-    keys = ["model", "condition", "field_id", "origin"]
-    return frame.sort_values(keys, kind="stable").reset_index(drop=True)
+        rows.append(prediction_row(model, s["doc"], answers[0], unit_record(s)))
+    return prediction_frame(rows)
 
 
 def samples_episode_metrics(samples: Iterable[dict[str, Any]]) -> pd.DataFrame:

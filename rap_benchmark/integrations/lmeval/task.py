@@ -54,11 +54,12 @@ from rap_benchmark.agents import prompts
 from rap_benchmark.agents.protocol import Request
 from rap_benchmark.agents.runner import SearchTools, default_max_tokens, native_units
 from rap_benchmark.agents.toolset import search_text_protocol
-from rap_benchmark.core.records import Condition, Task, parse_enum
+from rap_benchmark.core.records import Condition
 from rap_benchmark.core.spec import BENCHMARK_VERSION
-from rap_benchmark.evaluation.scoring import field_macro, parse_answer, spearman
-from rap_benchmark.integrations.lmeval.docs import docs_dataset, episode_docs, instance_for, is_state
+from rap_benchmark.evaluation.scoring import field_macro
 from rap_benchmark.integrations.lmeval.rounds import EpisodeJob, run_batched
+from rap_benchmark.integrations.scores import episode_metrics
+from rap_benchmark.integrations.source import docs_dataset, episode_docs, instance_for, is_state
 from rap_benchmark.tools.text import stops_for
 
 FILTER_KEY = "none"
@@ -123,32 +124,6 @@ def _load_docs(**metadata: Any) -> Any:
     """``custom_dataset`` hook: lm-eval calls it with the task metadata (plus model args)."""
     inst = instance_for(metadata)
     return docs_dataset(episode_docs(inst, Condition(metadata["condition"]), split=str(metadata.get("split", "test"))))
-
-
-def episode_metrics(doc: dict[str, Any], answer: str | None) -> dict[str, Any]:
-    """The per-episode metrics of a final answer (what ``process_results`` returns).
-
-    ``spearman`` and ``state_fidelity`` are ``(field_id, value)`` pairs, present only when the
-    value is defined (a valid answer and a non-constant target): the scorer leaves undefined
-    episodes out of the field-macro mean, and lm-eval aggregates each metric over the documents
-    that produced it, so both see the same values and no NaN is written."""
-    parsed = parse_answer(answer)
-    fid = doc["field_id"]
-    rho = float("nan")
-    fidelity = float("nan")
-    if parsed.valid and parsed.weights is not None:
-        p = np.asarray(parsed.weights, dtype=np.float64)[None, :]
-        if doc.get("y") is not None:
-            rho = float(spearman(p, np.asarray(doc["y"], dtype=np.float64)[None, :])[0])
-        if doc.get("x") is not None:
-            fidelity = float(spearman(p, np.asarray(doc["x"], dtype=np.float64)[None, :])[0])
-    out: dict[str, Any] = {}
-    if np.isfinite(rho):
-        out["spearman"] = (fid, rho)
-    if parse_enum(Task, doc["task"]) is Task.STATE and np.isfinite(fidelity):
-        out["state_fidelity"] = (fid, fidelity)
-    out["valid"] = 1.0 if parsed.valid else 0.0
-    return out
 
 
 # -- rendering ---------------------------------------------------------------------------------

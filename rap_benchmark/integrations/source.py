@@ -1,8 +1,21 @@
-"""Which instance the lm-eval tasks run on, and their documents (one per episode).
+"""Which instance a harness task (lm-eval, Inspect) runs on, and its documents (one per episode).
 
-The instance folder is, in order: the task metadata's ``instance_dir`` (``--metadata
-'{"instance_dir": "build/mini"}'``), ``$RAP_INSTANCE_DIR``, else the embedded ``mini`` instance
-built once into the cache (``$RAP_CACHE_DIR`` or ``~/.cache/rap_benchmark``).
+The instance is, in order:
+
+1. ``hub`` (task metadata / parameter) or ``$RAP_HUB``: the published Hugging Face datasets,
+   either a Hub organisation (``rap``: the repos ``rap/episodes``, ``rap/papers``, ...; add
+   ``hub_revision`` for a tag) or a local folder written by ``rap export-hf`` (``hub/`` or
+   ``hub/rap``). No build is needed: the episodes come from the ``episodes`` repo (Test targets
+   that are withheld there stay unknown: those episodes are run, recorded and left unscored),
+   codebooks from ``fields``, the Dev/Test split from ``splits``, and the search index is built
+   locally from the ``papers`` and ``assignments`` repos on first use, in the cache under the
+   instance's manifest hash. Every file is checked against its repo's ``rap_manifest.json``, and
+   every search universe against the published ``search_manifests`` (paper count and shard hash),
+   so the local index serves exactly the published universes;
+2. ``instance_dir`` or ``$RAP_INSTANCE_DIR``: a built instance folder (verified);
+3. else the embedded ``mini`` instance built once into the cache, the CPU smoke test.
+
+The cache is ``$RAP_CACHE_DIR`` or ``~/.cache/rap_benchmark``.
 """
 
 from __future__ import annotations
@@ -66,12 +79,30 @@ def _load(path: str) -> Instance:
     return load_instance(path)
 
 
+@cache
+def _load_hub(hub: str, revision: str | None) -> Instance:
+    from rap_benchmark.integrations.hub_instance import load_hub_instance
+
+    return load_hub_instance(hub, revision=revision, cache=cache_root())
+
+
 def instance_for(metadata: dict[str, Any] | None = None) -> Instance:
-    """The verified instance the tasks run on (loaded once per process and folder)."""
-    return _load(str(instance_dir(metadata).resolve()))
+    """The instance the tasks run on (see the module docstring; loaded once per process)."""
+    meta = metadata or {}
+    hub = meta.get("hub") or (None if meta.get("instance_dir") else os.environ.get("RAP_HUB"))
+    if hub:
+        return _load_hub(str(hub), meta.get("hub_revision"))
+    return _load(str(instance_dir(meta).resolve()))
 
 
-def episode_docs(inst: Instance, condition: Condition, *, split: str = "test") -> list[dict[str, Any]]:
+def open_source(
+    *, instance_dir: str | None = None, hub: str | None = None, hub_revision: str | None = None
+) -> Instance:
+    """:func:`instance_for` with keyword arguments (the Inspect tasks' parameters)."""
+    return instance_for({"instance_dir": instance_dir, "hub": hub, "hub_revision": hub_revision})
+
+
+def episode_docs(inst: Instance, condition: Condition | str, *, split: str = "test") -> list[dict[str, Any]]:
     """One document per canonical-policy episode of ``split`` (dev, test or all), sorted by
     (field_id, origin). A document never reaches the prompt: the prompt is built from the codebook,
     the origin and the condition only. ``target`` is the composition the task is scored against

@@ -1,0 +1,40 @@
+"""One episode's metrics from its final answer, for every harness (lm-eval, Inspect).
+
+The answer is parsed with the scorer's parser and scored with the scorer's Spearman, so a harness
+reports exactly what ``rap score`` computes from the converted prediction file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rap_benchmark.core.records import Task, parse_enum
+from rap_benchmark.evaluation.scoring import parse_answer, spearman
+
+
+def episode_metrics(doc: dict[str, Any], answer: str | None) -> dict[str, Any]:
+    """The per-episode metrics of a final answer (what ``process_results`` returns).
+
+    ``spearman`` and ``state_fidelity`` are ``(field_id, value)`` pairs, present only when the
+    value is defined (a valid answer and a non-constant target): the scorer leaves undefined
+    episodes out of the field-macro mean, and lm-eval aggregates each metric over the documents
+    that produced it, so both see the same values and no NaN is written."""
+    parsed = parse_answer(answer)
+    fid = doc["field_id"]
+    rho = float("nan")
+    fidelity = float("nan")
+    if parsed.valid and parsed.weights is not None:
+        p = np.asarray(parsed.weights, dtype=np.float64)[None, :]
+        if doc.get("y") is not None:
+            rho = float(spearman(p, np.asarray(doc["y"], dtype=np.float64)[None, :])[0])
+        if doc.get("x") is not None:
+            fidelity = float(spearman(p, np.asarray(doc["x"], dtype=np.float64)[None, :])[0])
+    out: dict[str, Any] = {}
+    if np.isfinite(rho):
+        out["spearman"] = (fid, rho)
+    if parse_enum(Task, doc["task"]) is Task.STATE and np.isfinite(fidelity):
+        out["state_fidelity"] = (fid, fidelity)
+    out["valid"] = 1.0 if parsed.valid else 0.0
+    return out
