@@ -29,7 +29,7 @@ def prediction_row(model: str, episode: dict[str, Any], answer: str | None, reco
     ``field_id``, ``origin`` and ``manifest_hash``, ``answer`` the final answer text (parsed
     here with the scorer's parser, as the harness metric did) and ``record`` the episode loop's
     record (invalid reason and detail, search calls, attempts)."""
-    from rap_benchmark.evaluation.scoring.parse import parse_answer
+    from rap_benchmark.evaluation.scoring import parse_answer
 
     parsed = parse_answer(answer)
     row: dict[str, Any] = {k: episode[k] for k in ("condition", "field_id", "origin")}

@@ -65,7 +65,7 @@ def _values(scores: list[SampleScore]) -> tuple[np.ndarray, np.ndarray]:
 def field_macro() -> Metric:
     """Mean within field over the defined episode values, then across fields (the scorer's
     aggregation); episodes without a defined value add nothing."""
-    from rap_benchmark.evaluation.scoring.aggregate import field_macro as aggregate
+    from rap_benchmark.evaluation.scoring import field_macro as aggregate
 
     def compute(scores: list[SampleScore]) -> float:
         fids, vals = _values(scores)
