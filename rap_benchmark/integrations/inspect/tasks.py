@@ -113,7 +113,8 @@ def rap_episode(
     from rap_benchmark.integrations.source import open_source
 
     cond = Condition(condition)
-    inst = open_source(instance_dir=instance_dir, hub=hub, hub_revision=hub_revision)
+    # the loop gets the target-blind view; the targets reach only the scorer, through each sample's target
+    inst = open_source(instance_dir=instance_dir, hub=hub, hub_revision=hub_revision).public_view()
     spec = inst.spec if max_search_calls is None else inst.spec.replace(max_search_calls=int(max_search_calls))
     tools = SearchTools(inst)
 
