@@ -97,13 +97,45 @@ def _policy_order(frame: pd.DataFrame) -> pd.DataFrame:
     return _sorted(frame, ["field_id", "origin", "_p"]).drop(columns="_p")
 
 
+def _with_labelled(inst: Any, frozen: Any, new_papers: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The instance's papers and assignments with ``new_papers`` (all dated after its own) and
+    their frozen-instrument labels added; the instance's rows stay as they are."""
+    from rap_benchmark.pipeline.build import normalise_assignments
+
+    if not len(new_papers):
+        return inst.papers, inst.assignments
+    labelled = normalise_assignments(frozen.label(new_papers), new_papers)
+    papers = pd.concat([inst.papers, new_papers], ignore_index=True)
+    assignments = pd.concat([inst.assignments, labelled], ignore_index=True)
+    return papers, _sorted(assignments, ["field_id", "date", "arxiv_id"])
+
+
+def _write_version(src: Path, out: Path, tables: dict[str, pd.DataFrame], ledger: dict[str, Any]) -> Path:
+    """Write a version into ``out`` atomically: ``src``'s frozen files byte for byte, ``tables``, ledger, sums."""
+    from rap_benchmark.pipeline.instrument.frozen import FOLDER
+
+    tmp = building_folder(out, (SUMS_FILE, LEDGER_FILE))
+    try:
+        for name in COPIED:
+            shutil.copyfile(src / name, tmp / name)
+        shutil.copytree(src / FOLDER, tmp / FOLDER)
+        for name, frame in tables.items():
+            write_table(tmp, name, frame)
+        write_json(tmp / LEDGER_FILE, ledger)
+        write_sums(tmp)
+        swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
 def extend_instance(
     parent_dir: str | Path, source: str | Path, origin: str, out: str | Path, *, progress: bool = False
 ) -> Path:
     """Write ``out``: the parent instance plus origin ``origin`` (see the module docstring)."""
-    from rap_benchmark.pipeline.build import normalise_assignments
     from rap_benchmark.pipeline.episodes import search_manifest
-    from rap_benchmark.pipeline.instrument.frozen import FOLDER, instrument_hash, load
+    from rap_benchmark.pipeline.instrument.frozen import instrument_hash, load
 
     parent_dir, out = Path(parent_dir), Path(out)
     if out.resolve() == parent_dir.resolve():
@@ -136,12 +168,7 @@ def extend_instance(
     new_papers = read["papers"]
     if pending:  # papers inside a pending window wait for rap resolve, so y is filled from one source
         new_papers = new_papers[new_papers["date"].astype(str) < origin].reset_index(drop=True)
-    labelled = frozen.label(new_papers) if len(new_papers) else parent.assignments.iloc[:0]
-    new_assign = normalise_assignments(labelled, new_papers) if len(new_papers) else labelled
-    papers = pd.concat([parent.papers, new_papers], ignore_index=True)
-    assignments = _sorted(
-        pd.concat([parent.assignments, new_assign], ignore_index=True), ["field_id", "date", "arxiv_id"]
-    )
+    papers, assignments = _with_labelled(parent, frozen, new_papers)
     episodes = _policy_order(
         pd.concat(
             [parent.episodes, _origin_episodes(assignments, parent.blocks, new_spec, origin, pending)],
@@ -176,22 +203,8 @@ def extend_instance(
             "frozen_instrument_sha256": instrument_hash(parent_dir),
         },
     }
-    tmp = building_folder(out, (SUMS_FILE, LEDGER_FILE))
-    try:
-        for name in COPIED:
-            shutil.copyfile(parent_dir / name, tmp / name)
-        shutil.copytree(parent_dir / FOLDER, tmp / FOLDER)
-        write_table(tmp, "papers", papers)
-        write_table(tmp, "assignments", assignments)
-        write_table(tmp, "episodes", episodes)
-        write_table(tmp, "search_manifest", manifest)
-        write_json(tmp / LEDGER_FILE, ledger)
-        write_sums(tmp)
-        swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    tables = {"papers": papers, "assignments": assignments, "episodes": episodes, "search_manifest": manifest}
+    return _write_version(parent_dir, out, tables, ledger)
 
 
 def resolve_instance(
@@ -201,8 +214,7 @@ def resolve_instance(
 
     An instance has at most one pending origin (``rap extend`` refuses to add another), so the
     papers added here, all dated on or after it, leave its ``x`` and history as they were."""
-    from rap_benchmark.pipeline.build import normalise_assignments
-    from rap_benchmark.pipeline.instrument.frozen import FOLDER, load
+    from rap_benchmark.pipeline.instrument.frozen import load
 
     inst_dir = Path(inst_dir)
     out = Path(out) if out is not None else inst_dir
@@ -225,12 +237,7 @@ def resolve_instance(
             f"the data reach {covered}: the window [{o}, {_window_end(o, spec)}) of origin {o} is not covered yet"
         )
     new_papers = read["papers"]
-    labelled = frozen.label(new_papers) if len(new_papers) else inst.assignments.iloc[:0]
-    new_assign = normalise_assignments(labelled, new_papers) if len(new_papers) else labelled
-    papers = pd.concat([inst.papers, new_papers], ignore_index=True)
-    assignments = _sorted(
-        pd.concat([inst.assignments, new_assign], ignore_index=True), ["field_id", "date", "arxiv_id"]
-    )
+    papers, assignments = _with_labelled(inst, frozen, new_papers)
     (origin,) = pending
     episodes = _policy_order(
         pd.concat(
@@ -257,19 +264,10 @@ def resolve_instance(
             },
         },
     }
-    tmp = building_folder(out, (SUMS_FILE, LEDGER_FILE))
-    try:
-        for name in COPIED:
-            shutil.copyfile(inst_dir / name, tmp / name)
-        shutil.copytree(inst_dir / FOLDER, tmp / FOLDER)
-        write_table(tmp, "papers", papers)
-        write_table(tmp, "assignments", assignments)
-        write_table(tmp, "episodes", episodes)
-        write_table(tmp, "search_manifest", inst.search_manifest)
-        write_json(tmp / LEDGER_FILE, ledger)
-        write_sums(tmp)
-        swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out
+    tables = {
+        "papers": papers,
+        "assignments": assignments,
+        "episodes": episodes,
+        "search_manifest": inst.search_manifest,
+    }
+    return _write_version(inst_dir, out, tables, ledger)
