@@ -23,7 +23,7 @@ from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.schemas import PAPERS
 from rap_benchmark.pipeline.build import build_instance, normalise_assignments
 from rap_benchmark.pipeline.extend import PENDING_FLAG, extend_instance, resolve_instance
-from rap_benchmark.pipeline.instrument.frozen import instrument_hash, load
+from rap_benchmark.pipeline.instrument.frozen import instrument_hash, load, save
 
 T = "2026-01-01"
 SHARED_ARXIV = Path(
@@ -70,6 +70,10 @@ def run_simulation(all_papers: pd.DataFrame, spec, tmp: Path, seal_models: dict)
     inst1 = load_instance(parent)
     relabelled = normalise_assignments(load(parent).label(inst1.papers), inst1.papers)
     _same(relabelled, inst1.assignments)
+    # saved again from what was loaded: the same bytes, so the same hash
+    save(load(parent), tmp / "again")
+    for name in ("instrument.json", "arrays.bin"):
+        assert (tmp / "again" / "instrument" / name).read_bytes() == (parent / "instrument" / name).read_bytes()
 
     v2 = extend_instance(parent, cut, T, tmp / "v2")
     inst2 = load_instance(v2)
@@ -227,3 +231,16 @@ def test_living_on_arxiv_sample(tmp_path):
     assert verdicts["ewma"].accepted and verdicts["reference"].accepted and not verdicts["arima"].accepted
     out = write_live_board(sim["result"], tmp_path / "board")
     print((out / "leaderboard_live.md").read_text(encoding="utf-8"))
+
+
+def test_frozen_instrument_reconstructs_package_records_only(tmp_path):
+    """The artifact names classes by module path; one outside the package is refused, not imported."""
+    from rap_benchmark.core.errors import ArtifactError
+
+    folder = tmp_path / "instrument"
+    folder.mkdir()
+    tree = {"__class__": "os:system", "fields": {}}
+    (folder / "instrument.json").write_text(json.dumps({"format_version": 1, "tree": tree, "arrays": []}))
+    (folder / "arrays.bin").write_bytes(b"")
+    with pytest.raises(ArtifactError, match="outside the package"):
+        load(tmp_path)
