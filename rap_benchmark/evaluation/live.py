@@ -58,12 +58,13 @@ def _canonical_rows(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
         read_predictions,
     )
 
+    if not path.is_file():
+        raise FileFormatError(path, "no such prediction file")
     try:
         frame = read_predictions(path)
     except PredictionFileError as exc:
-        raise FileFormatError(
-            path, f"not a clean prediction file ({len(exc.problems)} problem(s); rap score names them)"
-        ) from None
+        first = str(exc.problems[0]) if exc.problems else "unreadable"
+        raise FileFormatError(path, f"not a clean prediction file: {first}") from None
     frame = frame.sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
     rows = [to_plain(r) for r in frame[list(REQUIRED_COLUMNS)].to_dict(orient="records")]
     return frame, rows
