@@ -94,4 +94,4 @@ def test_the_lm_eval_task_loop_holds_the_view(mini_dir: Path) -> None:
 
     task = RapTask(config={"metadata": {"instance_dir": str(mini_dir), "condition": "A1", "split": "all"}})
     assert isinstance(task.inst, PublicInstance)
-    assert isinstance(task._tools.inst, PublicInstance)
+    assert isinstance(task.unit_tools.inst, PublicInstance)
