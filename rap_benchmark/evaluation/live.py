@@ -284,7 +284,13 @@ def write_live_board(result: LiveResult, out: str | Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "leaderboard_live.csv", result.board.to_csv(index=False, lineterminator="\n"))
     head = f"## {LIVE_TRACK}\n\nSealed before the origin, scored after `rap resolve`.\n\n"
-    atomic_write_text(out / "leaderboard_live.md", head + board_markdown(result.board, extra=("track", "origins")))
+    note = (
+        "Each row is a reveal whose salted commitment was published before every origin it forecasts; "
+        "coverage counts the resolved episodes of those origins in the split. Sorted per condition by "
+        "Spearman; 95% intervals: block bootstrap over dependency blocks; no multiplicity correction."
+    )
+    board = board_markdown(result.board, extra=("track", "origins"), note=note)
+    atomic_write_text(out / "leaderboard_live.md", head + board)
     verdicts = [{"reveal": str(v.path), "accepted": v.accepted, "message": v.message} for v in result.verdicts]
     atomic_write_text(out / "reveals.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
     return out

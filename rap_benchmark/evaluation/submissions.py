@@ -451,8 +451,15 @@ def _markdown(board: pd.DataFrame) -> str:
     return board_markdown(board)
 
 
-def board_markdown(board: pd.DataFrame, extra: tuple[str, ...] = ()) -> str:
-    """The leaderboard as a markdown table (``extra`` columns first, e.g. a track)."""
+BOARD_NOTE = (
+    "Ranked per condition; a row without a rank covers only part of the split (reported, not ranked). "
+    "Target y: Forecast Spearman; target x: State fidelity (state_as_forecast scores the same outputs "
+    "against y). 95% intervals: block bootstrap over dependency blocks; no multiplicity correction."
+)
+
+
+def board_markdown(board: pd.DataFrame, extra: tuple[str, ...] = (), note: str = BOARD_NOTE) -> str:
+    """The leaderboard as a markdown table (``extra`` columns first, e.g. a track) and its note."""
     if board.empty:
         return "No accepted submissions.\n"
     cols = [
@@ -480,8 +487,4 @@ def board_markdown(board: pd.DataFrame, extra: tuple[str, ...] = ()) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in board[cols].itertuples(index=False):
         lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
-    return "\n".join(lines) + (
-        "\n\nRanked per condition; a row without a rank covers only part of the split (reported, not ranked). "
-        "Target y: Forecast Spearman; target x: State fidelity (state_as_forecast scores the same outputs "
-        "against y). 95% intervals: block bootstrap over dependency blocks; no multiplicity correction.\n"
-    )
+    return "\n".join(lines) + f"\n\n{note}\n"
