@@ -140,11 +140,12 @@ def main() -> int:
     p.add_argument("--workdir", help="keep the files here (default: a temporary folder, removed)")
     p.add_argument("--server-workers", type=int, default=2)
     p.add_argument("--skip-llm", action="store_true", help="snapshot, read and offline build only (LLM keys null)")
+    p.add_argument("--skip-offline", action="store_true", help="snapshot and LLM parts only (read/offline keys null)")
     args = p.parse_args()
     work = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rap-full-build-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        result = rehearse(work, args.scale, args.seed, args.server_workers, args.skip_llm)
+        result = rehearse(work, args.scale, args.seed, args.server_workers, args.skip_llm, args.skip_offline)
     finally:
         if not args.workdir:
             shutil.rmtree(work, ignore_errors=True)
@@ -152,7 +153,9 @@ def main() -> int:
     return 0
 
 
-def rehearse(work: Path, scale: float, seed: int, server_workers: int, skip_llm: bool = False) -> dict[str, object]:
+def rehearse(
+    work: Path, scale: float, seed: int, server_workers: int, skip_llm: bool = False, skip_offline: bool = False
+) -> dict[str, object]:
     snap = work / f"snapshot-{scale}-{seed}.jsonl"
     if not snap.exists():
         out = _run([sys.executable, "-m", "rap_benchmark.rehearsal.snapshot", "--scale", str(scale),
@@ -162,18 +165,21 @@ def rehearse(work: Path, scale: float, seed: int, server_workers: int, skip_llm:
     spec = work / "spec.json"
     _spec(scale, spec)
 
-    read = json.loads(_run([sys.executable, "-c", _READ, str(spec), str(snap)]).stdout)
-    assert read["n_read"] == counts["records"] and read["in_frame"] == counts["in_frame"], (read, counts)
-    offline_s, offline_rss = _timed(["build", "--spec", str(spec), "--source", str(snap), "--out",
-                                     str(work / "offline"), "--quiet"])  # fmt: skip
+    if skip_offline:
+        read, offline_s, offline_rss = {"read_s": None}, None, None
+    else:
+        read = json.loads(_run([sys.executable, "-c", _READ, str(spec), str(snap)]).stdout)
+        assert read["n_read"] == counts["records"] and read["in_frame"] == counts["in_frame"], (read, counts)
+        offline_s, offline_rss = _timed(["build", "--spec", str(spec), "--source", str(snap), "--out",
+                                         str(work / "offline"), "--quiet"])  # fmt: skip
 
     offline = {
         "scale": scale,
         "snapshot_records": counts["records"],
         "in_frame": counts["in_frame"],
-        "read_s": round(read["read_s"], 2),
-        "offline_build_s": round(offline_s, 2),
-        "offline_peak_rss_gib": round(offline_rss, 3),
+        "read_s": None if read["read_s"] is None else round(read["read_s"], 2),
+        "offline_build_s": None if offline_s is None else round(offline_s, 2),
+        "offline_peak_rss_gib": None if offline_rss is None else round(offline_rss, 3),
     }
     if skip_llm:
         keys = ("llm_requests", "llm_requests_per_s", "resume_lost_requests", "resume_identical", "dry_run_token_error")
