@@ -80,6 +80,19 @@ def test_second_instrument_agreement_on_mini(mini) -> None:
     assert summary["overall"].estimate > 1 / 8 + 0.1  # far above chance: the directions are real
 
 
+def test_second_instrument_never_reads_the_frozen_labels(mini) -> None:
+    """Built independently: scrambling the frozen primaries, secondaries and types changes no slot."""
+    fields = sorted(mini.codebooks)[:2]
+    asg = mini.assignments.loc[mini.assignments["field_id"].isin(fields)].reset_index(drop=True)
+    scrambled = asg.copy()
+    rng = np.random.default_rng(0)
+    for col in ("primary", "secondary", "type"):
+        scrambled[col] = rng.permutation(scrambled[col].to_numpy())
+    a = second_instrument(mini.papers, asg, mini.spec.codebook_cutoff, seed=3)
+    b = second_instrument(mini.papers, scrambled, mini.spec.codebook_cutoff, seed=3)
+    pd.testing.assert_frame_equal(a, b)
+
+
 def test_permutation_null_is_uniform_under_exchangeable_labellers() -> None:
     """Labellers drawn from one distribution give uniform p-values; a shift is detected."""
     rng = np.random.default_rng(12345)

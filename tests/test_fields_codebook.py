@@ -120,7 +120,8 @@ def test_build_fields_recovers_the_generators_fields(corpus: MiniCorpus) -> None
     counts = memberships.loc[memberships["arxiv_id"].isin(set(elig))].groupby("field_id").size()
     assert (counts >= spec.min_field_papers).all()
     # names come from text
-    assert all(fi.name and fi.definition.startswith("Papers whose main topic") for fi in info.values())
+    assert all(fi.name and fi.definition.startswith(f"Research on {fi.name}") for fi in info.values())
+    assert len({fi.name.lower() for fi in info.values()}) == len(info)  # distinct phrase names
 
 
 def test_build_fields_is_deterministic_and_drops_small_fields(corpus: MiniCorpus) -> None:
@@ -174,7 +175,7 @@ def test_offline_codebooks_use_no_paper_at_or_after_the_cutoff(corpus: MiniCorpu
     mem2 = mem.loc[mem["arxiv_id"].isin(set(garbled["arxiv_id"]))]
     codebooks2, protos2 = build_codebooks(garbled, mem2, info, SPEC)
     assert codebooks2 == codebooks
-    assert protos2.space.terms == protos.space.terms and "zzleak" not in protos.space.terms
+    assert protos2.features == protos.features and "zzleak" not in protos.features.unigrams
     for f in fields:
         np.testing.assert_array_equal(protos2.centroids[f], protos.centroids[f])
 
@@ -186,8 +187,8 @@ def test_offline_codebooks_use_no_paper_at_or_after_the_cutoff(corpus: MiniCorpu
         for d in cb.directions:
             assert 1 <= len(d.exemplars) <= 5
             assert all(dates[e] < SPEC.codebook_cutoff and e in members[cb.field_id] for e in d.exemplars)
-            assert d.definition.startswith(f"Papers in {cb.name} whose main contribution concerns")
-            assert "nearest other direction" in d.exclusion
+            assert d.definition.startswith(f"Work in {cb.name} on {d.name}")
+            assert d.exclusion.startswith("Exclude papers centred on")
 
 
 def test_offline_codebook_directions_recover_the_latent_directions(corpus: MiniCorpus) -> None:
@@ -198,8 +199,7 @@ def test_offline_codebook_directions_recover_the_latent_directions(corpus: MiniC
     pre = corpus.papers.loc[corpus.papers["date"] < SPEC.codebook_cutoff]
     t = corpus.truth.loc[corpus.truth["field_id"] == fid].merge(pre[["arxiv_id"]])
     sub = pre.set_index("arxiv_id").loc[t["arxiv_id"]].reset_index()
-    x, _ = protos.space.transform(tokenize_papers(sub))
-    pred = np.asarray(x @ protos.centroids[fid].T).argmax(axis=1)
+    pred = protos.similarities(protos.prepare(sub), fid, np.arange(len(sub))).argmax(axis=1)
     true = t["true_direction"].str[1].astype(int).to_numpy()
     table = np.zeros((8, 8))
     np.add.at(table, (pred, true), 1)

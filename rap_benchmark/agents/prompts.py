@@ -25,7 +25,7 @@ from rap_benchmark.core.spec import BenchmarkSpec
 PROMPTS_DIR = resources.PROMPTS_DIR
 """Package data folder of the templates (a plain folder path: works for editable and wheel installs)."""
 
-PROMPT_VERSION = "rap-prompts-1.1"
+PROMPT_VERSION = "rap-prompts-1.2"
 """Version of the template wording (bump on any change to a template file)."""
 
 ANSWER_PREFILL = '{"D0": '
@@ -65,16 +65,25 @@ def system_prompt() -> str:
     return fill("system")
 
 
+EXAMPLE_TITLES = 2
+"""Exemplar titles shown per direction (when the codebook records them)."""
+
+
 def format_directions(codebook: Codebook) -> str:
-    """The eight written directions, one block each, in D0..D7 order."""
+    """The eight written directions, one block each, in D0..D7 order: name, definition,
+    inclusion, exclusion and (when recorded) the first two exemplar titles."""
     blocks = []
     for d in codebook.directions:
-        blocks.append(
+        block = (
             f"{d.key}. {d.name}\n"
             f"    Definition: {d.definition}\n"
             f"    Includes: {d.inclusion}\n"
             f"    Excludes: {d.exclusion}"
         )
+        if d.exemplar_titles:
+            shown = "; ".join(f"\u201c{t}\u201d" for t in d.exemplar_titles[:EXAMPLE_TITLES])
+            block += f"\n    Examples: {shown}"
+        blocks.append(block)
     return "\n".join(blocks)
 
 

@@ -1,11 +1,13 @@
 """Parallel-instrument agreement (SPEC 3.3, seed: "independently drafted Opus instrument").
 
-The second instrument here is an independent offline method: per field, spherical k-means with
-eight clusters in a field-local TF-IDF space fitted on the field's own pre-cutoff papers (a
-different space, initialisation and decision rule from the frozen prototype instrument), then
-every membership goes to its nearest centroid. Its slots are aligned to the frozen directions
-with the Hungarian algorithm fitted on a hash-chosen half of the pre-cutoff papers, so both
-periods are scored out of sample.
+The second instrument is built independently of the frozen one: its own text representation
+(scikit-learn's word tokenizer and English stop words on the raw title and abstract, unigram
+TF-IDF without sublinear scaling, where the frozen instrument uses the package tokenizer with
+unigrams and bigrams), its own seed, its own eight directions per field (spherical k-means in
+the field's LSA space fitted on the field's pre-cutoff papers), and every membership goes to its
+nearest direction. It never reads the frozen codebook or labels; its slots are aligned to the
+frozen directions only by the Hungarian fit on a hash-chosen half of the pre-cutoff papers, so
+both periods are scored out of sample.
 """
 
 from __future__ import annotations
@@ -17,36 +19,40 @@ import pandas as pd
 
 from rap_benchmark.audit.align import cross_fit, direction_index, fit_half
 from rap_benchmark.core.records import N_DIRECTIONS
-from rap_benchmark.pipeline.fields import TfidfSpace, spherical_kmeans, tokenize_papers
+
+SECOND_DIMS = 8
+SECOND_INITS = 10
+SECOND_SEED_SALT = 977
 
 
-def second_instrument(
-    papers: pd.DataFrame, assignments: pd.DataFrame, cutoff: str, *, seed: int, restarts: int = 5
-) -> pd.DataFrame:
-    """Label every membership with a second-instrument slot (0..7) per field.
+def second_instrument(papers: pd.DataFrame, assignments: pd.DataFrame, cutoff: str, *, seed: int) -> pd.DataFrame:
+    """Label every membership with a second-instrument slot (0..7) per field (see module docstring).
 
-    Independent of the frozen instrument's construction: a field-local TF-IDF space fitted on
-    the field's own pre-cutoff papers, spherical k-means (best objective of ``restarts`` seeded
-    starts), nearest centroid for every membership. Slot numbers are arbitrary.
+    Returns columns arxiv_id, field_id, slot. Slot numbers are arbitrary.
     """
-    order = papers.reset_index(drop=True)
-    tokens = tokenize_papers(order)
-    row_of = pd.Series(np.arange(len(order)), index=order["arxiv_id"].to_numpy())
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.utils.extmath import randomized_svd
+
+    from rap_benchmark.pipeline.features import normalise_dense, spherical_kmeans_dense
+
+    text = (papers["title"].astype(str) + " " + papers["abstract"].astype(str)).to_numpy(dtype=object)
+    row_of = pd.Series(np.arange(len(papers)), index=papers["arxiv_id"].to_numpy())
     out = []
     for n, (field_id, rows) in enumerate(assignments.groupby("field_id", sort=True)):
         rows = rows.sort_values(["date", "arxiv_id"])
         pos = row_of.loc[rows["arxiv_id"].to_numpy()].to_numpy()
         pre = rows["date"].to_numpy().astype(str) < cutoff
-        space = TfidfSpace.fit(tokens.select(pos[pre]), min_df=2, max_df_ratio=0.5)
-        x_pre, _ = space.transform(tokens.select(pos[pre]))
-        x_all, _ = space.transform(tokens.select(pos))
-        best = None
-        for r in range(restarts):
-            labels, centres = spherical_kmeans(x_pre, N_DIRECTIONS, np.random.default_rng([seed, n, r]))
-            objective = float(np.asarray(x_pre @ centres.T)[np.arange(x_pre.shape[0]), labels].sum())
-            if best is None or objective > best[0]:
-                best = (objective, centres)
-        slot = np.asarray(x_all @ best[1].T).argmax(axis=1)
+        vec = TfidfVectorizer(stop_words="english", min_df=2, max_df=0.5, dtype=np.float64)
+        if pre.sum() < N_DIRECTIONS:
+            continue
+        x_pre = vec.fit_transform(text[pos[pre]])
+        dims = max(1, min(SECOND_DIMS, min(x_pre.shape) - 1))
+        _, _, vt = randomized_svd(x_pre, dims, n_iter=7, random_state=SECOND_SEED_SALT + seed + n)
+        y_pre = normalise_dense(np.asarray(x_pre @ vt.T))
+        rng = np.random.default_rng([SECOND_SEED_SALT, seed, n])
+        _, centres = spherical_kmeans_dense(y_pre, N_DIRECTIONS, rng, n_init=SECOND_INITS)
+        y_all = normalise_dense(np.asarray(vec.transform(text[pos]) @ vt.T))
+        slot = (y_all @ centres.T).argmax(axis=1)
         out.append(pd.DataFrame({"arxiv_id": rows["arxiv_id"].to_numpy(), "field_id": field_id, "slot": slot}))
     return pd.concat(out, ignore_index=True)
 

@@ -160,18 +160,22 @@ def codebook_to_dict(cb: Codebook) -> dict[str, Any]:
         "field_id": cb.field_id,
         "name": cb.name,
         "definition": cb.definition,
-        "directions": [
-            {
-                "key": d.key,
-                "name": d.name,
-                "definition": d.definition,
-                "inclusion": d.inclusion,
-                "exclusion": d.exclusion,
-                "exemplars": list(d.exemplars),
-            }
-            for d in cb.directions
-        ],
+        "directions": [_direction_to_dict(d) for d in cb.directions],
     }
+
+
+def _direction_to_dict(d: Direction) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "key": d.key,
+        "name": d.name,
+        "definition": d.definition,
+        "inclusion": d.inclusion,
+        "exclusion": d.exclusion,
+        "exemplars": list(d.exemplars),
+    }
+    if d.exemplar_titles:  # written only when recorded (older codebooks keep their bytes)
+        out["exemplar_titles"] = list(d.exemplar_titles)
+    return out
 
 
 def codebook_from_dict(data: dict[str, Any]) -> Codebook:
@@ -187,6 +191,7 @@ def codebook_from_dict(data: dict[str, Any]) -> Codebook:
                 inclusion=d["inclusion"],
                 exclusion=d["exclusion"],
                 exemplars=tuple(d["exemplars"]),
+                exemplar_titles=tuple(d.get("exemplar_titles", ())),
             )
             for d in data["directions"]
         ),

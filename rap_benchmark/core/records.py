@@ -128,6 +128,7 @@ class Direction:
     inclusion: str
     exclusion: str
     exemplars: tuple[str, ...]  # pre-cutoff arXiv ids
+    exemplar_titles: tuple[str, ...] = ()  # their titles, same order (empty when not recorded)
 
     def __post_init__(self) -> None:
         _check_direction_key(self.key, allow_other=False, allow_none=False)

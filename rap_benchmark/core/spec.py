@@ -18,8 +18,12 @@ from rap_benchmark.core import resources
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import FileFormatError, InputError
 
-BENCHMARK_VERSION = "1.0.0"
-"""Changes whenever what a score means changes (see cards/CHANGELOG.md)."""
+BENCHMARK_VERSION = "1.1.0"
+"""Changes whenever what a score means changes (see cards/CHANGELOG.md). An instance whose
+contents did not change keeps the version it was built under (its spec pins ``version``)."""
+
+MINI_VERSION = "1.0.0"
+"""mini's contents are unchanged since 1.0.0 (its codebooks come from the generator)."""
 
 UNSET = "unset"
 """Ledger marker for parameters deliberately not set (e.g. top_p of a hosted API)."""
@@ -154,6 +158,7 @@ def mini_spec() -> BenchmarkSpec:
     """The embedded default: generated in seconds from a seed, no network (SPEC 2)."""
     return BenchmarkSpec(
         name="mini",
+        version=MINI_VERSION,
         description="Embedded synthetic instance: 12 fields x 8 directions generated from a seed.",
         min_field_papers=0,
         n_fields=12,

@@ -29,25 +29,21 @@ import scipy.sparse as sp
 
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Codebook, Direction
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.features import Features, LocalSpace
 from rap_benchmark.pipeline.fields import (
     FieldInfo,
     TfidfSpace,
     TokenizedCorpus,
     _normalise_dense_rows,
-    spherical_kmeans,
     tokenize_papers,
-    top_terms,
 )
 
 if TYPE_CHECKING:
     from rap_benchmark.pipeline.synth import MiniCorpus
 
-__all__ = ["N_EXEMPLARS", "Prototypes", "build_codebooks", "codebooks_from_blueprint"]
+__all__ = ["N_EXEMPLARS", "LocalPrototypes", "Prototypes", "build_codebooks", "codebooks_from_blueprint"]
 
-N_EXEMPLARS = 5
-KMEANS_INITS = 4  # seeded k-means++ starts per field; the best objective is kept
-NAME_TERMS = 3
-DESCRIBE_TERMS = 8
+from rap_benchmark.pipeline.codebook_text import N_EXEMPLARS
 
 
 @dataclass(frozen=True)
@@ -60,6 +56,14 @@ class Prototypes:
 
     space: TfidfSpace
     centroids: dict[str, np.ndarray]
+
+    def prepare(self, papers: pd.DataFrame) -> tuple[sp.csr_matrix, np.ndarray]:
+        """TF-IDF rows of ``papers`` in the pre-cutoff space and their known-token counts."""
+        return self.space.transform(tokenize_papers(papers))
+
+    def similarities(self, prepared: tuple[sp.csr_matrix, np.ndarray], field_id: str, rows: np.ndarray) -> np.ndarray:
+        """Cosine of ``rows`` (positions in the prepared papers) to the field's eight prototypes."""
+        return np.asarray(prepared[0][rows] @ self.centroids[field_id].T)
 
 
 def _pre_cutoff(papers: pd.DataFrame, spec: BenchmarkSpec) -> tuple[pd.DataFrame, TokenizedCorpus]:
@@ -101,26 +105,59 @@ def _phrase(terms: Sequence[str]) -> str:
     return ", ".join(terms) if terms else "no distinctive terms"
 
 
-def _write_direction(
-    key: str,
-    name_terms: list[str],
-    describe: list[str],
-    field_name: str,
-    nearest_name: str,
-    exemplars: tuple[str, ...],
-) -> Direction:
-    name = " / ".join(name_terms) if name_terms else f"{field_name} ({key})"
-    return Direction(
-        key=key,
-        name=name,
-        definition=f"Papers in {field_name} whose main contribution concerns {_phrase(describe)}.",
-        inclusion=f"Include papers whose central method, task or finding is about {_phrase(describe[:4])}.",
-        exclusion=(
-            f"Exclude papers that only mention these terms in passing, and papers centred on "
-            f"{nearest_name}, the nearest other direction."
-        ),
-        exemplars=exemplars,
-    )
+MIN_DIRECTION_SHARE = 0.03
+"""Every direction holds at least this share of its field's pre-cutoff papers."""
+LOCAL_DIMS = 8
+"""Dimensions of a field's LSA space (its main axes of variation)."""
+REBALANCE_ROUNDS = 40
+
+
+@dataclass(frozen=True)
+class LocalPrototypes:
+    """What the real-text instrument compares papers against (see :mod:`.features`).
+
+    ``features``: unigram + bigram feature set fitted on pre-cutoff papers; ``spaces``: field id
+    -> the field's TF-IDF + LSA space (fitted on its pre-cutoff papers); ``centroids``: field id
+    -> 8 x dims, row k the L2-normalised prototype of Dk in that space.
+    """
+
+    features: Features
+    spaces: dict[str, LocalSpace]
+    centroids: dict[str, np.ndarray]
+
+    def prepare(self, papers: pd.DataFrame) -> tuple[sp.csr_matrix, np.ndarray]:
+        """Feature counts of ``papers`` and their known-token counts."""
+        return self.features.counts(tokenize_papers(papers))
+
+    def similarities(self, prepared: tuple[sp.csr_matrix, np.ndarray], field_id: str, rows: np.ndarray) -> np.ndarray:
+        """Cosine of ``rows`` (positions in the prepared papers) to the field's eight prototypes."""
+        return self.spaces[field_id].embed(prepared[0][rows]) @ self.centroids[field_id].T
+
+
+def eight_directions(y: np.ndarray, seed: Sequence[int], *, min_size: int, n_init: int = 10) -> np.ndarray:
+    """Eight centroids over the rows ``y`` (L2-normalised) whose argmax groups all hold >= ``min_size``.
+
+    Seeded spherical k-means; while a group is too small, it is dissolved and the largest group
+    is split in two by 2-means (up to REBALANCE_ROUNDS times). Raises ValueError if the field
+    cannot hold eight such groups.
+    """
+    from rap_benchmark.pipeline.features import spherical_kmeans_dense
+
+    if y.shape[0] < N_DIRECTIONS * max(min_size, 1):
+        raise ValueError(f"{y.shape[0]} papers cannot hold eight directions of {min_size} papers")
+    rng = np.random.default_rng(list(seed))
+    _, cents = spherical_kmeans_dense(y, N_DIRECTIONS, rng, n_init=n_init)
+    for _ in range(REBALANCE_ROUNDS):
+        labels = (y @ cents.T).argmax(axis=1)
+        sizes = np.bincount(labels, minlength=N_DIRECTIONS)
+        if sizes.min() >= min_size:
+            return cents
+        small, big = int(np.argmin(sizes)), int(np.argmax(sizes))
+        members = y[labels == big]
+        _, halves = spherical_kmeans_dense(members, 2, rng, n_init=3)
+        cents = cents.copy()
+        cents[small], cents[big] = halves[0], halves[1]
+    raise ValueError(f"no eight directions of at least {min_size} papers after {REBALANCE_ROUNDS} rounds")
 
 
 def build_codebooks(
@@ -130,54 +167,47 @@ def build_codebooks(
     spec: BenchmarkSpec,
     *,
     progress: bool = False,
-) -> tuple[list[Codebook], Prototypes]:
+) -> tuple[list[Codebook], LocalPrototypes]:
     """Offline codebooks from real pre-cutoff text (see the module docstring).
 
-    Raises ValueError when a field has fewer than eight pre-cutoff papers.
+    Raises ValueError when a field's pre-cutoff papers cannot hold eight directions.
     """
     from tqdm import tqdm
 
+    from rap_benchmark.pipeline.codebook_text import write_directions
+    from rap_benchmark.pipeline.phrases import phrase_table
+
     pre, docs = _pre_cutoff(papers, spec)
-    space = TfidfSpace.fit(docs, min_df=2, max_df_ratio=0.5)
-    x, _ = space.transform(docs)
+    features = Features.fit(docs, min_df=2)
+    counts, _ = features.counts(docs)
     ids = pre["arxiv_id"].to_numpy(dtype=object)
+    titles = pre["title"].astype(str).to_numpy(dtype=object)
+    table = phrase_table((pre["title"] + ". " + pre["abstract"]).tolist())
     rows_by_field = _field_rows(pre, memberships)
-    terms = space.terms
     codebooks: list[Codebook] = []
+    spaces: dict[str, LocalSpace] = {}
     centroids: dict[str, np.ndarray] = {}
     for i, fid in enumerate(tqdm(sorted(field_info), desc="codebooks", disable=not progress)):
         rows = rows_by_field.get(fid, np.zeros(0, np.int64))
-        if rows.size < N_DIRECTIONS:
-            raise ValueError(f"field {fid} has {rows.size} pre-cutoff papers; eight directions need at least 8")
-        xf = x[rows]
-        rng = np.random.default_rng([spec.seed, 3, i])
-        labels, cents = spherical_kmeans(xf, N_DIRECTIONS, rng, n_init=KMEANS_INITS)
+        min_size = max(1, int(np.ceil(MIN_DIRECTION_SHARE * rows.size)))
+        if rows.size < N_DIRECTIONS * min_size:
+            raise ValueError(f"field {fid} has {rows.size} pre-cutoff papers; eight directions need more")
+        space = LocalSpace.fit(counts[rows], dims=LOCAL_DIMS, seed=spec.seed + i)
+        y = space.embed(counts[rows])
+        cents = eight_directions(y, (spec.seed, 3, i), min_size=min_size)
+        sims = y @ cents.T
+        labels = sims.argmax(axis=1)
         sizes = np.bincount(labels, minlength=N_DIRECTIONS)
-        mean = cents.mean(axis=0)
-        distinct = [top_terms(cents[k] - mean, terms, DESCRIBE_TERMS) for k in range(N_DIRECTIONS)]
-        order = sorted(range(N_DIRECTIONS), key=lambda k: (-sizes[k], distinct[k]))
+        order = sorted(range(N_DIRECTIONS), key=lambda k: (-sizes[k], k))
         cents = cents[order]
+        sims = sims[:, order]
         labels = np.argsort(order)[labels]
-        distinct = [distinct[k] for k in order]
-        names = [
-            " / ".join(d[:NAME_TERMS]) or f"{field_info[fid].name} ({DIRECTION_KEYS[k]})"
-            for k, d in enumerate(distinct)
-        ]
-        proto_sims = cents @ cents.T
-        np.fill_diagonal(proto_sims, -np.inf)
-        directions = []
-        for k in range(N_DIRECTIONS):
-            near = int(np.argmax(proto_sims[k]))
-            ex = _exemplars(xf, ids[rows], cents[k], labels == k)
-            directions.append(
-                _write_direction(
-                    DIRECTION_KEYS[k], distinct[k][:NAME_TERMS], distinct[k], field_info[fid].name, names[near], ex
-                )
-            )
         info = field_info[fid]
-        codebooks.append(Codebook(fid, info.name, info.definition, tuple(directions)))
+        directions = write_directions(info.name, table, rows, labels, sims, ids[rows], titles[rows], cents)
+        codebooks.append(Codebook(fid, info.name, info.definition, directions))
+        spaces[fid] = space
         centroids[fid] = cents
-    return codebooks, Prototypes(space=space, centroids=centroids)
+    return codebooks, LocalPrototypes(features=features, spaces=spaces, centroids=centroids)
 
 
 def codebooks_from_blueprint(mini: MiniCorpus, spec: BenchmarkSpec) -> tuple[list[Codebook], Prototypes]:

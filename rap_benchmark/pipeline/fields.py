@@ -16,6 +16,7 @@ the offline assignment instrument.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -297,12 +298,41 @@ def top_terms(weights: np.ndarray, terms: Sequence[str], n: int) -> list[str]:
 # Fields (real text)
 # --------------------------------------------------------------------------------------------
 
-MEMBERSHIP_RATIO = 0.85
+MEMBERSHIP_RATIO = 0.90
 """A paper joins every field whose centroid cosine is at least this share of its best field's."""
-MIN_MEMBERSHIP_COS = 0.12
+MIN_MEMBERSHIP_COS = 0.30
 """... and at least this cosine (papers below it join only their best field)."""
+SYNONYM_COS = 0.90
+"""Two clusters whose centroids are at least this close are one field (same-granularity merge)."""
 MIN_PRECUTOFF_PER_DIRECTION = 5
-"""A kept field needs at least ``8 x`` this many papers before the codebook cutoff."""
+"""A kept field needs at least ``8 x`` this many papers before the codebook cutoff (the spec's
+``extra["min_precutoff_papers"]`` may ask for more)."""
+NAME_PHRASES = 4
+
+
+def _lsa_axes(x: sp.csr_matrix, dims: int, seed: int) -> np.ndarray:
+    """The top ``dims`` SVD axes of ``x`` (dims x terms; seeded randomized SVD, each axis's
+    largest-magnitude loading positive)."""
+    from sklearn.utils.extmath import randomized_svd
+
+    _, _, vt = randomized_svd(x, dims, n_iter=4, random_state=seed)
+    signs = np.sign(vt[np.arange(vt.shape[0]), np.abs(vt).argmax(axis=1)])
+    return vt * signs[:, None]
+
+
+def _merge_synonyms(centres: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Union clusters whose centroids have cosine >= SYNONYM_COS; return merged centroids
+    (size-weighted means, normalised) in order of each group's lowest cluster index."""
+    from scipy.sparse.csgraph import connected_components
+
+    from rap_benchmark.pipeline.features import normalise_dense
+
+    close = sp.csr_matrix(centres @ centres.T >= SYNONYM_COS)
+    _, group = connected_components(close, directed=False)
+    order = np.unique(group, return_index=True)[1]
+    firsts = group[np.sort(order)]
+    merged = np.stack([(centres[group == g] * sizes[group == g, None]).sum(axis=0) for g in firsts])
+    return normalise_dense(merged)
 
 
 @dataclass(frozen=True)
@@ -367,12 +397,15 @@ def fit_fields(
     ``memberships`` has columns arxiv_id, field_id for ALL papers (any date), sorted by
     (field_id, arxiv_id). ``spec.n_fields`` is the number of k-means clusters (kept fields are
     at most that many). ``spec.extra`` may set ``field_fit_sample`` (how many eligible papers,
-    drawn with the seed, fit the clusters; default 60,000) and ``field_max_terms``
-    (vocabulary cap, default 40,000).
+    drawn with the seed, fit the space and the clusters; default 60,000), ``field_max_terms``
+    (vocabulary cap, default 40,000), ``field_lsa_dims`` (default 100) and
+    ``min_precutoff_papers``.
     """
     from tqdm import tqdm
 
-    steps = tqdm(total=4, desc="fields", disable=not progress)
+    from rap_benchmark.pipeline.features import spherical_kmeans_dense
+
+    steps = tqdm(total=5, desc="fields", disable=not progress)
     papers = papers.sort_values(["date", "arxiv_id"], kind="stable").reset_index(drop=True)
     dates = papers["date"].astype(str).to_numpy()
     eligible = np.flatnonzero(dates < spec.eligibility_end)
@@ -388,31 +421,32 @@ def fit_fields(
         max_terms=int(spec.extra.get("field_max_terms", 40_000)),
     )
     x, _ = space.transform(corpus)
-    steps.update()
     rng = np.random.default_rng([spec.seed, 2])
     n_fit = min(eligible.size, int(spec.extra.get("field_fit_sample", 60_000)))
     fit_rows = np.sort(rng.choice(eligible, size=n_fit, replace=False))
-    _, centres = spherical_kmeans(x[fit_rows], k, rng)
+    dims = min(int(spec.extra.get("field_lsa_dims", 100)), space.n_terms - 1, n_fit - 1)
+    projection = _lsa_axes(x[fit_rows], dims, spec.seed)
+    z = FieldModel(space=space, centres=np.zeros((0, dims)), kept=(), projection=projection).embed(x)
+    steps.update()
+    labels, centres = spherical_kmeans_dense(z[fit_rows], k, rng)
+    centres = _merge_synonyms(centres, np.bincount(labels, minlength=k).astype(np.float64))
     steps.update()
 
-    member = FieldModel(space=space, centres=centres, kept=()).member(x)
-    elig_mask = dates < spec.eligibility_end
+    member = FieldModel(space=space, centres=centres, kept=(), projection=projection).member(x)
     pre_mask = dates < spec.codebook_cutoff
-    n_elig = member[elig_mask].sum(axis=0)
+    n_elig = member[dates < spec.eligibility_end].sum(axis=0)
     n_pre = member[pre_mask].sum(axis=0)
-    keep = np.flatnonzero((n_elig >= spec.min_field_papers) & (n_pre >= N_DIRECTIONS * MIN_PRECUTOFF_PER_DIRECTION))
-    names = {int(c): ", ".join(top_terms(centres[c], space.terms, 4)) for c in keep}
-    kept = sorted(keep.tolist(), key=lambda c: (names[c], c))
+    min_pre = max(N_DIRECTIONS * MIN_PRECUTOFF_PER_DIRECTION, int(spec.extra.get("min_precutoff_papers", 0)))
+    keep = np.flatnonzero((n_elig >= spec.min_field_papers) & (n_pre >= min_pre))
+    steps.update()
+    names, definitions = _field_names(papers, member, keep, pre_mask)
+    kept = sorted(keep.tolist(), key=lambda c: (names[c].lower(), c))
     info: dict[str, FieldInfo] = {}
     frames = []
     ids = papers["arxiv_id"].to_numpy(dtype=object)
     for j, c in enumerate(kept):
         fid = f"f{j:03d}"
-        info[fid] = FieldInfo(
-            field_id=fid,
-            name=names[c],
-            definition=f"Papers whose main topic involves {', '.join(top_terms(centres[c], space.terms, 10))}.",
-        )
+        info[fid] = FieldInfo(field_id=fid, name=names[c], definition=definitions[c])
         frames.append(pd.DataFrame({"arxiv_id": ids[member[:, c]], "field_id": fid}))
     steps.update()
     steps.close()
@@ -422,5 +456,58 @@ def fit_fields(
         else pd.DataFrame({"arxiv_id": pd.Series(dtype=object), "field_id": pd.Series(dtype=object)})
     )
     memberships = memberships.sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
-    model = FieldModel(space=space, centres=centres, kept=tuple(int(c) for c in kept))
+    model = FieldModel(space=space, centres=centres, kept=tuple(int(c) for c in kept), projection=projection)
     return memberships, info, model
+
+
+def _field_names(
+    papers: pd.DataFrame, member: np.ndarray, keep: np.ndarray, pre_mask: np.ndarray
+) -> tuple[dict[int, str], dict[int, str]]:
+    """A distinct verbatim phrase naming each kept field, and a one-sentence definition.
+
+    Phrases are ranked by class-based TF-IDF of the field's pre-cutoff papers against all other
+    pre-cutoff papers (:mod:`rap_benchmark.pipeline.phrases`); a field takes its best phrase no
+    larger field took already (fields pick in order of pre-cutoff size).
+    """
+    from collections import Counter
+
+    from rap_benchmark.pipeline.phrases import phrase_table
+
+    pre_rows = np.flatnonzero(pre_mask)
+    texts = (papers["title"].iloc[pre_rows] + ". " + papers["abstract"].iloc[pre_rows]).tolist()
+    table = phrase_table(texts)
+    total: Counter[str] = Counter(key for keys in table.doc_keys for key in keys)
+    n_all = len(pre_rows)
+    taken: set[str] = set()
+    names: dict[int, str] = {}
+    definitions: dict[int, str] = {}
+    for c in sorted(keep.tolist(), key=lambda c: (-int(member[pre_rows, c].sum()), c)):
+        docs = np.flatnonzero(member[pre_rows, c])
+        inside: Counter[str] = Counter(key for d in docs for key in table.doc_keys[d])
+        n_in, n_out = len(docs), max(n_all - len(docs), 1)
+        scored = sorted(
+            (
+                (-(m / n_in) * math.log1p((m / n_in) / ((total[key] - m) / n_out + 1.0 / n_out)), key)
+                for key, m in inside.items()
+                if m >= 3
+            ),
+        )
+        ranked = [key for _, key in scored]
+        name_key = next((key for key in ranked if key not in taken), None)
+        if name_key is None:
+            names[c] = f"field {c}"
+            definitions[c] = "Papers of one text cluster with no distinctive phrase."
+            continue
+        taken.add(name_key)
+        names[c] = table.surface(name_key, docs)
+        others = [table.surface(key, docs) for key in [k for k in ranked if k != name_key][: NAME_PHRASES - 1]]
+        definitions[c] = (
+            f"Research on {names[c]}, including {_listing(others)}." if others else f"Research on {names[c]}."
+        )
+    return names, definitions
+
+
+def _listing(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]

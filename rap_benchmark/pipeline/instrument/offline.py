@@ -1,8 +1,9 @@
 """The offline assignment instrument: similarity to direction prototypes with margin rules.
 
-For each paper-field membership, ``s_k`` is the cosine between the paper's TF-IDF vector (in
-the pre-cutoff space of :class:`~rap_benchmark.pipeline.codebook.Prototypes`) and direction k's
-prototype. With ``s1 >= s2`` the best two (ties to the lower key) and ``m_f`` the field's
+For each paper-field membership, ``s_k`` is the cosine between the paper's vector and direction
+k's prototype: the pre-cutoff TF-IDF space of :class:`~rap_benchmark.pipeline.codebook.Prototypes`
+(mini) or the field's own LSA space of :class:`~rap_benchmark.pipeline.codebook.LocalPrototypes`
+(real text). With ``s1 >= s2`` the best two (ties to the lower key) and ``m_f`` the field's
 calibration level (median ``s1`` over the field's pre-cutoff memberships with enough
 evidence, frozen with the codebook), the rules are applied in this order:
 
@@ -27,7 +28,11 @@ so that a share ``tie_rate`` of those memberships are ties (boundary or bridge).
 ``tie_rate`` is the paper's instrument's tie share (42.60% boundary + 1.58% bridge); a relative
 margin that is right for one corpus is wrong for another (real abstracts give much flatter
 similarity profiles than the synthetic mini corpus), while the calibrated rate transfers. Later
-papers are then labelled with the frozen ``r*``, so post-cutoff tie shares can drift.
+papers are then labelled with the frozen ``r*``, so post-cutoff tie shares can drift. With
+``tie_calibration = "eligibility"`` the calibration rows are instead every membership dated before
+``spec.eligibility_end`` (the retrospective frame the fields were chosen in), so the tie share
+holds over the frame rather than only before the cutoff; no forecasting outcome is consulted
+either way.
 
 The rule constants are :class:`AssignRules`; ``spec.extra["assign_rules"]`` may override them
 (so the parameter ledger records what was used).
@@ -43,8 +48,7 @@ import pandas as pd
 
 from rap_benchmark.core.records import DIRECTION_KEYS, AssignmentType, Codebook
 from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.pipeline.codebook import Prototypes
-from rap_benchmark.pipeline.fields import tokenize_papers
+from rap_benchmark.pipeline.codebook import LocalPrototypes, Prototypes
 
 __all__ = [
     "AssignRules",
@@ -66,6 +70,10 @@ class AssignRules:
     other_ratio: float = 0.39
     tie_rate: float = 0.4418
     bridge_strength: float = 0.80
+    tie_calibration: str = "pre_cutoff"
+    """Which memberships calibrate ``r*`` and the field levels: ``pre_cutoff`` (dated before the
+    codebook cutoff) or ``eligibility`` (dated before ``spec.eligibility_end``, the frame the
+    fields were chosen in). Neither looks at any forecasting outcome."""
 
     @classmethod
     def from_spec(cls, spec: BenchmarkSpec) -> AssignRules:
@@ -74,11 +82,16 @@ class AssignRules:
         unknown = sorted(set(overrides) - known)
         if unknown:
             raise ValueError(f"unknown assign_rules keys: {', '.join(unknown)}")
-        return cls(**overrides)
+        rules = cls(**overrides)
+        if rules.tie_calibration not in ("pre_cutoff", "eligibility"):
+            raise ValueError(
+                f"assign_rules.tie_calibration must be pre_cutoff or eligibility, not {rules.tie_calibration!r}"
+            )
+        return rules
 
 
 def direction_similarities(
-    papers: pd.DataFrame, memberships: pd.DataFrame, prototypes: Prototypes
+    papers: pd.DataFrame, memberships: pd.DataFrame, prototypes: Prototypes | LocalPrototypes
 ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """Cosine of each membership's paper to its field's eight prototypes.
 
@@ -94,7 +107,7 @@ def direction_similarities(
     absent = sorted(set(memberships["field_id"]) - set(prototypes.centroids))
     if absent:
         raise KeyError(f"no prototypes for fields {', '.join(absent[:5])}")
-    x, n_known = prototypes.space.transform(tokenize_papers(papers))
+    prepared = prototypes.prepare(papers)
     m = memberships[["arxiv_id", "field_id"]].copy()
     rows = pos.loc[m["arxiv_id"].to_numpy()].to_numpy()
     m["date"] = papers["date"].astype(str).to_numpy()[rows]
@@ -104,8 +117,8 @@ def direction_similarities(
     fids = m["field_id"].to_numpy().astype(str)
     bounds = np.flatnonzero(np.r_[True, fids[1:] != fids[:-1], True])
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        cents = prototypes.centroids[fids[lo]]
-        sims[lo:hi] = np.asarray(x[m["_row"].to_numpy()[lo:hi]] @ cents.T)
+        sims[lo:hi] = prototypes.similarities(prepared, fids[lo], m["_row"].to_numpy()[lo:hi])
+    n_known = prepared[1]
     known = n_known[m["_row"].to_numpy()]
     return m.drop(columns="_row"), sims, known
 
@@ -124,7 +137,7 @@ def assign_offline(
     papers: pd.DataFrame,
     memberships: pd.DataFrame,
     codebooks: list[Codebook],
-    prototypes: Prototypes,
+    prototypes: Prototypes | LocalPrototypes,
     spec: BenchmarkSpec,
 ) -> pd.DataFrame:
     """Label every membership (see the module docstring).
@@ -153,7 +166,8 @@ def calibrate_and_assign(
     best = np.argsort(-sims, axis=1, kind="stable")[:, 0]
     s1 = sims[np.arange(n), best]
     fids = m["field_id"].to_numpy().astype(str)
-    pre = m["date"].to_numpy().astype(str) < spec.codebook_cutoff
+    calib_end = spec.codebook_cutoff if rules.tie_calibration == "pre_cutoff" else spec.eligibility_end
+    pre = m["date"].to_numpy().astype(str) < calib_end
     enough = known >= rules.min_known_tokens
     levels: dict[str, float] = {}
     bounds = np.flatnonzero(np.r_[True, fids[1:] != fids[:-1], True])

@@ -1,0 +1,181 @@
+"""Text features of the real-text instrument: unigram + bigram counts and field-local LSA.
+
+A paper's features are its tokens (:func:`rap_benchmark.core.text.tokenize`) and its adjacent
+token pairs ("retrieval augmented", "augmented generation"). The feature set is fitted on the
+rows it is given (the codebook's pre-cutoff papers), so papers outside them never shape it.
+
+:class:`LocalSpace` is a field's own coordinate system: TF-IDF over the features its pre-cutoff
+papers use, then a truncated SVD (latent semantic analysis) to a few dimensions. Few dimensions
+keep only the field's main axes of variation, which different text representations agree on;
+the directions are clusters along them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from rap_benchmark.pipeline.fields import TokenizedCorpus, l2_normalise_rows
+
+__all__ = ["Features", "LocalSpace", "normalise_dense", "spherical_kmeans_dense"]
+
+
+def _bigram_codes(corpus: TokenizedCorpus) -> tuple[np.ndarray, np.ndarray]:
+    """(doc index, pair code ``a * len(vocab) + b``) of every adjacent token pair inside one doc."""
+    ids = corpus.ids.astype(np.int64)
+    doc = corpus.doc_index()
+    if ids.size < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    same = doc[1:] == doc[:-1]
+    return doc[:-1][same], ids[:-1][same] * len(corpus.vocab) + ids[1:][same]
+
+
+@dataclass(frozen=True)
+class Features:
+    """A fitted feature set: unigrams, then bigrams, as strings (so any tokenised corpus maps in)."""
+
+    unigrams: tuple[str, ...]
+    bigrams: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def fit(cls, corpus: TokenizedCorpus, *, min_df: int = 2) -> Features:
+        """The unigrams and adjacent bigrams that occur in at least ``min_df`` docs of ``corpus``."""
+        v = len(corpus.vocab)
+        doc = corpus.doc_index()
+        uni = np.unique(doc * v + corpus.ids) % v if corpus.ids.size else np.zeros(0, np.int64)
+        uni_keep = np.flatnonzero(np.bincount(uni, minlength=v) >= min_df)
+        bdoc, bcode = _bigram_codes(corpus)
+        codes, df = np.unique(np.unique(bdoc * (v * v) + bcode) % (v * v), return_counts=True)
+        bi_keep = codes[df >= min_df]
+        return cls(
+            unigrams=tuple(corpus.vocab[i] for i in uni_keep),
+            bigrams=tuple((corpus.vocab[c // v], corpus.vocab[c % v]) for c in bi_keep),
+        )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.unigrams + tuple(f"{a} {b}" for a, b in self.bigrams)
+
+    def counts(self, corpus: TokenizedCorpus) -> tuple[sp.csr_matrix, np.ndarray]:
+        """Feature counts of every doc of ``corpus`` (CSR, float32) and its known-unigram counts."""
+        v = len(corpus.vocab)
+        vocab = pd.Index(corpus.vocab, dtype=object)
+        uni_col = pd.Index(self.unigrams, dtype=object).get_indexer(vocab)
+        doc = corpus.doc_index()
+        cols_u = uni_col[corpus.ids] if corpus.ids.size else np.zeros(0, np.int64)
+        known = cols_u >= 0
+        n_known = np.bincount(doc[known], minlength=corpus.n_docs).astype(np.int64)
+        if self.bigrams:
+            a = vocab.get_indexer(pd.Index([x for x, _ in self.bigrams], dtype=object)).astype(np.int64)
+            b = vocab.get_indexer(pd.Index([y for _, y in self.bigrams], dtype=object)).astype(np.int64)
+            ok = (a >= 0) & (b >= 0)
+            order = np.argsort(a[ok] * v + b[ok])
+            sorted_codes = (a[ok] * v + b[ok])[order]
+            sorted_cols = np.flatnonzero(ok)[order]
+        else:
+            sorted_codes = sorted_cols = np.zeros(0, np.int64)
+        bdoc, bcode = _bigram_codes(corpus)
+        pos = np.searchsorted(sorted_codes, bcode)
+        hit = np.zeros(bcode.size, dtype=bool)
+        if sorted_codes.size:
+            hit = sorted_codes[np.minimum(pos, sorted_codes.size - 1)] == bcode
+        rows = np.r_[doc[known], bdoc[hit]]
+        cols = np.r_[cols_u[known], len(self.unigrams) + sorted_cols[pos[hit]]]
+        shape = (corpus.n_docs, len(self.unigrams) + len(self.bigrams))
+        mat = sp.csr_matrix((np.ones(rows.size, dtype=np.float32), (rows, cols)), shape=shape)
+        mat.sum_duplicates()
+        return mat, n_known
+
+
+def normalise_dense(mat: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(mat, axis=1, keepdims=True)
+    return np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
+
+
+@dataclass(frozen=True)
+class LocalSpace:
+    """A field's TF-IDF + LSA space: ``columns`` of the feature matrix, their IDF, SVD axes."""
+
+    columns: np.ndarray  # int64 columns of FeatureCounts.counts
+    idf: np.ndarray  # float64, one per column
+    axes: np.ndarray  # dims x len(columns)
+
+    @classmethod
+    def fit(
+        cls, counts: sp.csr_matrix, *, dims: int, seed: int, min_df: int = 2, max_df_ratio: float = 0.5
+    ) -> LocalSpace:
+        """Fit on ``counts`` (the field's pre-cutoff rows): columns in ``min_df`` .. ``max_df_ratio``
+        of the rows, smoothed IDF, then a seeded randomized truncated SVD of the TF-IDF rows."""
+        from sklearn.utils.extmath import randomized_svd
+
+        n = counts.shape[0]
+        df = np.bincount(counts.indices, minlength=counts.shape[1])
+        columns = np.flatnonzero((df >= min_df) & (df <= max_df_ratio * n))
+        idf = np.log((1.0 + n) / (1.0 + df[columns].astype(np.float64))) + 1.0
+        space = cls(columns=columns, idf=idf, axes=np.zeros((0, columns.size)))
+        x = space.tfidf(counts)
+        dims = max(1, min(dims, min(x.shape) - 1))
+        _, _, vt = randomized_svd(x, dims, n_iter=7, random_state=seed)
+        # sign convention: each axis's largest-magnitude loading is positive
+        signs = np.sign(vt[np.arange(vt.shape[0]), np.abs(vt).argmax(axis=1)])
+        return cls(columns=columns, idf=idf, axes=vt * signs[:, None])
+
+    def tfidf(self, counts: sp.csr_matrix) -> sp.csr_matrix:
+        """Sublinear TF times IDF over this space's columns, rows L2-normalised."""
+        mat = sp.csr_matrix(counts[:, self.columns], dtype=np.float64)
+        mat.data = 1.0 + np.log(mat.data)
+        return l2_normalise_rows(sp.csr_matrix(mat @ sp.diags(self.idf)))
+
+    def embed(self, counts: sp.csr_matrix) -> np.ndarray:
+        """Rows projected on the SVD axes, L2-normalised (zero rows stay zero)."""
+        return normalise_dense(np.asarray(self.tfidf(counts) @ self.axes.T))
+
+
+def spherical_kmeans_dense(
+    y: np.ndarray, k: int, rng: np.random.Generator, *, n_init: int = 1, n_iter: int = 50
+) -> tuple[np.ndarray, np.ndarray]:
+    """Spherical k-means of L2-normalised dense rows; returns (labels, k x dims centroids).
+
+    Seeded k-means++ starts (cosine distance), Lloyd iterations until labels stop changing; the
+    start with the largest objective (sum of cosines to the own centroid) wins, the first on
+    ties. Argmax ties go to the lowest index; an emptied cluster takes the worst-fitted row.
+    """
+    n = y.shape[0]
+    if n < k:
+        raise ValueError(f"cannot form {k} clusters from {n} rows")
+    best: tuple[float, np.ndarray, np.ndarray] | None = None
+    for _ in range(max(1, n_init)):
+        first = int(rng.integers(n))
+        chosen = [first]
+        near = y @ y[first]
+        for _ in range(1, k):
+            dist = np.clip(1.0 - near, 0.0, None)
+            total = float(dist.sum())
+            nxt = int(rng.choice(n, p=dist / total)) if total > 0 else int(rng.integers(n))
+            chosen.append(nxt)
+            near = np.maximum(near, y @ y[nxt])
+        centres = y[chosen].copy()
+        labels = np.full(n, -1, dtype=np.int64)
+        for _ in range(n_iter):
+            sims = y @ centres.T
+            new = sims.argmax(axis=1)
+            if np.array_equal(new, labels):
+                break
+            labels = new
+            sums = np.asarray(sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(k, n)) @ y)
+            fit = sims[np.arange(n), labels]
+            for empty in np.flatnonzero(np.bincount(labels, minlength=k) == 0):
+                worst = int(np.argmin(fit))
+                sums[empty] = y[worst]
+                fit[worst] = np.inf
+            centres = normalise_dense(sums)
+        sims = y @ centres.T
+        labels = sims.argmax(axis=1)
+        objective = float(sims[np.arange(n), labels].sum())
+        if best is None or objective > best[0]:
+            best = (objective, labels, centres)
+    assert best is not None
+    return best[1], best[2]

@@ -1,0 +1,127 @@
+"""Readable names from text: verbatim phrases ranked by class-based TF-IDF (as BERTopic/KeyBERT).
+
+A candidate phrase is 2-4 consecutive words of a title or abstract that are separated only by
+single spaces and contain no stop word (:data:`rap_benchmark.core.text.STOPWORDS`), no
+one-letter word and no pure number; hyphenated words count as one word ("retrieval-augmented
+generation"). Its key is its lower-case form; its *surface* is the exact text it was read from,
+so a name chosen here always occurs verbatim in the papers it names.
+
+:func:`rank_phrases` scores phrases for one class against sibling classes with a document
+frequency version of class-based TF-IDF: ``p_c(t) * ln(1 + p_c(t) / (p_rest(t) + 1/n_rest))``,
+where ``p_c`` is the share of the class's papers using the phrase and ``p_rest`` the share of the
+other papers. Frequent *and* distinctive phrases rank first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import sys
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from rap_benchmark.core.text import STOPWORDS
+
+__all__ = ["PhraseTable", "extract_phrases", "phrase_table", "rank_phrases"]
+
+_WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
+MIN_WORDS, MAX_WORDS = 2, 4
+SURFACE_DOCS = 25
+_CACHE: dict[str, PhraseTable] = {}
+
+
+NAME_BREAKS: frozenset[str] = frozenset(
+    """study studies present presents introduce introduces investigate investigates explore explores
+    evaluate evaluates demonstrate demonstrates achieve achieves achieving provide provides improve
+    improves improving existing novel recent various different several many well however first two
+    three one work works framework frameworks extensive experiments significantly effectively
+    efficient effective state art specifically furthermore moreover additionally e.g i.e et al""".split()
+)
+"""Generic academic words that break a phrase as stop words do (they never name a direction)."""
+
+
+def _breaks(word: str) -> bool:
+    low = word.lower()
+    return low in STOPWORDS or low in NAME_BREAKS or len(low) < 2 or low.replace("-", "").isdigit()
+
+
+def extract_phrases(text: str) -> dict[str, str]:
+    """Candidate phrases of ``text``: key (lower case) -> first surface form read."""
+    out: dict[str, str] = {}
+    run: list[re.Match[str]] = []
+
+    def flush() -> None:
+        for i in range(len(run)):
+            for j in range(i + MIN_WORDS, min(i + MAX_WORDS, len(run)) + 1):
+                surface = text[run[i].start() : run[j - 1].end()]
+                out.setdefault(surface.lower(), surface)
+
+    prev_end = None
+    for m in _WORD.finditer(text):
+        if _breaks(m.group()) or (prev_end is not None and text[prev_end : m.start()] != " "):
+            flush()
+            run = []
+        if not _breaks(m.group()):
+            run.append(m)
+        prev_end = m.end()
+    flush()
+    return out
+
+
+@dataclass(frozen=True)
+class PhraseTable:
+    """The texts and, per text, the set of candidate phrase keys it uses."""
+
+    texts: tuple[str, ...]
+    doc_keys: tuple[frozenset[str], ...]
+
+    def surface(self, key: str, docs: Iterable[int]) -> str:
+        """The most frequent surface form of ``key`` among the first SURFACE_DOCS of ``docs``
+        that use it (ties: alphabetical)."""
+        counts: Counter[str] = Counter()
+        for d in docs:
+            if key in self.doc_keys[d]:
+                counts[extract_phrases(self.texts[d])[key]] += 1
+                if counts.total() >= SURFACE_DOCS:
+                    break
+        if not counts:
+            raise KeyError(f"no doc uses the phrase {key!r}")
+        return min(counts, key=lambda s: (-counts[s], s))
+
+
+def phrase_table(texts: Sequence[str]) -> PhraseTable:
+    """Extract the candidate phrases of every text (keys interned: many docs share them).
+
+    The last table is cached by a hash of the texts (fields and codebooks read the same ones).
+    """
+    digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
+    if digest in _CACHE:
+        return _CACHE[digest]
+    keys = tuple(frozenset(sys.intern(k) for k in extract_phrases(t)) for t in texts)
+    table = PhraseTable(texts=tuple(texts), doc_keys=keys)
+    _CACHE.clear()
+    _CACHE[digest] = table
+    return table
+
+
+def rank_phrases(
+    table: PhraseTable, docs: Sequence[int], rest: Sequence[int], *, min_docs: int = 2, top: int = 20
+) -> list[tuple[str, float, float]]:
+    """The ``top`` phrases of ``docs`` against ``rest``: (key, score, share of ``docs`` using it).
+
+    Only phrases used by at least ``min_docs`` of ``docs`` qualify; ties by key.
+    """
+    n_c, n_r = max(len(docs), 1), max(len(rest), 1)
+    in_c: Counter[str] = Counter(k for d in docs for k in table.doc_keys[d])
+    in_r: Counter[str] = Counter(k for d in rest for k in table.doc_keys[d] if k in in_c)
+    scored = []
+    for key, c in in_c.items():
+        if c < min_docs:
+            continue
+        p_c = c / n_c
+        p_r = in_r.get(key, 0) / n_r
+        scored.append((key, p_c * math.log1p(p_c / (p_r + 1.0 / n_r)), p_c))
+    scored.sort(key=lambda t: (-t[1], t[0]))
+    return scored[:top]

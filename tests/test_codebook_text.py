@@ -1,0 +1,172 @@
+"""Real-text codebooks (SPEC 3.2): verbatim phrase names, exactly eight directions of at least 3%,
+no pre-cutoff leak, byte-identical rebuilds; the quality measures and ``rap show``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rap_benchmark.audit.codebook import codebook_only_primary, direction_shares, names_distinct, names_verbatim
+from rap_benchmark.core.artifacts import codebook_to_dict, write_json, write_parquet
+from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Direction
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.codebook import MIN_DIRECTION_SHARE, build_codebooks
+from rap_benchmark.pipeline.fields import FieldInfo
+from rap_benchmark.pipeline.instrument.offline import assign_offline
+from rap_benchmark.pipeline.phrases import extract_phrases
+
+CUTOFF = "2024-07-01"
+SPEC = BenchmarkSpec(name="t", codebook_cutoff=CUTOFF, eligibility_end="2026-01-01", seed=11)
+
+TOPICS = [
+    ("graph neural networks", "message passing", "node classification"),
+    ("speech recognition", "acoustic model", "spoken language"),
+    ("image segmentation", "semantic masks", "pixel labels"),
+    ("machine translation", "parallel corpora", "low-resource languages"),
+    ("reinforcement learning", "reward shaping", "policy gradient"),
+    ("question answering", "reading comprehension", "answer spans"),
+    ("code generation", "program synthesis", "unit tests"),
+    ("protein folding", "amino acid sequences", "structure prediction"),
+    ("time series forecasting", "temporal patterns", "demand prediction"),
+]
+FILLER = "models data training evaluation benchmark accuracy robust scalable tasks".split()
+
+
+def _corpus(n_per_topic: int, seed: int, *, n_topics: int = 9) -> pd.DataFrame:
+    """Papers on ``n_topics`` topics; each text uses its topic's phrases plus shared filler words."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(n_topics):
+        phrases = TOPICS[t]
+        for i in range(n_per_topic):
+            words = " ".join(rng.choice(FILLER, size=6))
+            p = rng.permutation(3)
+            title = f"Towards {phrases[p[0]].title()} with {rng.choice(FILLER)}"
+            abstract = f"We study {phrases[p[0]]}. Our {phrases[p[1]]} work improves {phrases[p[2]]}; {words}."
+            day = int(rng.integers(0, 900))
+            date = (pd.Timestamp("2023-01-01") + pd.Timedelta(days=day)).strftime("%Y-%m-%d")
+            rows.append({"arxiv_id": f"{2300 + t:04d}.{i:05d}", "title": title, "abstract": abstract, "date": date})
+    return pd.DataFrame(rows).sort_values(["date", "arxiv_id"]).reset_index(drop=True)
+
+
+def _one_field(papers: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, FieldInfo]]:
+    mem = pd.DataFrame({"arxiv_id": papers["arxiv_id"], "field_id": "f000"})
+    return mem, {"f000": FieldInfo("f000", "applied machine learning", "Papers applying machine learning.")}
+
+
+@pytest.fixture(scope="module")
+def built() -> tuple[pd.DataFrame, pd.DataFrame, list[Codebook]]:
+    papers = _corpus(30, seed=1)
+    mem, info = _one_field(papers)
+    codebooks, protos = build_codebooks(papers, mem, info, SPEC)
+    asg = assign_offline(papers, mem, codebooks, protos, SPEC)
+    return papers, asg, codebooks
+
+
+def test_extract_phrases_keeps_surface_forms_and_breaks_at_stop_words() -> None:
+    found = extract_phrases("We use Retrieval-Augmented Generation (RAG) for open-domain question answering.")
+    assert found["retrieval-augmented generation"] == "Retrieval-Augmented Generation"
+    assert "question answering" in found and "open-domain question answering" in found
+    assert not any(k.startswith("use ") or "rag" in k.split() for k in found)  # stop word / punctuation break
+
+
+def test_every_field_has_eight_named_directions_of_at_least_three_percent(built) -> None:
+    papers, asg, codebooks = built
+    (cb,) = codebooks
+    assert tuple(d.key for d in cb.directions) == DIRECTION_KEYS
+    shares = direction_shares(asg, CUTOFF)
+    assert shares.to_numpy().min() >= MIN_DIRECTION_SHARE
+    assert names_distinct({cb.field_id: cb}).all()
+    for d in cb.directions:
+        assert 2 <= len(d.name.split()) <= 6
+        assert len(d.exemplars) == 5 and len(d.exemplar_titles) == 5
+        assert d.name in d.definition and d.exclusion.startswith("Exclude papers centred on")
+        assert d.inclusion.startswith(f"Include papers whose main contribution concerns {d.name}")
+
+
+def test_every_direction_name_occurs_in_its_directions_pre_cutoff_papers(built) -> None:
+    papers, asg, codebooks = built
+    table = names_verbatim(papers, asg, {cb.field_id: cb for cb in codebooks}, CUTOFF)
+    assert len(table) == 8 and table["verbatim"].all(), table.loc[~table["verbatim"]]
+
+
+def test_exemplars_are_pre_cutoff_members_with_their_titles(built) -> None:
+    papers, asg, codebooks = built
+    by_id = papers.set_index("arxiv_id")
+    for d in codebooks[0].directions:
+        for e, title in zip(d.exemplars, d.exemplar_titles, strict=True):
+            assert by_id.loc[e, "date"] < CUTOFF and by_id.loc[e, "title"] == title
+
+
+def test_codebook_only_classifier_recovers_written_directions(built) -> None:
+    papers, asg, codebooks = built
+    single = asg.loc[asg["type"] == "single"].reset_index(drop=True)
+    guess = codebook_only_primary(papers, single, {cb.field_id: cb for cb in codebooks})
+    assert (guess == single["primary"]).mean() > 0.6
+
+
+def _garble_after_cutoff(papers: pd.DataFrame) -> pd.DataFrame:
+    late = papers["date"] >= CUTOFF
+    out = papers.copy()
+    out.loc[late, "title"] = "zzleak qqleak"
+    out.loc[late, "abstract"] = "zzleak qqleak wwleak " * 10
+    keep = ~late | (np.arange(len(papers)) % 3 == 0)
+    return out.loc[keep].reset_index(drop=True)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n_per_topic=st.integers(14, 24), n_topics=st.integers(8, 9))
+def test_codebooks_never_read_a_paper_dated_at_or_after_the_cutoff(seed: int, n_per_topic: int, n_topics: int) -> None:
+    """Changing or dropping every paper dated >= cutoff leaves codebooks and prototypes unchanged."""
+    papers = _corpus(n_per_topic, seed, n_topics=n_topics)
+    mem, info = _one_field(papers)
+    codebooks, protos = build_codebooks(papers, mem, info, SPEC)
+    garbled = _garble_after_cutoff(papers)
+    mem2, _ = _one_field(garbled)
+    codebooks2, protos2 = build_codebooks(garbled, mem2, info, SPEC)
+    assert codebooks2 == codebooks
+    assert protos2.features == protos.features and "zzleak" not in protos.features.unigrams
+    np.testing.assert_array_equal(protos2.centroids["f000"], protos.centroids["f000"])
+    np.testing.assert_array_equal(protos2.spaces["f000"].axes, protos.spaces["f000"].axes)
+    assert all(len(cb.directions) == 8 for cb in codebooks)
+
+
+def test_two_builds_give_byte_identical_instrument_outputs(tmp_path: Path) -> None:
+    papers = _corpus(20, seed=5)
+    mem, info = _one_field(papers)
+    digests = []
+    for run in ("a", "b"):
+        codebooks, protos = build_codebooks(papers.sample(frac=1.0, random_state=len(run)), mem, info, SPEC)
+        asg = assign_offline(papers, mem, codebooks, protos, SPEC)
+        (tmp_path / run).mkdir()
+        write_json(tmp_path / run / "codebooks.json", [codebook_to_dict(cb) for cb in codebooks])
+        write_parquet(tmp_path / run / "assignments.parquet", asg)
+        digests.append([(tmp_path / run / f).read_bytes() for f in ("codebooks.json", "assignments.parquet")])
+    assert digests[0] == digests[1]
+
+
+def test_codebook_dict_round_trips_titles_and_omits_them_when_absent() -> None:
+    from rap_benchmark.core.artifacts import codebook_from_dict
+
+    d = Direction("D0", "a b", "def", "inc", "exc", ("1",), ("T",))
+    cb = Codebook("f000", "F", "defn", tuple(Direction(k, f"n{k}", "d", "i", "e", ()) for k in DIRECTION_KEYS))
+    assert "exemplar_titles" not in codebook_to_dict(cb)["directions"][0]
+    cb2 = Codebook("f000", "F", "defn", (d, *cb.directions[1:]))
+    assert codebook_from_dict(json.loads(json.dumps(codebook_to_dict(cb2)))) == cb2
+
+
+def test_prompt_shows_two_exemplar_titles() -> None:
+    from rap_benchmark.agents.prompts import format_directions
+
+    dirs = tuple(
+        Direction(k, f"name {k}", "d", "i", "e", ("1", "2", "3"), (f"First {k}", f"Second {k}", f"Third {k}"))
+        for k in DIRECTION_KEYS
+    )
+    text = format_directions(Codebook("f000", "F", "defn", dirs))
+    assert "\u201cFirst D3\u201d; \u201cSecond D3\u201d" in text and "Third" not in text
