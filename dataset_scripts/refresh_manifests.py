@@ -17,6 +17,7 @@ from pathlib import Path
 
 import rap_benchmark as rap
 from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE
+from rap_benchmark.core.spec import spec_for
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 
@@ -60,7 +61,7 @@ def main() -> None:
     if args.arxiv_sample:
         refresh("arxiv-sample", args.arxiv_sample)
     elif args.arxiv_sample_built:
-        copy_built("arxiv-sample", rap.spec_for("arxiv-sample"), args.arxiv_sample_built)
+        copy_built("arxiv-sample", spec_for("arxiv-sample"), args.arxiv_sample_built)
 
 
 if __name__ == "__main__":
