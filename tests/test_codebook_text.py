@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from rap_benchmark.audit.codebook import codebook_only_primary, direction_shares, names_distinct, names_verbatim
 from rap_benchmark.core.artifacts import codebook_to_dict, write_json, write_parquet
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Direction
+from rap_benchmark.core.schemas import ASSIGNMENTS
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.codebook import MIN_DIRECTION_SHARE, build_codebooks
 from rap_benchmark.pipeline.fields import FieldInfo
@@ -146,7 +147,7 @@ def test_two_builds_give_byte_identical_instrument_outputs(tmp_path: Path) -> No
         asg = assign_offline(papers, mem, codebooks, protos, SPEC)
         (tmp_path / run).mkdir()
         write_json(tmp_path / run / "codebooks.json", [codebook_to_dict(cb) for cb in codebooks])
-        write_parquet(tmp_path / run / "assignments.parquet", asg)
+        write_parquet(tmp_path / run / "assignments.parquet", asg, ASSIGNMENTS)
         digests.append([(tmp_path / run / f).read_bytes() for f in ("codebooks.json", "assignments.parquet")])
     assert digests[0] == digests[1]
 
@@ -170,3 +171,30 @@ def test_prompt_shows_two_exemplar_titles() -> None:
     )
     text = format_directions(Codebook("f000", "F", "defn", dirs))
     assert "\u201cFirst D3\u201d; \u201cSecond D3\u201d" in text and "Third" not in text
+
+
+def test_frozen_real_text_instrument_labels_as_the_build_did(tmp_path: Path) -> None:
+    """fit_fields + LocalPrototypes freeze to disk and label every paper exactly as the build."""
+    from rap_benchmark.pipeline.fields import fit_fields
+    from rap_benchmark.pipeline.instrument import frozen
+    from rap_benchmark.pipeline.instrument.offline import AssignRules, calibrate_and_assign
+
+    papers = _corpus(30, seed=2)
+    spec = SPEC.replace(n_fields=2, min_field_papers=20, extra={"field_lsa_dims": 20})
+    mem, info, model = fit_fields(papers, spec)
+    assert 1 <= len(info) <= 2 and all(fi.definition.startswith(f"Research on {fi.name}") for fi in info.values())
+    codebooks, protos = build_codebooks(papers, mem, info, spec)
+    asg, calibration = calibrate_and_assign(papers, mem, codebooks, protos, spec)
+    inst = frozen.FrozenInstrument(
+        fields=model,
+        prototypes=protos,
+        rules=AssignRules.from_spec(spec),
+        calibration=calibration,
+        codebooks=tuple(codebook_to_dict(cb) for cb in codebooks),
+        codebook_cutoff=CUTOFF,
+    )
+    frozen.save(inst, tmp_path)
+    again = frozen.load(tmp_path)
+    pd.testing.assert_frame_equal(
+        again.label(papers).reset_index(drop=True), asg.reset_index(drop=True), check_dtype=False
+    )
