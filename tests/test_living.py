@@ -244,3 +244,23 @@ def test_frozen_instrument_reconstructs_package_records_only(tmp_path):
     (folder / "arrays.bin").write_bytes(b"")
     with pytest.raises(ArtifactError, match="outside the package"):
         load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("args", "phrase"),
+    [
+        (["extend", "{mini}", "--source", "{mini}", "--origin", "2026-13-01", "--out", "{out}"], "not a YYYY-MM-DD"),
+        (["extend", "{mini}", "--source", "{mini}", "--origin", "2026-07-01", "--out", "{out}"], "freeze-instrument"),
+        (["resolve", "{mini}", "--source", "{mini}", "--out", "{out}"], "no pending origin"),
+    ],
+)
+def test_living_cli_errors_are_one_line(mini_dir, tmp_path, args, phrase):
+    import subprocess
+    import sys
+
+    out = tmp_path / "out"
+    argv = [a.format(mini=mini_dir, out=out) for a in args]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    r = subprocess.run([sys.executable, "-m", "rap_benchmark", *argv], capture_output=True, text=True, env=env)
+    assert r.returncode == 2 and phrase in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()

@@ -140,10 +140,12 @@ def extend_instance(
     parent_dir, out = Path(parent_dir), Path(out)
     if out.resolve() == parent_dir.resolve():
         raise InputError("--out must be a new folder: the parent version is never modified")
+    origin = parse_date(origin).isoformat()  # the cheap checks first
+    if not Path(source).exists():
+        raise InputError(f"no corpus at {source}")
     parent = load_instance(parent_dir)
     frozen = load(parent_dir)
     spec = parent.spec
-    origin = parse_date(origin).isoformat()
     pending_now = parent.ledger.get("derived", {}).get("living", {}).get("pending_origins", [])
     if pending_now:
         raise InputError(f"{parent_dir} still waits for the targets of {pending_now[0]}: rap resolve it first")
@@ -151,8 +153,6 @@ def extend_instance(
         raise InputError(f"origin {origin} is not after the parent's last origin {spec.origins[-1]}")
     if parse_date(origin) < parse_date(spec.date_end) and _window_end(origin, spec) <= spec.date_end:
         raise InputError(f"origin {origin}: its window already lies inside the parent's data (to {spec.date_end})")
-    if not Path(source).exists():
-        raise InputError(f"no corpus at {source}")
     new_spec = dataclasses.replace(
         spec, origins=(*spec.origins, origin), date_end=max(spec.date_end, _window_end(origin, spec))
     )
