@@ -65,3 +65,18 @@ def test_dataset_scripts_call_the_api(mini_dir: Path, tmp_path: Path, capsys: py
     assert _script("publish_hf").main([str(tmp_path / "hub"), "--org", "rap", "--tag", "v1", "--dry-run"]) == 0
     plan = capsys.readouterr().out.splitlines()
     assert sum(line.startswith("plan\tcreate_repo\trap/") for line in plan) == 6
+
+
+def test_the_search_verb_survives_importing_the_search_subpackage() -> None:
+    """Regression: ``rap_benchmark.search`` (the verb) was replaced by the subpackage module once any
+    code imported ``rap_benchmark.search.<module>``, so ``rap.search(...)`` raised 'module is not
+    callable' in the full suite but not alone."""
+    import subprocess
+    import sys
+
+    code = (
+        "import rap_benchmark as rap, rap_benchmark.search.engine, importlib;"
+        "importlib.import_module('rap_benchmark.search.tool');"
+        "assert callable(rap.search) and rap.search is rap.api.search, rap.search"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
