@@ -215,6 +215,7 @@ def test_extend_refuses_without_a_frozen_instrument(mini_dir, tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.shared_data
+@pytest.mark.timeout(3600)  # two arxiv-sample builds' worth of work: 13 min on a loaded 2-core machine
 def test_living_on_arxiv_sample(tmp_path):
     """The issue's simulation on the real sample (the closing note's live leaderboard)."""
     from rap_benchmark.core.spec import arxiv_sample_spec
