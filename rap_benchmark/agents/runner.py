@@ -281,7 +281,9 @@ async def _run_locked(
 
 def accounting_columns(rec: dict[str, Any], calls_key: str) -> dict[str, Any]:
     """The run metadata columns of a prediction row (validity reason and detail, attempts,
-    tokens, cost, wall time, tool calls, response model) from a stored unit record."""
+    tokens, cost, tool calls, response model) from a stored unit record. The wall time stays in
+    the unit record only: a unit rerun after a crash takes another time, and the prediction file
+    must be byte-identical whether or not the run was interrupted."""
     valid = bool(rec.get("valid"))
     return {
         "valid": valid,
@@ -291,7 +293,6 @@ def accounting_columns(rec: dict[str, Any], calls_key: str) -> dict[str, Any]:
         "prompt_tokens": int(rec.get("prompt_tokens", 0)),
         "completion_tokens": int(rec.get("completion_tokens", 0)),
         "cost_usd": rec.get("cost_usd"),
-        "wall_s": float(rec.get("wall_s", 0.0)),
         f"n_{calls_key}": int(rec.get(f"n_{calls_key}", 0)),
         "response_model": rec.get("response_model"),
     }
