@@ -13,8 +13,9 @@ from rap_benchmark.core.records import Policy, Split, Task, parse_enum
 PACKAGE = Path(__file__).resolve().parents[1] / "rap_benchmark"
 ENUM_OF = {"split": "Split", "policy": "Policy", "task": "Task"}
 # Other vocabularies under the same parameter names: CiteCast's own train/test task splits and
-# agent policies ("constant:N"), the Hub's dataset split names, and lm-eval's "all" pseudo-split.
-OTHER_VOCABULARIES = ("citecast", "hub", "integrations/lmeval", "cli")
+# agent policies ("constant:N"), the Hub's dataset split names, and the harness tasks' (lm-eval and
+# Inspect) "all" pseudo-split, whose task parameters arrive as strings from the harness command line.
+OTHER_VOCABULARIES = ("citecast", "hub", "integrations", "cli")
 
 
 def _annotated_params():
