@@ -347,7 +347,7 @@ def where_things_are(ctx: DemoContext) -> str:
 
 DEMO_EPILOG = f"""examples:
   rap demo                       # everything goes into ./{DEFAULT_DIR}/ (about a minute and a half)
-  rap demo --out /tmp/demo       # or into a folder of your choice (new, empty, or an earlier demo's)
+  rap demo --out my-demo         # or into a folder of your choice (new, empty, or an earlier demo's)
   rap demo --quiet               # no progress bars
 
 The demo writes only inside its folder: mini/ (the instance), predictions/, runs/, report/report.html
