@@ -5,16 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from runkill import kill_after_done
 
 from rap_benchmark.agents.backends import ScriptedBackend
 from rap_benchmark.agents.protocol import ModelTurn
@@ -153,23 +152,10 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted_run(mini_dir, mini, t
     common += ["--concurrency", "1", "--no-progress"]
     run_dir = tmp_path / "crashy"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        _rap("run", str(mini_dir), "--out", str(run_dir), "--request-delay", "0.02", *common),
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     store = RunStore(run_dir)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if sum(e["event"] == "done" for e in store.events()) >= 5 or proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run finished before it could be killed; slow it down"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done_before = {e["unit_id"] for e in store.events() if e["event"] == "done"}
+    done_before = kill_after_done(
+        _rap("run", str(mini_dir), "--out", str(run_dir), "--request-delay", "0.02", *common), run_dir
+    )
     n_units = 2 * 3 * len(mini.spec.origins)
     assert 5 <= len(done_before) < n_units
 

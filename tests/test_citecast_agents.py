@@ -7,15 +7,14 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import openai
 import pytest
+from runkill import kill_after_done
 
 from rap_benchmark.agents.backends import OpenAIBackend, ScriptedBackend
 from rap_benchmark.agents.citecast import (
@@ -202,23 +201,10 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted_run(citecast_dir, tmp
     common = ["--backend", "constant", "--constant", "4", "--split", "train", "--concurrency", "1", "--no-progress"]
     run_dir = tmp_path / "crashy"
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(
-        _rap("citecast", "run", str(citecast_dir), "--out", str(run_dir), "--request-delay", "0.05", *common),
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
     store = RunStore(run_dir)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if sum(e["event"] == "done" for e in store.events()) >= 5 or proc.poll() is not None:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run finished before it could be killed; slow it down"
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
-    done_before = {e["unit_id"] for e in store.events() if e["event"] == "done"}
+    done_before = kill_after_done(
+        _rap("citecast", "run", str(citecast_dir), "--out", str(run_dir), "--request-delay", "0.05", *common), run_dir
+    )
     n_tasks = len((citecast_dir / "specs" / "train.jsonl").read_text(encoding="utf-8").splitlines())
     assert 5 <= len(done_before) < n_tasks
     assert not (run_dir / "predictions.jsonl").exists()
