@@ -181,9 +181,15 @@ def _seal_plan(inst, tmp: Path) -> dict:
     return plan
 
 
-def test_living_on_mini_text(mini, tmp_path):
+def _mini_living_data(mini):
+    """The fast variant's data: 9,000 of mini's papers (to 2026-06-30) and a spec with six fields."""
     papers = mini.papers.sample(n=9000, random_state=5).sort_values(["date", "arxiv_id"])
     spec = mini.spec.replace(name="living-test", n_fields=6, min_field_papers=50, n_dev_seed_fields=2)
+    return papers, spec
+
+
+def test_living_on_mini_text(mini, tmp_path):
+    papers, spec = _mini_living_data(mini)
     sim = run_simulation(papers, spec, tmp_path, _seal_plan)
     verdicts = {Path(v.path).stem: v for v in sim["result"].verdicts}
     assert verdicts["ewma"].accepted and verdicts["recent"].accepted
@@ -217,7 +223,10 @@ def test_extend_refuses_without_a_frozen_instrument(mini_dir, tmp_path):
 @pytest.mark.shared_data
 @pytest.mark.timeout(3600)  # two arxiv-sample builds' worth of work: 13 min on a loaded 2-core machine
 def test_living_on_arxiv_sample(tmp_path):
-    """The issue's simulation on the real sample (the closing note's live leaderboard)."""
+    """The issue's simulation on the real sample (the closing note's live leaderboard).
+
+    With ``RAP_LIVE_BOARD_OUT=DIR`` set, the live board it scores (``leaderboard_live.{csv,md}``
+    and ``reveals.json``) is written to DIR as well, to quote in the closing note."""
     from rap_benchmark.core.spec import arxiv_sample_spec
     from rap_benchmark.evaluation.live import write_live_board
     from rap_benchmark.pipeline.build import normalise_papers
@@ -230,8 +239,10 @@ def test_living_on_arxiv_sample(tmp_path):
     sim = run_simulation(normalise_papers(papers), spec, tmp_path, _seal_plan)
     verdicts = {Path(v.path).stem: v for v in sim["result"].verdicts}
     assert verdicts["ewma"].accepted and verdicts["reference"].accepted and not verdicts["arima"].accepted
-    out = write_live_board(sim["result"], tmp_path / "board")
-    print((out / "leaderboard_live.md").read_text(encoding="utf-8"))
+    out = write_live_board(sim["result"], os.environ.get("RAP_LIVE_BOARD_OUT") or tmp_path / "board")
+    board = (out / "leaderboard_live.md").read_text(encoding="utf-8")
+    assert "baseline/ewma" in board and "reference/search-hits" in board and "baseline/arima" not in board
+    print(board)
 
 
 def test_frozen_instrument_reconstructs_package_records_only(tmp_path):
