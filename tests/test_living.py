@@ -276,3 +276,93 @@ def test_living_cli_errors_are_one_line(mini_dir, tmp_path, args, phrase):
     r = subprocess.run([sys.executable, "-m", "rap_benchmark", *argv], capture_output=True, text=True, env=env)
     assert r.returncode == 2 and phrase in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert "Traceback" not in r.stderr and not out.exists()
+
+
+def _rap(*argv) -> str:
+    """``rap ARGV`` through the stock CLI (a subprocess); its stderr."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    cmd = [sys.executable, "-m", "rap_benchmark", *map(str, argv)]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    return r.stderr
+
+
+def _hub_episodes(repo: Path, config: str) -> pd.DataFrame:
+    from rap_benchmark.hub import read_manifest
+
+    splits = read_manifest(repo)["configs"][config]
+    return pd.concat([pd.read_parquet(repo / info["path"]) for info in splits.values()], ignore_index=True)
+
+
+def test_export_of_a_pending_version_publishes_no_target_until_resolved(mini, tmp_path):
+    """Regression (issue 17): ``rap export-hf`` of an extended version whose y is pending put the
+    pending episodes in the scored ``<policy>`` configs with y null, y_counts all zero and n_y 0
+    (read as a target of nothing), and the card said "every target is public". Now they go to
+    ``<policy>_pending`` with no target column, the manifest, card and command say so, and the
+    export after ``rap resolve`` publishes their y in the scored configs, equal to the instance's."""
+    from rap_benchmark.core.records import Policy
+    from rap_benchmark.hub import read_manifest
+    from rap_benchmark.integrations.hub_instance import load_hub_instance
+
+    papers, spec = _mini_living_data(mini)
+    cut = _write_source(papers[papers["date"].astype(str) < T], tmp_path / "cut")
+    full = _write_source(papers, tmp_path / "full")
+    parent_spec = spec.replace(origins=tuple(o for o in spec.origins if o < T), date_end=T)
+    (tmp_path / "parent.json").write_text(json.dumps(parent_spec.to_dict()), encoding="utf-8")
+    v1, v2, v3 = tmp_path / "v1", tmp_path / "v2", tmp_path / "v3"
+    _rap("build", "--quiet", "--spec", tmp_path / "parent.json", "--source", cut, "--freeze-instrument", "--out", v1)
+    _rap("extend", v1, "--source", cut, "--origin", T, "--out", v2, "--quiet")
+    said = _rap("export-hf", v2, "--out", tmp_path / "hub2")
+    assert f"pending targets (origin {T})" in said
+
+    inst2 = load_instance(v2)
+    repo = tmp_path / "hub2" / "rap" / "episodes"
+    manifest = read_manifest(repo)
+    n_fields = inst2.blocks["field_id"].nunique()
+    for policy in Policy:
+        scored = _hub_episodes(repo, policy.value)
+        assert T not in set(scored["origin"]) and len(scored) == n_fields * (len(inst2.spec.origins) - 1)
+        waiting = _hub_episodes(repo, policy.value + "_pending")
+        assert set(waiting["origin"]) == {T} and len(waiting) == n_fields
+        assert not {"y", "y_counts", "n_y"} & set(waiting.columns)
+        assert all(PENDING_FLAG in list(fl) for fl in waiting["flags"])
+        ours = inst2.episodes[(inst2.episodes["origin"] == T) & (inst2.episodes["policy"] == policy.value)]
+        ours = ours.sort_values("field_id").reset_index(drop=True)
+        waiting = waiting.sort_values("field_id").reset_index(drop=True)
+        for col in ("x", "history", "n_x"):
+            assert list(map(_plain, waiting[col])) == list(map(_plain, ours[col])), col
+        info = manifest["pending"][policy.value + "_pending"]
+        assert {s: i["origins"] for s, i in info.items()} == {s: [T] for s in info}
+        assert sum(i["rows"] for i in info.values()) == n_fields
+    card = (repo / "README.md").read_text(encoding="utf-8")
+    assert "## Pending targets" in card and "every target that exists is public" in card
+    assert "every target is public." not in card
+    # the harnesses' view of the repos runs the pending episodes without a target
+    hub = load_hub_instance(tmp_path / "hub2", cache=tmp_path / "cache")
+    live = hub.episodes[hub.episodes["origin"].astype(str) == T]
+    assert len(live) == n_fields * len(Policy) and live["y"].isna().all()
+    assert all(PENDING_FLAG in list(fl) for fl in live["flags"])
+    # withholding from the last origin commits nothing for a target that does not exist
+    _rap("export-hf", v2, "--out", tmp_path / "hub2w", "--withhold-test-targets")
+    held = read_manifest(tmp_path / "hub2w" / "rap" / "episodes")
+    assert not held["withheld"] and set(held["pending"]) == set(manifest["pending"])
+
+    _rap("resolve", v2, "--source", full, "--out", v3)
+    said = _rap("export-hf", v3, "--out", tmp_path / "hub3")
+    assert "pending" not in said
+    inst3 = load_instance(v3)
+    repo = tmp_path / "hub3" / "rap" / "episodes"
+    manifest = read_manifest(repo)
+    assert "pending" not in manifest and not any(c.endswith("_pending") for c in manifest["configs"])
+    assert "Pending targets" not in (repo / "README.md").read_text(encoding="utf-8")
+    for policy in Policy:
+        got = _hub_episodes(repo, policy.value)
+        got = got[got["origin"] == T].sort_values("field_id").reset_index(drop=True)
+        ours = inst3.episodes[(inst3.episodes["origin"] == T) & (inst3.episodes["policy"] == policy.value)]
+        ours = ours.sort_values("field_id").reset_index(drop=True)
+        assert len(got) == n_fields and got["y"].notna().any()
+        for col in ("y", "y_counts", "n_y", "flags"):
+            assert list(map(_plain, got[col])) == list(map(_plain, ours[col])), col

@@ -164,6 +164,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         print(f"{name}\t{path}")
     if result.private_dir is not None:
         print(f"private targets and salt (do not publish): {result.private_dir}", file=sys.stderr)
+    if result.pending_origins:
+        print(
+            f"pending targets (origin {', '.join(result.pending_origins)}): published without y in "
+            "episodes/*_pending; seal forecasts for them, and export again after rap resolve",
+            file=sys.stderr,
+        )
     return 0
 
 

@@ -115,6 +115,10 @@ EPISODE_TARGETS: tuple[str, ...] = ("y", "y_counts", "n_y")
 EPISODE_TARGET_FLAGS: tuple[str, ...] = ("y_empty",)
 """Episode flags that reveal something about the target window's content."""
 
+EPISODE_PENDING_FLAG = "y_pending"
+"""The flag of an episode whose target window is not covered by the data yet (``rap extend``):
+its ``y`` does not exist; it takes sealed forecasts only, scored after ``rap resolve``."""
+
 ASSIGNMENT_LABELS: tuple[str, ...] = ("primary", "secondary", "type")
 """The instrument's labels: every composition (targets included) is counted from them."""
 

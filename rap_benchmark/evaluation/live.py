@@ -39,6 +39,7 @@ import pandas as pd
 from rap_benchmark.core.errors import FileFormatError, InputError
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Split
+from rap_benchmark.core.schemas import EPISODE_PENDING_FLAG
 from rap_benchmark.evaluation.submissions import SubmissionReport, score_submission, validate_submission
 from rap_benchmark.hub.canonical import commitment, new_salt, to_plain
 
@@ -46,8 +47,7 @@ SEAL_VERSION = 1
 SEAL_KEY = "rap-forecast-seal-v1"
 SALT_SUFFIX = ".salt.hex"
 LIVE_TRACK = "Forecast-Live"
-PENDING_FLAG = "y_pending"
-"""Episode flag of an extended instance whose target window [T, T+6mo) is not yet in the data."""
+PENDING_FLAG = EPISODE_PENDING_FLAG
 
 
 def _canonical_rows(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:

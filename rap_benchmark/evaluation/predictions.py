@@ -49,6 +49,7 @@ import pyarrow as pa
 from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Split, parse_enum
 from rap_benchmark.core.schemas import (
+    EPISODE_PENDING_FLAG,
     PREDICTION_KEY,
     PREDICTION_META,
     PREDICTION_REQUIRED,
@@ -936,8 +937,7 @@ def _is_iso_date(value: Any) -> bool:
 # -- checks against an instance ----------------------------------------------------------------
 
 
-PENDING_FLAG = "y_pending"
-"""Flag of an extended instance's episodes whose target window is not yet in the data (rap extend)."""
+PENDING_FLAG = EPISODE_PENDING_FLAG
 
 
 def _episode_table(inst: Instance, split: Split | None, *, pending: bool = False) -> pd.DataFrame:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rap_benchmark.core import resources
+from rap_benchmark.core.dates import add_months, parse_date
 
 if TYPE_CHECKING:
     from rap_benchmark.hub.export import RepoTables
@@ -156,8 +157,17 @@ def recompute_text(tables: RepoTables, context: dict[str, Any]) -> list[str]:
             f"assignments of Test fields dated on or after {w} (labels and membership) and every paper dated on "
             "or after it are not published; each withheld row is committed by a salted hash and revealed later."
         )
+    elif context.get("pending_origins"):
+        out.append("Nothing is withheld in this export: every target that exists is public.")
     else:
         out.append("Nothing is withheld in this export: every target is public.")
+    for origin in context.get("pending_origins") or ():
+        end = add_months(parse_date(origin), int(context["spec"]["window_months"])).isoformat()
+        out.append(
+            f"Not yet, by anyone: the targets of origin {origin} (window [{origin}, {end})), which the data do not "
+            "cover yet. Those episodes are published without y (`episodes/*_pending`); forecasts for them are "
+            "sealed before the origin and scored on the Forecast-Live track once a later version resolves them."
+        )
     if context.get("synthetic"):
         out.append(
             f"But: the `{context['instance']}` instance is generated from a seed that ships with the package, so "
@@ -211,6 +221,11 @@ def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str,
         for cfg, splits in manifest["withheld"].items()
         for split, info in splits.items()
     ]
+    pending = [
+        {"config": cfg, "split": split, "rows": info["rows"], "origins": info["origins"]}
+        for cfg, splits in manifest.get("pending", {}).items()
+        for split, info in splits.items()
+    ]
     default = next((c.name for c in tables.configs if c.default), tables.configs[0].name)
     text = env.get_template(CARD_TEMPLATE).render(
         front_matter=yaml.safe_dump(front_matter(tables, manifest, context), sort_keys=False, allow_unicode=True),
@@ -225,6 +240,7 @@ def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str,
         table_rows=rows,
         configs=tables.configs,
         withheld=withheld,
+        pending=pending,
         changelog=(root / CHANGELOG).read_text(encoding="utf-8").strip(),
         **context,
     )

@@ -27,6 +27,14 @@ origin is on or before W), so the target-window papers are not in the published 
 W may not precede the last origin: the realised window of one origin is the recent window of the
 next, so an earlier W would leave the withheld targets readable from public inputs.
 
+Pending targets (a living instance, ``rap extend``): an episode flagged ``y_pending`` has no
+target yet: its window [T, T+6mo) is not in the data. It is published in a ``<policy>_pending``
+config with its inputs (``x``, the history, their counts, the flags) and no target columns at all,
+never in the scored ``<policy>`` config with a null ``y`` or zero counts that read as a target;
+``rap_manifest.json`` (``pending``) and the card say which origins wait. Nothing is committed
+(no one knows the target); forecasts for them are sealed (``rap submit seal``). Once ``rap
+resolve`` has filled ``y``, the next export publishes those episodes in ``<policy>`` like any other.
+
 What stays true (and what the cards say): every retrospective target is recomputable from public
 arXiv data with the published instrument once its window has passed; withholding keeps it out of
 these repos, and only the living track is leak-free by construction.
@@ -49,9 +57,21 @@ from rap_benchmark.core.artifacts import Instance, codebook_to_dict, sha256_file
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Policy, Split, episode_id
-from rap_benchmark.core.schemas import ASSIGNMENT_LABELS, EPISODE_TARGET_FLAGS, EPISODE_TARGETS
+from rap_benchmark.core.schemas import (
+    ASSIGNMENT_LABELS,
+    EPISODE_PENDING_FLAG,
+    EPISODE_TARGET_FLAGS,
+    EPISODE_TARGETS,
+)
 from rap_benchmark.hub.canonical import commitments, content_hash, new_salt, target_values
-from rap_benchmark.hub.layout import COMMITMENT_COLUMN, HELDOUT_SUFFIX, MANIFEST_FILE, PRIVATE_DIR, SALT_FILE
+from rap_benchmark.hub.layout import (
+    COMMITMENT_COLUMN,
+    HELDOUT_SUFFIX,
+    MANIFEST_FILE,
+    PENDING_SUFFIX,
+    PRIVATE_DIR,
+    SALT_FILE,
+)
 
 DEFAULT_ORG = "rap"
 (_Y_EMPTY,) = EPISODE_TARGET_FLAGS  # withheld with the target columns
@@ -84,6 +104,8 @@ class ConfigTable:
     description: str
     default: bool = False
     withheld: dict[str, Withheld] = field(default_factory=dict)
+    pending_origins: tuple[str, ...] = ()
+    """Origins whose targets do not exist yet: set on a ``<policy>_pending`` config, whose rows have no target."""
 
 
 @dataclass(frozen=True)
@@ -102,6 +124,7 @@ class ExportResult:
     repos: dict[str, Path]
     private_dir: Path | None
     manifest_hash: str
+    pending_origins: tuple[str, ...] = ()
 
 
 # -- tables ----------------------------------------------------------------------------------
@@ -133,6 +156,15 @@ def _by_split(frame: pd.DataFrame, split_of_row: np.ndarray) -> dict[str, pd.Dat
 def instance_is_synthetic(inst: Instance) -> bool:
     """Whether the instance's papers are generated (``mini``) rather than real arXiv records."""
     return (inst.ledger.get("derived") or {}).get("corpus", {}).get("route") == "synthetic"
+
+
+def pending_origins(inst: Instance) -> tuple[str, ...]:
+    """The origins of ``inst`` whose episodes wait for their target window (flag ``y_pending``)."""
+    eps = inst.episodes
+    if "flags" not in eps or eps.empty:
+        return ()
+    waiting = [EPISODE_PENDING_FLAG in list(fl if fl is not None else []) for fl in eps["flags"]]
+    return tuple(sorted(set(_as_date_strings(eps.loc[waiting, "origin"]))))
 
 
 def check_withhold_from(inst: Instance, withhold_from: dt.date | str | None) -> dt.date | None:
@@ -270,8 +302,10 @@ def episodes_table(inst: Instance, salt: bytes | None, withhold_from: dt.date | 
     months = inst.spec.window_months
     configs = []
     present = [p for p in Policy if (frame["policy"] == p.value).any()]
+    waiting = frame["flags"].map(lambda fl: EPISODE_PENDING_FLAG in list(fl if fl is not None else [])).to_numpy(bool)
     for policy in present:
-        sub = frame.loc[frame["policy"] == policy.value].reset_index(drop=True)
+        of_policy = (frame["policy"] == policy.value).to_numpy(bool)
+        sub = frame.loc[of_policy & ~waiting].reset_index(drop=True)
         splits = _by_split(sub, sub["split"].to_numpy(object))
         withheld: dict[str, Withheld] = {}
         if withhold_from is not None and Split.TEST.value in splits:
@@ -302,11 +336,28 @@ def episodes_table(inst: Instance, salt: bytes | None, withhold_from: dt.date | 
                 withheld=withheld,
             )
         )
+        if (of_policy & waiting).any():
+            configs.append(_pending_config(frame.loc[of_policy & waiting], policy))
     return RepoTables(
         "episodes",
         "RAP episodes",
         "One (field, origin) forecasting episode per row, one config per counting policy.",
         tuple(configs),
+    )
+
+
+def _pending_config(rows: pd.DataFrame, policy: Policy) -> ConfigTable:
+    """Episodes whose target window is not covered yet: their inputs, no target column."""
+    rows = rows.drop(columns=list(EPISODE_TARGETS)).reset_index(drop=True)
+    origins = tuple(sorted(set(rows["origin"])))
+    return ConfigTable(
+        policy.value + PENDING_SUFFIX,
+        _by_split(rows, rows["split"].to_numpy(object)),
+        f"Episodes under `{policy.value}` whose target window is not covered by the data yet (origin "
+        f"{', '.join(origins)}, flag `{EPISODE_PENDING_FLAG}`): x and history only; y does not exist yet. "
+        "Forecasts for them are sealed before the origin (`rap submit seal`) and scored on the Forecast-Live "
+        f"track once `rap resolve` fills y; the next version publishes them in `{policy.value}`.",
+        pending_origins=origins,
     )
 
 
@@ -454,6 +505,11 @@ def write_repo(
     }
     for cfg in tables.configs:
         manifest["configs"][cfg.name] = {s: _write_table(repo_dir, cfg.name, s, f) for s, f in cfg.splits.items()}
+        if cfg.pending_origins:  # the key exists only then: exports without pending episodes are as before
+            manifest.setdefault("pending", {})[cfg.name] = {
+                s: {"rows": len(f), "origins": list(cfg.pending_origins), "absent_columns": list(EPISODE_TARGETS)}
+                for s, f in cfg.splits.items()
+            }
         if cfg.withheld:
             held_name = cfg.name + HELDOUT_SUFFIX
             manifest["configs"][held_name] = {}
@@ -542,6 +598,7 @@ def export_instance(
         "org": org,
         "withhold_from": w.isoformat() if w else None,
         "origins": list(inst.spec.origins),
+        "pending_origins": list(pending_origins(inst)),
         "n_fields": len(inst.field_ids),
         "n_papers": len(inst.papers),
         "synthetic": instance_is_synthetic(inst),
@@ -564,4 +621,6 @@ def export_instance(
             "To reveal, publish it as is; anyone can then run `rap leaderboard verify-reveal`.\n",
             encoding="utf-8",
         )
-    return ExportResult(hub_dir, org, written, private_dir if any_withheld else None, inst.manifest_hash)
+    return ExportResult(
+        hub_dir, org, written, private_dir if any_withheld else None, inst.manifest_hash, pending_origins(inst)
+    )

@@ -7,7 +7,9 @@ written by ``rap export-hf``) reads the ``episodes``, ``fields``, ``splits``, ``
 what a harness needs and no more:
 
 * episodes with ``y`` where the repo publishes it; withheld Test rows come from the ``*_heldout``
-  configs with ``y`` (and ``y_counts``, ``n_y``) unknown, so they are run but not scored;
+  configs with ``y`` (and ``y_counts``, ``n_y``) unknown, so they are run but not scored; the
+  ``*_pending`` episodes of a living version (target window not covered yet, flag ``y_pending``)
+  likewise, and their forecasts are refused for scoring (they are sealed instead);
 * memberships without the withheld rows (the search never needs them: a universe ends at its
   origin, and targets are withheld only from the last origin on);
 * the spec the instance was built with (from the manifest), and the instance's manifest hash,
@@ -32,7 +34,7 @@ from rap_benchmark.core.artifacts import Instance, codebook_from_dict
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import Policy
 from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.hub.layout import HELDOUT_SUFFIX, MANIFEST_FILE
+from rap_benchmark.hub.layout import HELDOUT_SUFFIX, MANIFEST_FILE, PENDING_SUFFIX
 
 REPOS = ("episodes", "fields", "splits", "papers", "assignments", "search_manifests")
 """The repos a harness reads (``citecast_tasks`` is not needed: CiteCast runs its environment)."""
@@ -90,13 +92,14 @@ def _episodes(repo: Path, manifest: dict[str, Any]) -> pd.DataFrame:
         if policy.value not in tables:
             continue
         frames.append(tables[policy.value])
-        held = tables.get(policy.value + HELDOUT_SUFFIX)
-        if held is not None and len(held):
-            held = held.drop(columns=[c for c in ("key", "target_sha256") if c in held]).copy()
-            for col in ("y", "y_counts"):
-                held[col] = pd.Series([None] * len(held), dtype=object)
-            held["n_y"] = np.nan
-            frames.append(held)
+        for suffix in (HELDOUT_SUFFIX, PENDING_SUFFIX):
+            held = tables.get(policy.value + suffix)
+            if held is not None and len(held):
+                held = held.drop(columns=[c for c in ("key", "target_sha256") if c in held]).copy()
+                for col in ("y", "y_counts"):
+                    held[col] = pd.Series([None] * len(held), dtype=object)
+                held["n_y"] = np.nan
+                frames.append(held)
     eps = pd.concat(frames, ignore_index=True)
     eps = eps.drop(columns=["episode_id"], errors="ignore")
     order = {p.value: i for i, p in enumerate(Policy)}

@@ -40,9 +40,10 @@ from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import building_folder, swap_into_place
 from rap_benchmark.core.records import Policy
+from rap_benchmark.core.schemas import EPISODE_PENDING_FLAG
 from rap_benchmark.core.spec import BenchmarkSpec
 
-PENDING_FLAG = "y_pending"
+PENDING_FLAG = EPISODE_PENDING_FLAG
 COPIED = ("codebooks.json", "blocks.parquet")
 TARGET_FLAGS = ("y_empty", "y_censored")
 
