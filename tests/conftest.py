@@ -28,6 +28,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if "HF_HOME" not in os.environ:
         os.environ["HF_HOME"] = config._rap_hf_home = tempfile.mkdtemp(prefix="rap-test-hf-home-")  # type: ignore[attr-defined]
+    if "RAP_CACHE_DIR" not in os.environ:  # the session's builds share fitted instruments, never the user's
+        os.environ["RAP_CACHE_DIR"] = config._rap_cache = tempfile.mkdtemp(prefix="rap-test-cache-")  # type: ignore[attr-defined]
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
 
@@ -35,9 +37,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     import shutil
 
-    home = getattr(config, "_rap_hf_home", None)
-    if home:
-        shutil.rmtree(home, ignore_errors=True)
+    for attr in ("_rap_hf_home", "_rap_cache"):
+        folder = getattr(config, attr, None)
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

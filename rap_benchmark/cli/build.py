@@ -177,6 +177,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         instrument=instrument,
         freeze_instrument=args.freeze_instrument,
+        cache=not args.no_cache,
     )
     seconds = time.perf_counter() - start
     print(f"built {spec.name} at {out} in {seconds:.1f} s")
@@ -245,6 +246,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--freeze-instrument",
         action="store_true",
         help="also write the frozen offline instrument (instrument/) so that rap extend can add origins",
+    )
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="fit the offline instrument even when one fitted on the same inputs is cached "
+        "(cache: $RAP_CACHE_DIR, else ~/.cache/rap_benchmark; RAP_CACHE_DIR=off disables it)",
     )
     g = p.add_argument_group("LLM instrument (--instrument llm)")
     g.add_argument(

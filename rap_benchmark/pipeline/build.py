@@ -20,6 +20,7 @@ Two routes:
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,18 +112,22 @@ def _synthetic_inputs(spec: BenchmarkSpec, progress: bool) -> dict[str, Any]:
 
 
 def _source_inputs(
-    spec: BenchmarkSpec, source: Path, progress: bool, instrument: Any = None, freeze: bool = False
+    spec: BenchmarkSpec,
+    source: Path,
+    progress: bool,
+    instrument: Any = None,
+    freeze: bool = False,
+    cache: bool = True,
 ) -> dict[str, Any]:
-    from rap_benchmark.pipeline.codebook import build_codebooks
     from rap_benchmark.pipeline.corpus import read_corpus
-    from rap_benchmark.pipeline.fields import fit_fields
-    from rap_benchmark.pipeline.instrument.offline import AssignRules, calibrate_and_assign
 
     papers, report = read_corpus(source, spec, progress=progress)
     papers = normalise_papers(papers)
-    memberships, field_info, field_model = fit_fields(papers, spec, progress=progress)
     corpus = {"route": "source", "format": _format_name(source), **report.to_dict(MAX_LEDGER_MALFORMED)}
     if instrument is not None:
+        from rap_benchmark.pipeline.fields import fit_fields
+
+        memberships, field_info, _ = fit_fields(papers, spec, progress=progress)
         result, entry = instrument.run(papers, memberships, field_info, spec, progress=progress)
         return {
             "papers": papers,
@@ -132,28 +137,52 @@ def _source_inputs(
             "corpus": corpus,
             "instrument": entry,
         }
-    codebooks, prototypes = build_codebooks(papers, memberships, field_info, spec, progress=progress)
-    assignments, calibration = calibrate_and_assign(papers, memberships, codebooks, prototypes, spec)
-    frozen = None
-    if freeze:
-        from rap_benchmark.pipeline.instrument.frozen import FrozenInstrument
-
-        frozen = FrozenInstrument(
-            fields=field_model,
-            prototypes=prototypes,
-            rules=AssignRules.from_spec(spec),
-            calibration=calibration,
-            codebooks=tuple(codebook_to_dict(cb) for cb in sorted(codebooks, key=lambda cb: cb.field_id)),
-            codebook_cutoff=spec.codebook_cutoff,
-        )
+    frozen, codebooks, assignments = _offline_instrument(papers, spec, progress, cache)
     return {
         "papers": papers,
         "codebooks": codebooks,
         "assignments": assignments,
         "truth": None,
         "corpus": corpus,
-        "frozen": frozen,
+        "frozen": frozen if freeze else None,
     }
+
+
+def _offline_instrument(
+    papers: pd.DataFrame, spec: BenchmarkSpec, progress: bool, cache: bool
+) -> tuple[Any, list[Codebook], pd.DataFrame]:
+    """Fit (or take from the cache, see :mod:`.instrument.cache`) the offline instrument and label
+    ``papers`` with it: (frozen instrument, codebooks, assignments)."""
+    from rap_benchmark.core.artifacts import codebook_from_dict
+    from rap_benchmark.pipeline.instrument import cache as instrument_cache
+    from rap_benchmark.pipeline.instrument.frozen import FrozenInstrument
+
+    key = instrument_cache.instrument_key(papers, spec) if cache else None
+    frozen = instrument_cache.lookup(key) if key else None
+    if frozen is not None:
+        if progress:
+            print(f"instrument: fitted before on the same inputs (cache {key[:12]}), labelling only", file=sys.stderr)
+        codebooks = [codebook_from_dict(d) for d in frozen.codebooks]
+        return frozen, codebooks, frozen.label(papers)
+
+    from rap_benchmark.pipeline.codebook import build_codebooks
+    from rap_benchmark.pipeline.fields import fit_fields
+    from rap_benchmark.pipeline.instrument.offline import AssignRules, calibrate_and_assign
+
+    memberships, field_info, field_model = fit_fields(papers, spec, progress=progress)
+    codebooks, prototypes = build_codebooks(papers, memberships, field_info, spec, progress=progress)
+    assignments, calibration = calibrate_and_assign(papers, memberships, codebooks, prototypes, spec)
+    frozen = FrozenInstrument(
+        fields=field_model,
+        prototypes=prototypes,
+        rules=AssignRules.from_spec(spec),
+        calibration=calibration,
+        codebooks=tuple(codebook_to_dict(cb) for cb in sorted(codebooks, key=lambda cb: cb.field_id)),
+        codebook_cutoff=spec.codebook_cutoff,
+    )
+    if key:
+        instrument_cache.store(key, frozen)
+    return frozen, codebooks, assignments
 
 
 def _format_name(source: Path) -> str:
@@ -203,6 +232,7 @@ def build_instance(
     progress: bool = False,
     instrument: Any = None,
     freeze_instrument: bool = False,
+    cache: bool = True,
 ) -> Path:
     """Build every artifact of an instance into ``out`` (replaced atomically); return ``out``.
 
@@ -211,6 +241,8 @@ def build_instance(
     None for the offline instrument, or an ``LLMInstrument`` (source route only).
     ``freeze_instrument`` also writes the frozen offline instrument (``instrument/``, see
     :mod:`rap_benchmark.pipeline.instrument.frozen`) that ``rap extend`` labels new papers with.
+    ``cache``: reuse an offline instrument fitted before on the same inputs (source route, see
+    :mod:`rap_benchmark.pipeline.instrument.cache`); the artifacts are the same bytes either way.
     """
     if instrument is not None and source is None:
         raise ValueError("the LLM instrument needs a source corpus (the mini route uses its blueprints)")
@@ -234,7 +266,7 @@ def build_instance(
         inputs = (
             _synthetic_inputs(spec, progress)
             if source is None
-            else _source_inputs(spec, Path(source), progress, instrument, freeze_instrument)
+            else _source_inputs(spec, Path(source), progress, instrument, freeze_instrument, cache)
         )
         papers: pd.DataFrame = inputs["papers"]
         codebooks: list[Codebook] = sorted(inputs["codebooks"], key=lambda cb: cb.field_id)
