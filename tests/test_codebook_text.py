@@ -20,7 +20,7 @@ from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.codebook import MIN_DIRECTION_SHARE, build_codebooks
 from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.offline import assign_offline
-from rap_benchmark.pipeline.phrases import extract_phrases
+from rap_benchmark.pipeline.phrases import extract_phrases, maximal_phrases, phrase_table
 
 CUTOFF = "2024-07-01"
 SPEC = BenchmarkSpec(name="t", codebook_cutoff=CUTOFF, eligibility_end="2026-01-01", seed=11)
@@ -75,6 +75,26 @@ def test_extract_phrases_keeps_surface_forms_and_breaks_at_stop_words() -> None:
     assert found["retrieval-augmented generation"] == "Retrieval-Augmented Generation"
     assert "question answering" in found and "open-domain question answering" in found
     assert not any(k.startswith("use ") or "rag" in k.split() for k in found)  # stop word / punctuation break
+
+
+def test_a_name_is_completed_to_the_phrase_its_papers_use() -> None:
+    """Regression: names were cut-off sub-phrases ("Anything Model" for "Segment Anything Model")
+    because a sub-phrase is always at least as frequent as the phrase containing it."""
+    texts = [
+        "Segment Anything Model for polyps. We adapt the Segment Anything Model.",
+        "Prompting the Segment Anything Model in ultrasound images.",
+        "Anything Model variants beyond segmentation.",
+        "Segment Anything Model meets medical images.",
+        "Neural radiance fields for medical images.",
+    ]
+    table = phrase_table(texts)
+    complete = maximal_phrases(table, range(4))
+    assert complete("anything model") == "segment anything model"  # 3 of its 4 users say more
+    assert complete("segment anything") == "segment anything model"
+    assert complete("medical images") == "medical images"  # no completion is used by most of its users
+    assert table.surface(complete("anything model"), range(4)) == "Segment Anything Model"
+    rare = maximal_phrases(table, range(4), keep=1.0)
+    assert rare("anything model") == "anything model"  # one user says only "Anything Model"
 
 
 def test_every_field_has_eight_named_directions_of_at_least_three_percent(built) -> None:

@@ -3,11 +3,15 @@
 Given a field's pre-cutoff papers grouped into eight directions, each direction gets
 
 * a **name**: its best verbatim phrase by class-based TF-IDF against its seven siblings
-  (:func:`rap_benchmark.pipeline.phrases.rank_phrases`), distinct from (and not nested in) the
+  (:func:`rap_benchmark.pipeline.phrases.rank_phrases`), completed to the longer phrase its
+  papers actually use ("Segment Anything Model", not "Anything Model":
+  :func:`~rap_benchmark.pipeline.phrases.maximal_phrases`), distinct from (and not nested in) the
   names of larger siblings and the field's own name;
 * a **definition** built from its next distinguishing phrases and its most representative title;
-* an **inclusion** and an **exclusion** written against its nearest sibling (closest prototype),
-  each naming the phrase that best separates the two;
+* an **inclusion** listing the direction's distinguishing phrases (what a paper of it is about)
+  and naming the phrase that best separates it from its nearest sibling (closest prototype), and
+  an **exclusion** naming that sibling's name and separating phrase (the sibling's own words
+  stay out of the inclusion, so a reader, or a classifier, is not pointed at them twice);
 * five **exemplars**: the group's papers closest to its prototype, with ids and titles.
 """
 
@@ -18,12 +22,13 @@ from collections.abc import Sequence
 import numpy as np
 
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Direction
-from rap_benchmark.pipeline.phrases import PhraseTable, rank_phrases
+from rap_benchmark.pipeline.phrases import PhraseTable, maximal_phrases, rank_phrases
 
 __all__ = ["N_EXEMPLARS", "write_directions"]
 
 N_EXEMPLARS = 5
 DEFINITION_PHRASES = 3
+INCLUSION_PHRASES = 8
 
 
 def _listing(items: Sequence[str]) -> str:
@@ -77,7 +82,8 @@ def write_directions(
         options = [key for key, _, _ in rank_phrases(table, members[k], rest, min_docs=2, top=40)]
         if not options:
             options = [key for key, _, _ in rank_phrases(table, members[k], rest, min_docs=1, top=40)]
-        ranked.append(options)
+        complete = maximal_phrases(table, members[k])
+        ranked.append(list(dict.fromkeys(complete(key) for key in options)))
     keys = _pick_names(field_name, ranked)
     names = [table.surface(key, members[k]) for k, key in enumerate(keys)]
     near_sims = centroids @ centroids.T
@@ -89,18 +95,17 @@ def write_directions(
         order = np.lexsort((ids[g].astype(str), -sims[g, k]))[:N_EXEMPLARS]
         ex_ids = tuple(str(ids[g[i]]) for i in order)
         ex_titles = tuple(str(titles[g[i]]) for i in order)
-        used = {keys[k]}
-        phrases = [
-            table.surface(key, members[k]) for key in [x for x in ranked[k] if x not in used][:DEFINITION_PHRASES]
-        ]
+        rest_keys = [x for x in ranked[k] if x != keys[k] and not _nested(x, keys[k])]
+        phrases = [table.surface(key, members[k]) for key in rest_keys[:DEFINITION_PHRASES]]
+        listed = [table.surface(key, members[k]) for key in rest_keys[:INCLUSION_PHRASES]]
         own = _separating(table, members[k], members[near], exclude={keys[k], keys[near]})
         theirs = _separating(table, members[near], members[k], exclude={keys[k], keys[near]})
         definition = f"Work in {field_name} on {names[k]}"
         definition += f", notably {_listing(phrases)}." if phrases else "."
         definition += f" Representative: \u201c{ex_titles[0]}\u201d." if ex_titles else ""
         inclusion = f"Include papers whose main contribution concerns {names[k]}"
-        inclusion += f" or {own}" if own else ""
-        inclusion += f", rather than {names[near]} ({DIRECTION_KEYS[near]})."
+        inclusion += f", such as work on {_listing(listed)}" if listed else ""
+        inclusion += f"; {own} sets it apart from its nearest sibling, {DIRECTION_KEYS[near]}." if own else "."
         exclusion = f"Exclude papers centred on {names[near]}"
         exclusion += f" or {theirs}" if theirs else ""
         exclusion += f"; they belong to {DIRECTION_KEYS[near]}."

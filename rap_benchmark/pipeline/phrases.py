@@ -19,12 +19,12 @@ import math
 import re
 import sys
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from rap_benchmark.core.text import STOPWORDS
 
-__all__ = ["PhraseTable", "extract_phrases", "phrase_table", "rank_phrases"]
+__all__ = ["PhraseTable", "extract_phrases", "maximal_phrases", "phrase_table", "rank_phrases"]
 
 _WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
 MIN_WORDS, MAX_WORDS = 2, 4
@@ -125,3 +125,38 @@ def rank_phrases(
         scored.append((key, p_c * math.log1p(p_c / (p_r + 1.0 / n_r)), p_c))
     scored.sort(key=lambda t: (-t[1], t[0]))
     return scored[:top]
+
+
+MAXIMAL_KEEP = 0.75
+"""A phrase gives way to a longer one containing it that at least this share of its users use."""
+
+
+def maximal_phrases(table: PhraseTable, docs: Sequence[int], *, keep: float = MAXIMAL_KEEP) -> Callable[[str], str]:
+    """A function taking a phrase key of ``docs`` to the longest phrase that completes it there.
+
+    Sub-phrases are always at least as frequent as the phrases containing them, so a frequency
+    ranking prefers "anything model" to "segment anything model". A key is replaced by a longer
+    key containing it (contiguous words) when at least ``keep`` of the papers of ``docs`` using
+    the key also use the longer one (the most used such completion; ties: longer, then
+    alphabetical), repeatedly. The result is a key used by ``docs``, so its surface is verbatim.
+    """
+    counts: Counter[str] = Counter(k for d in docs for k in table.doc_keys[d])
+    supers: dict[str, list[str]] = {}
+    for key, c in counts.items():
+        if c < 2:
+            continue
+        words = key.split(" ")
+        for i in range(len(words)):
+            for j in range(i + MIN_WORDS, len(words) + 1):
+                if j - i < len(words):
+                    supers.setdefault(" ".join(words[i:j]), []).append(key)
+
+    def complete(key: str) -> str:
+        while True:
+            need = keep * counts.get(key, 0)
+            options = [s for s in supers.get(key, ()) if counts[s] >= need]
+            if not options:
+                return key
+            key = min(options, key=lambda s: (-counts[s], -len(s.split(" ")), s))
+
+    return complete
