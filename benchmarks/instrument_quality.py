@@ -5,7 +5,9 @@ reports, side by side with the paper's figures:
 
 * parallel-instrument agreement (``rap audit parallel``'s independent second instrument, cross-fit
   Hungarian alignment, field-resampled 95% interval; paper 0.686 [0.651, 0.722]), before and from
-  the codebook cutoff;
+  the codebook cutoff; and, by the same measure, how far two independent text instruments agree
+  at all: the second instrument against itself under another seed, and against a third built on
+  unigrams and bigrams (neither is the frozen instrument);
 * codebook-only assignability: a classifier that sees only the written codebook and a paper's
   title and abstract recovers the frozen primary on ``single`` memberships (paper's human audit:
   34/62 exact on single items);
@@ -45,7 +47,7 @@ def field_macro(values: np.ndarray, fields: np.ndarray) -> float:
 
 def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
     from rap_benchmark.audit.codebook import codebook_only_primary, direction_shares, names_distinct, names_verbatim
-    from rap_benchmark.audit.parallel import parallel_agreement, second_instrument
+    from rap_benchmark.audit.parallel import parallel_agreement, second_instrument, slots_as_primary
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.evaluation.scoring.baselines import composition_array, ewma, fill_history, history_array, recent
     from rap_benchmark.evaluation.scoring.metrics import spearman
@@ -59,6 +61,16 @@ def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
     second = second_instrument(inst.papers, asg, cutoff, seed=spec.seed)
     _, summary = parallel_agreement(inst.papers, asg, second, cutoff, n_resamples=resamples, seed=spec.seed)
     t_parallel = time.perf_counter() - t0
+    # how far can two independent text instruments agree at all? the audit's instrument against
+    # itself under another seed (its stability), and against a third, bigram-represented one
+    # (the same cross-fit Hungarian measure; neither is the frozen instrument)
+    as_frozen = slots_as_primary(asg, second)
+    other_seed = second_instrument(inst.papers, asg, cutoff, seed=spec.seed + 1)
+    _, self_summary = parallel_agreement(
+        inst.papers, as_frozen, other_seed, cutoff, n_resamples=resamples, seed=spec.seed
+    )
+    third = second_instrument(inst.papers, asg, cutoff, seed=spec.seed + 2, representation="bigram")
+    _, cross_summary = parallel_agreement(inst.papers, as_frozen, third, cutoff, n_resamples=resamples, seed=spec.seed)
 
     single = asg.loc[asg["type"] == "single", ["arxiv_id", "field_id", "primary"]].reset_index(drop=True)
     guess = codebook_only_primary(inst.papers, single, inst.codebooks)
@@ -86,6 +98,8 @@ def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
         "parallel_agreement_pre": summary["pre"].estimate,
         "parallel_agreement_post": summary["post"].estimate,
         "codebook_only_exact": exact,
+        "second_vs_itself_other_seed": self_summary["overall"].estimate,
+        "second_vs_third_bigram": cross_summary["overall"].estimate,
         "min_direction_share": float(np.nanmin(shares.to_numpy())),
         "names_verbatim_share": float(verbatim["verbatim"].mean()),
         "names_distinct_share": float(distinct.mean()),
@@ -133,7 +147,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
-            out = build_instance(spec, Path(tmp) / args.instance, source, progress=sys.stderr.isatty())
+            # cache=False: a cold build, never one labelled by an instrument fitted earlier
+            out = build_instance(spec, Path(tmp) / args.instance, source, progress=sys.stderr.isatty(), cache=False)
             build_s = time.perf_counter() - t0
             print(f"built {args.instance} in {build_s:.1f} s", file=sys.stderr)
             result = measure(out, round(build_s, 1), resamples=args.resamples)

@@ -80,6 +80,25 @@ def test_second_instrument_agreement_on_mini(mini) -> None:
     assert summary["overall"].estimate > 1 / 8 + 0.1  # far above chance: the directions are real
 
 
+def test_an_instrument_compared_with_itself_agrees_fully_and_a_third_is_scored_alike(mini) -> None:
+    """slots_as_primary lets two independent instruments be compared by the same cross-fit measure."""
+    from rap_benchmark.audit.parallel import slots_as_primary
+
+    fields = sorted(mini.codebooks)[:3]
+    asg = mini.assignments.loc[mini.assignments["field_id"].isin(fields)].reset_index(drop=True)
+    cutoff = mini.spec.codebook_cutoff
+    second = second_instrument(mini.papers, asg, cutoff, seed=3)
+    as_frozen = slots_as_primary(asg, second)
+    assert len(as_frozen) == len(asg) and set(as_frozen["primary"]) <= {f"D{k}" for k in range(8)}
+    _, same = parallel_agreement(mini.papers, as_frozen, second, cutoff, n_resamples=100, seed=0)
+    assert same["overall"].estimate == 1.0
+    third = second_instrument(mini.papers, asg, cutoff, seed=4, representation="bigram")
+    _, cross = parallel_agreement(mini.papers, as_frozen, third, cutoff, n_resamples=100, seed=0)
+    assert 1 / 8 + 0.1 < cross["overall"].estimate <= 1.0
+    with pytest.raises(ValueError, match="representation must be one of"):
+        second_instrument(mini.papers, asg, cutoff, seed=3, representation="chars")
+
+
 def test_second_instrument_never_reads_the_frozen_labels(mini) -> None:
     """Built independently: scrambling the frozen primaries, secondaries and types changes no slot."""
     fields = sorted(mini.codebooks)[:2]

@@ -18,17 +18,25 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.audit.align import cross_fit, direction_index, fit_half
-from rap_benchmark.core.records import N_DIRECTIONS
+from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS
 
 SECOND_DIMS = 8
 SECOND_INITS = 10
 SECOND_SEED_SALT = 977
 
 
-def second_instrument(papers: pd.DataFrame, assignments: pd.DataFrame, cutoff: str, *, seed: int) -> pd.DataFrame:
+REPRESENTATIONS = ("unigram", "bigram")
+
+
+def second_instrument(
+    papers: pd.DataFrame, assignments: pd.DataFrame, cutoff: str, *, seed: int, representation: str = "unigram"
+) -> pd.DataFrame:
     """Label every membership with a second-instrument slot (0..7) per field (see module docstring).
 
-    Returns columns arxiv_id, field_id, slot. Slot numbers are arbitrary.
+    ``representation``: ``unigram`` (the audit's instrument) or ``bigram`` (unigrams and bigrams,
+    sublinear TF, no stop-word list: a third, differently represented instrument, used to measure
+    how far two independent text instruments can agree at all). Returns columns arxiv_id,
+    field_id, slot. Slot numbers are arbitrary.
     """
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.utils.extmath import randomized_svd
@@ -42,7 +50,12 @@ def second_instrument(papers: pd.DataFrame, assignments: pd.DataFrame, cutoff: s
         rows = rows.sort_values(["date", "arxiv_id"])
         pos = row_of.loc[rows["arxiv_id"].to_numpy()].to_numpy()
         pre = rows["date"].to_numpy().astype(str) < cutoff
-        vec = TfidfVectorizer(stop_words="english", min_df=2, max_df=0.5, dtype=np.float64)
+        if representation == "unigram":
+            vec = TfidfVectorizer(stop_words="english", min_df=2, max_df=0.5, dtype=np.float64)
+        elif representation == "bigram":
+            vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2, max_df=0.5, dtype=np.float64)
+        else:
+            raise ValueError(f"representation must be one of {', '.join(REPRESENTATIONS)}, not {representation!r}")
         if pre.sum() < N_DIRECTIONS:
             continue
         x_pre = vec.fit_transform(text[pos[pre]])
@@ -62,6 +75,15 @@ class Interval:
     estimate: float
     lo: float
     hi: float
+
+
+def slots_as_primary(assignments: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
+    """``assignments`` with ``primary`` replaced by another instrument's slots (D0..D7), so that two
+    independent instruments can be compared with :func:`parallel_agreement` as if one were frozen."""
+    keys = np.asarray(DIRECTION_KEYS, dtype=object)
+    out = assignments.drop(columns=["primary"]).merge(second, on=["arxiv_id", "field_id"], how="inner")
+    out["primary"] = keys[out.pop("slot").to_numpy().astype(np.int64)]
+    return out
 
 
 def field_resampled(values: np.ndarray, *, n_resamples: int, seed: int) -> Interval:
