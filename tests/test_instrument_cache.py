@@ -135,3 +135,21 @@ def test_cli_no_cache_fits_and_writes_nothing(corpus, tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_second_build_waits_for_the_first_fit_of_the_same_inputs(monkeypatch, tmp_path):
+    """While one process fits a key, another cannot take the key's lock (it waits, then hits)."""
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
+    probe = (
+        "import fcntl, os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+        "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n"
+    )
+    lock = tmp_path / "cache" / "instrument" / ".k.lock"
+    with cache.fitting("k"):
+        held = subprocess.run([sys.executable, "-c", probe, str(lock)])
+    free = subprocess.run([sys.executable, "-c", probe, str(lock)])
+    assert (held.returncode, free.returncode) == (3, 0)
+    monkeypatch.setenv(cache.CACHE_ENV, "off")
+    with cache.fitting("k"):  # off: nothing to lock, nothing written
+        pass

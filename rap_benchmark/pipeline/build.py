@@ -155,18 +155,29 @@ def _offline_instrument(
     ``papers`` with it: (frozen instrument, codebooks, assignments)."""
     from rap_benchmark.core.artifacts import codebook_from_dict
     from rap_benchmark.pipeline.instrument import cache as instrument_cache
-    from rap_benchmark.pipeline.instrument.frozen import FrozenInstrument
 
     key = instrument_cache.instrument_key(papers, spec) if cache else None
-    frozen = instrument_cache.lookup(key) if key else None
-    if frozen is not None:
-        if progress:
-            print(f"instrument: fitted before on the same inputs (cache {key[:12]}), labelling only", file=sys.stderr)
-        codebooks = [codebook_from_dict(d) for d in frozen.codebooks]
-        return frozen, codebooks, frozen.label(papers)
+    with instrument_cache.fitting(key):
+        frozen = instrument_cache.lookup(key) if key else None
+        if frozen is not None:
+            if progress:
+                print(
+                    f"instrument: fitted before on the same inputs (cache {key[:12]}), labelling only", file=sys.stderr
+                )
+            codebooks = [codebook_from_dict(d) for d in frozen.codebooks]
+            return frozen, codebooks, frozen.label(papers)
+        frozen, codebooks, assignments = _fit_offline_instrument(papers, spec, progress)
+        if key:
+            instrument_cache.store(key, frozen)
+    return frozen, codebooks, assignments
 
+
+def _fit_offline_instrument(
+    papers: pd.DataFrame, spec: BenchmarkSpec, progress: bool
+) -> tuple[Any, list[Codebook], pd.DataFrame]:
     from rap_benchmark.pipeline.codebook import build_codebooks
     from rap_benchmark.pipeline.fields import fit_fields
+    from rap_benchmark.pipeline.instrument.frozen import FrozenInstrument
     from rap_benchmark.pipeline.instrument.offline import AssignRules, calibrate_and_assign
 
     memberships, field_info, field_model = fit_fields(papers, spec, progress=progress)
@@ -180,8 +191,6 @@ def _offline_instrument(
         codebooks=tuple(codebook_to_dict(cb) for cb in sorted(codebooks, key=lambda cb: cb.field_id)),
         codebook_cutoff=spec.codebook_cutoff,
     )
-    if key:
-        instrument_cache.store(key, frozen)
     return frozen, codebooks, assignments
 
 

@@ -25,10 +25,13 @@ Where: ``$RAP_CACHE_DIR/instrument/`` if set, else ``$XDG_CACHE_HOME/rap_benchma
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -40,7 +43,7 @@ from rap_benchmark.core.fsio import temp_name
 from rap_benchmark.core.resources import PACKAGE_DIR
 from rap_benchmark.core.spec import BenchmarkSpec
 
-__all__ = ["CACHE_ENV", "cache_dir", "instrument_key", "lookup", "store"]
+__all__ = ["CACHE_ENV", "cache_dir", "fitting", "instrument_key", "lookup", "store"]
 
 CACHE_ENV = "RAP_CACHE_DIR"
 FORMAT = "rap-instrument-cache-1"
@@ -84,6 +87,28 @@ def instrument_key(papers: pd.DataFrame, spec: BenchmarkSpec) -> str:
     fitted_spec = {k: v for k, v in spec.to_dict().items() if k not in _SPEC_FIELDS_IGNORED}
     head = json.dumps({"format": FORMAT, "code": _code_digest(), "spec": fitted_spec}, sort_keys=True, default=str)
     return hashlib.sha256(head.encode() + b"\0" + _papers_digest(papers, spec).encode()).hexdigest()
+
+
+@contextlib.contextmanager
+def fitting(key: str | None) -> Iterator[None]:
+    """Hold the key's lock while looking up, fitting and storing: a second build of the same
+    inputs (another process, e.g. another test worker) waits, then finds the stored instrument
+    instead of fitting it again. A no-op when the cache is off or its folder is unwritable."""
+    root = cache_dir()
+    if key is None or root is None:
+        yield
+        return
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(root / f".{key}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def lookup(key: str):
