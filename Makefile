@@ -1,7 +1,7 @@
 # The two entry points of the README, on a fresh machine with Python 3.11:
 #   make demo   create .venv, install the package, run `rap demo`: everything goes into ./rap-demo/
 #   make test   create .venv, install the package with its test/hf/llm extras, run the test suite
-#               (one line per test as it starts and ends, then the 10 slowest tests)
+#               on TEST_WORKERS processes (one line per finished test, then the 10 slowest tests)
 # Both are idempotent: the virtual environment and the installs are redone only when missing or
 # when pyproject.toml changed.
 
@@ -13,6 +13,10 @@ BIN := $(VENV)/bin
 TORCH_INDEX ?=
 PIP_INDEX_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 PYTEST_ARGS ?=
+# Two test processes by default (CI has two cores). The tests on the real arXiv sample share one
+# build and stay on one worker (xdist_group "arxiv_sample", see tests/conftest.py); TEST_WORKERS=0
+# runs everything in this process.
+TEST_WORKERS ?= 2
 DEMO_DIR ?= rap-demo
 
 .PHONY: demo test install install-test clean-venv
@@ -20,10 +24,10 @@ DEMO_DIR ?= rap-demo
 demo: $(VENV)/.installed
 	$(BIN)/rap demo --out $(DEMO_DIR)
 
-# -v names each test when it starts (a long real-model test is never silent); --durations=10
-# ends the run with the 10 slowest tests.
+# -v names each test as it finishes, on either worker (a long real-model test on one worker never
+# leaves the run silent); --durations=10 ends the run with the 10 slowest tests.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -v --durations=10 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -v -n $(TEST_WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS)
 
 install: $(VENV)/.installed
 

@@ -43,6 +43,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+ARXIV_GROUP = "arxiv_sample"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``), every test on the real arXiv sample runs on one worker,
+    in collection order: the session's arxiv-sample build happens once, and the later builds of
+    the same data (the living parent) label with the instrument it cached instead of refitting."""
+    for item in items:
+        names = getattr(item, "fixturenames", ())
+        if "arxiv_sample_dir" in names or item.get_closest_marker("shared_data") is not None:
+            item.add_marker(pytest.mark.xdist_group(ARXIV_GROUP))
+
+
 @pytest.fixture(scope="session")
 def mini_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from rap_benchmark.core.spec import mini_spec
