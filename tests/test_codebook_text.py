@@ -95,6 +95,19 @@ def test_a_name_is_completed_to_the_phrase_its_papers_use() -> None:
     assert table.surface(complete("anything model"), range(4)) == "Segment Anything Model"
     rare = maximal_phrases(table, range(4), keep=1.0)
     assert rare("anything model") == "anything model"  # one user says only "Anything Model"
+    split = phrase_table(
+        [
+            "Convolutional Neural Networks for tumours.",
+            "A convolutional neural network for skin lesions.",
+            "Convolutional Neural Networks again.",
+            "Convolutional neural network training.",
+        ]
+    )
+    # each completion alone has half the users; together they have all of them
+    assert maximal_phrases(split, range(4))("convolutional neural") in {
+        "convolutional neural networks",
+        "convolutional neural network",
+    }
 
 
 def test_every_field_has_eight_named_directions_of_at_least_three_percent(built) -> None:

@@ -135,11 +135,14 @@ def maximal_phrases(table: PhraseTable, docs: Sequence[int], *, keep: float = MA
     """A function taking a phrase key of ``docs`` to the longest phrase that completes it there.
 
     Sub-phrases are always at least as frequent as the phrases containing them, so a frequency
-    ranking prefers "anything model" to "segment anything model". A key is replaced by a longer
-    key containing it (contiguous words) when at least ``keep`` of the papers of ``docs`` using
-    the key also use the longer one (the most used such completion; ties: longer, then
-    alphabetical), repeatedly. The result is a key used by ``docs``, so its surface is verbatim.
+    ranking prefers "anything model" to "segment anything model". A key is a fragment when at
+    least ``keep`` of the papers of ``docs`` using it also use a longer key containing it
+    (contiguous words), counting every such completion together ("convolutional neural" is
+    completed by "... network" in some papers and "... networks" in others); it is then replaced
+    by its most used completion (ties: longer, then alphabetical), repeatedly. The result is a
+    key used by ``docs``, so its surface is verbatim.
     """
+    docs = list(docs)
     counts: Counter[str] = Counter(k for d in docs for k in table.doc_keys[d])
     supers: dict[str, list[str]] = {}
     for key, c in counts.items():
@@ -152,11 +155,13 @@ def maximal_phrases(table: PhraseTable, docs: Sequence[int], *, keep: float = MA
                     supers.setdefault(" ".join(words[i:j]), []).append(key)
 
     def complete(key: str) -> str:
-        while True:
-            need = keep * counts.get(key, 0)
-            options = [s for s in supers.get(key, ()) if counts[s] >= need]
-            if not options:
+        while key in supers:
+            longer = supers[key]
+            users = [table.doc_keys[d] for d in docs if key in table.doc_keys[d]]
+            completed = sum(1 for keys in users if any(s in keys for s in longer))
+            if not users or completed < keep * len(users):
                 return key
-            key = min(options, key=lambda s: (-counts[s], -len(s.split(" ")), s))
+            key = min(longer, key=lambda s: (-counts[s], -len(s.split(" ")), s))
+        return key
 
     return complete
