@@ -8,37 +8,19 @@ should be, and a warm build must not fit anything.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from sources import file_digests, write_source
 
-from rap_benchmark.core.schemas import PAPERS
 from rap_benchmark.pipeline.build import build_instance
 from rap_benchmark.pipeline.instrument import cache
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def _source(papers, folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    frame = papers[list(PAPERS.names)].reset_index(drop=True)
-    pq.write_table(pa.Table.from_pandas(frame, schema=PAPERS, preserve_index=False), folder / "papers.parquet")
-    return folder
-
-
-def _sums(folder: Path) -> dict[str, str]:
-    return {
-        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file()
-    }
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +32,7 @@ def corpus(mini, tmp_path_factory):
     papers = mini.papers.sample(n=9000, random_state=5).sort_values(["date", "arxiv_id"])
     spec = mini.spec.replace(name="cache-test", n_fields=6, min_field_papers=50, n_dev_seed_fields=2)
     root = tmp_path_factory.mktemp("cache")
-    src = _source(papers, root / "src")
+    src = write_source(papers, root / "src")
     read, _ = read_corpus(src, spec)
     return spec, normalise_papers(read), src, root
 
@@ -74,7 +56,7 @@ def test_a_cache_hit_builds_the_same_bytes_without_fitting(corpus, monkeypatch, 
     assert [e.name for e in entries] == [cache.instrument_key(papers, spec)]
     _no_fit(monkeypatch)
     warm = build_instance(spec, tmp_path / "warm", source=src, freeze_instrument=True)
-    assert _sums(plain) == _sums(cold) == _sums(warm)
+    assert file_digests(plain) == file_digests(cold) == file_digests(warm)
 
 
 def test_the_eligibility_cut_reuses_the_full_builds_instrument(corpus, monkeypatch, tmp_path):
@@ -87,7 +69,7 @@ def test_the_eligibility_cut_reuses_the_full_builds_instrument(corpus, monkeypat
     cut_spec = spec.replace(origins=tuple(o for o in spec.origins if o < spec.eligibility_end))
     cut_spec = cut_spec.replace(date_end=spec.eligibility_end)
     assert cache.instrument_key(cut_papers, cut_spec) == cache.instrument_key(papers, spec)
-    cut_src = _source(cut_papers, tmp_path / "cut-src")
+    cut_src = write_source(cut_papers, tmp_path / "cut-src")
     _no_fit(monkeypatch)
     cut = build_instance(cut_spec, tmp_path / "cut", source=cut_src, freeze_instrument=True)
     for name in ("codebooks.json", "instrument/instrument.json", "instrument/arrays.bin"):
@@ -95,7 +77,7 @@ def test_the_eligibility_cut_reuses_the_full_builds_instrument(corpus, monkeypat
     monkeypatch.undo()  # fitting allowed again, and the cache off: a fresh fit gives the same bytes
     monkeypatch.setenv(cache.CACHE_ENV, "off")
     fresh = build_instance(cut_spec, tmp_path / "fresh", source=cut_src, freeze_instrument=True, cache=True)
-    assert _sums(fresh) == _sums(cut)
+    assert file_digests(fresh) == file_digests(cut)
 
 
 def test_the_key_moves_with_what_the_fit_reads(corpus):
@@ -120,7 +102,7 @@ def test_a_damaged_entry_is_refitted(corpus, monkeypatch, tmp_path):
     entry = tmp_path / "cache" / "instrument" / cache.instrument_key(papers, spec)
     (entry / "instrument" / "instrument.json").write_text("{not json", encoding="utf-8")
     second = build_instance(spec, tmp_path / "b", source=src)
-    assert _sums(first) == _sums(second)
+    assert file_digests(first) == file_digests(second)
     assert cache.lookup(entry.name) is not None, "the refitted instrument was not stored again"
 
 

@@ -8,19 +8,16 @@ The fast variant runs on a source corpus made of mini's papers; the slow one on 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from pathlib import Path
 
 import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from sources import file_digests, write_source
 
 from rap_benchmark.core.artifacts import load_instance
 from rap_benchmark.core.errors import InputError
-from rap_benchmark.core.schemas import PAPERS
 from rap_benchmark.pipeline.build import build_instance, normalise_assignments
 from rap_benchmark.pipeline.extend import PENDING_FLAG, extend_instance, resolve_instance
 from rap_benchmark.pipeline.instrument.frozen import instrument_hash, load, save
@@ -29,21 +26,6 @@ T = "2026-01-01"
 SHARED_ARXIV = Path(
     os.environ.get("RAP_SHARED_ARXIV", Path(__file__).resolve().parents[1].parent / "shared" / "data" / "arxiv")
 )
-
-
-def _write_source(papers: pd.DataFrame, folder: Path) -> Path:
-    folder.mkdir(parents=True)
-    frame = papers[list(PAPERS.names)].reset_index(drop=True)
-    pq.write_table(pa.Table.from_pandas(frame, schema=PAPERS, preserve_index=False), folder / "papers.parquet")
-    return folder
-
-
-def _digests(folder: Path) -> dict[str, str]:
-    return {
-        p.relative_to(folder).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and ".cache" not in p.parts
-    }
 
 
 def _one_pass_episodes(parent_dir: Path, full_source: Path, spec) -> pd.DataFrame:
@@ -60,11 +42,11 @@ def _one_pass_episodes(parent_dir: Path, full_source: Path, spec) -> pd.DataFram
 
 
 def run_simulation(all_papers: pd.DataFrame, spec, tmp: Path, seal_models: dict) -> dict:
-    cut = _write_source(all_papers[all_papers["date"].astype(str) < T], tmp / "cut")
-    full = _write_source(all_papers, tmp / "full")
+    cut = write_source(all_papers[all_papers["date"].astype(str) < T], tmp / "cut")
+    full = write_source(all_papers, tmp / "full")
     parent_spec = spec.replace(origins=tuple(o for o in spec.origins if o < T), date_end=T)
     parent = build_instance(parent_spec, tmp / "v1", source=cut, freeze_instrument=True)
-    before = _digests(parent)
+    before = file_digests(parent, skip=(".cache",))
 
     # the frozen instrument reproduces the build's labels from the papers alone
     inst1 = load_instance(parent)
@@ -102,7 +84,7 @@ def run_simulation(all_papers: pd.DataFrame, spec, tmp: Path, seal_models: dict)
 
     v3 = resolve_instance(v2, full, out=tmp / "v3")
     inst3 = load_instance(v3)
-    assert _digests(parent) == before, "the parent folder changed"
+    assert file_digests(parent, skip=(".cache",)) == before, "the parent folder changed"
     for name in ("codebooks.json", "blocks.parquet", "instrument/instrument.json", "instrument/arrays.bin"):
         assert (v3 / name).read_bytes() == (parent / name).read_bytes()
     assert instrument_hash(v3) == instrument_hash(parent)
@@ -308,8 +290,8 @@ def test_export_of_a_pending_version_publishes_no_target_until_resolved(mini, tm
     from rap_benchmark.integrations.hub_instance import load_hub_instance
 
     papers, spec = _mini_living_data(mini)
-    cut = _write_source(papers[papers["date"].astype(str) < T], tmp_path / "cut")
-    full = _write_source(papers, tmp_path / "full")
+    cut = write_source(papers[papers["date"].astype(str) < T], tmp_path / "cut")
+    full = write_source(papers, tmp_path / "full")
     parent_spec = spec.replace(origins=tuple(o for o in spec.origins if o < T), date_end=T)
     (tmp_path / "parent.json").write_text(json.dumps(parent_spec.to_dict()), encoding="utf-8")
     v1, v2, v3 = tmp_path / "v1", tmp_path / "v2", tmp_path / "v3"
