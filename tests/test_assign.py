@@ -18,6 +18,7 @@ from rap_benchmark.pipeline.codebook import codebooks_from_blueprint
 from rap_benchmark.pipeline.instrument.offline import (
     AssignRules,
     assign_offline,
+    calibrate_bridge_strength,
     calibrate_tie_ratio,
     classify,
     distinct_pairs,
@@ -98,6 +99,33 @@ def test_tie_ratio_is_calibrated_on_pre_cutoff_rows_only() -> None:
     changed[600:] = rng.random((400, 8)) ** 5  # later rows do not move the threshold
     assert calibrate_tie_ratio(changed, np.full(1000, 50), pre, RULES) == r
     assert ((runner_up_ratio(sims[:600]) >= r).mean()) == pytest.approx(RULES.tie_rate, abs=0.01)
+
+
+@pytest.mark.parametrize("rate", [0.0, 0.0158, 0.05])
+def test_bridge_strength_is_calibrated_to_the_bridge_share_on_pre_cutoff_rows(rate: float) -> None:
+    """With ``bridge_rate`` set, a share ``rate`` of the calibration rows become bridges (the
+    paper's 1.58%), later rows do not move the strength, and the fixed rule is kept without it."""
+    rng = np.random.default_rng(3)
+    n = 4000
+    sims = rng.random((n, 8)) ** 2
+    known, pre = np.full(n, 50), np.arange(n) < 3000
+    level = np.full(n, float(np.median(sims.max(axis=1))))
+    rules = dataclasses.replace(RULES, bridge_rate=rate)
+    r = calibrate_tie_ratio(sims, known, pre, rules)
+    args = (known, pre, level, ALL_DISTINCT, np.zeros(n, dtype=np.int64), r, rules)
+    strength = calibrate_bridge_strength(sims, *args)
+    table = np.zeros(n, dtype=np.int64)
+    _, _, kind = classify(sims, known, level, ALL_DISTINCT, table, rules, r, strength)
+    assert (kind[pre] == "bridge").mean() == pytest.approx(rate, abs=1 / 3000)
+    assert rate > 0 or not (kind[pre] == "bridge").any()
+    later = sims.copy()
+    later[~pre] = rng.random((n - 3000, 8))
+    assert calibrate_bridge_strength(later, *args) == strength
+    _, _, fixed = classify(sims, known, level, ALL_DISTINCT, table, RULES, r)
+    _, _, none = classify(sims, known, level, ALL_DISTINCT, table, RULES, r, None)
+    assert (fixed == none).all()
+    with pytest.raises(ValueError, match="bridge_rate"):
+        AssignRules.from_spec(SPEC.replace(extra={"assign_rules": {"bridge_rate": 1.5}}))
 
 
 def test_distinct_pairs_is_the_lower_half_of_prototype_similarities() -> None:

@@ -34,6 +34,12 @@ papers are then labelled with the frozen ``r*``, so post-cutoff tie shares can d
 holds over the frame rather than only before the cutoff; no forecasting outcome is consulted
 either way.
 
+The bridge strength is fixed (``bridge_strength``) unless ``bridge_rate`` is set: then it is
+calibrated like ``r*``, on the same calibration rows and without outcomes, as the quantile of
+``s2 / m_f`` among the calibration ties between distinct directions that makes a share
+``bridge_rate`` of the calibration rows bridges (the paper's instrument: 1.58%). The calibrated
+value is frozen with the calibration.
+
 The rule constants are :class:`AssignRules`; ``spec.extra["assign_rules"]`` may override them
 (so the parameter ledger records what was used).
 """
@@ -53,6 +59,7 @@ from rap_benchmark.pipeline.codebook import LocalPrototypes, Prototypes
 __all__ = [
     "AssignRules",
     "assign_offline",
+    "calibrate_bridge_strength",
     "calibrate_tie_ratio",
     "classify",
     "direction_similarities",
@@ -70,6 +77,9 @@ class AssignRules:
     other_ratio: float = 0.39
     tie_rate: float = 0.4418
     bridge_strength: float = 0.80
+    bridge_rate: float | None = None
+    """When set, ``bridge_strength`` is calibrated so that this share of the calibration rows are
+    bridges (see the module docstring); None keeps the fixed ``bridge_strength``."""
     tie_calibration: str = "pre_cutoff"
     """Which memberships calibrate ``r*`` and the field levels: ``pre_cutoff`` (dated before the
     codebook cutoff) or ``eligibility`` (dated before ``spec.eligibility_end``, the frame the
@@ -83,6 +93,8 @@ class AssignRules:
         if unknown:
             raise ValueError(f"unknown assign_rules keys: {', '.join(unknown)}")
         rules = cls(**overrides)
+        if rules.bridge_rate is not None and not 0.0 <= rules.bridge_rate < 1.0:
+            raise ValueError(f"assign_rules.bridge_rate must be in [0, 1), not {rules.bridge_rate!r}")
         if rules.tie_calibration not in ("pre_cutoff", "eligibility"):
             raise ValueError(
                 f"assign_rules.tie_calibration must be pre_cutoff or eligibility, not {rules.tie_calibration!r}"
@@ -126,11 +138,29 @@ def direction_similarities(
 @dataclass(frozen=True)
 class Calibration:
     """What the margin rules were calibrated to, frozen with the codebook: ``tie_ratio`` (``r*``),
-    ``levels`` (field id -> ``m_f``) and ``distinct`` (field id -> its 8 x 8 distinct-pair table)."""
+    ``levels`` (field id -> ``m_f``), ``distinct`` (field id -> its 8 x 8 distinct-pair table) and
+    ``bridge_strength`` (calibrated when the rules set ``bridge_rate``; None: the rules' fixed one)."""
 
     tie_ratio: float
     levels: dict[str, float]
     distinct: dict[str, np.ndarray]
+    bridge_strength: float | None = None
+
+
+def _row_tables(fids: np.ndarray, calibration: Calibration) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: its field's level, its field's table index, and the stacked distinct-pair tables
+    (index 0 is an all-False table)."""
+    order = sorted(calibration.levels)
+    absent = sorted(set(fids) - set(order))
+    if absent:
+        raise KeyError(f"no calibration for fields {', '.join(absent[:5])}")
+    index = {fid: i + 1 for i, fid in enumerate(order)}
+    level_of = np.array([0.0] + [calibration.levels[f] for f in order])
+    tables = np.stack(
+        [np.zeros((len(DIRECTION_KEYS), len(DIRECTION_KEYS)), dtype=bool)] + [calibration.distinct[f] for f in order]
+    )
+    table = np.fromiter((index[f] for f in fids), dtype=np.int64, count=len(fids))
+    return level_of[table], table, tables
 
 
 def assign_offline(
@@ -178,6 +208,10 @@ def calibrate_and_assign(
         levels[str(fids[lo])] = float(np.median(s1[lo:hi][calib])) if calib.any() else 0.0
     distinct = {fid: distinct_pairs(prototypes.centroids[fid]) for fid in levels}
     calibration = Calibration(calibrate_tie_ratio(sims, known, pre, rules), levels, distinct)
+    if rules.bridge_rate is not None:
+        level, table, tables = _row_tables(fids, calibration)
+        strength = calibrate_bridge_strength(sims, known, pre, level, tables, table, calibration.tie_ratio, rules)
+        calibration = dataclasses.replace(calibration, bridge_strength=strength)
     return label_memberships(m, sims, known, calibration, rules), calibration
 
 
@@ -186,17 +220,10 @@ def label_memberships(
 ) -> pd.DataFrame:
     """The assignments of ``direction_similarities``' output under a frozen calibration."""
     fids = m["field_id"].to_numpy().astype(str)
-    order = sorted(calibration.levels)
-    absent = sorted(set(fids) - set(order))
-    if absent:
-        raise KeyError(f"no calibration for fields {', '.join(absent[:5])}")
-    index = {fid: i + 1 for i, fid in enumerate(order)}
-    level_of = np.array([0.0] + [calibration.levels[f] for f in order])
-    tables = np.stack(
-        [np.zeros((len(DIRECTION_KEYS), len(DIRECTION_KEYS)), dtype=bool)] + [calibration.distinct[f] for f in order]
+    level, table, tables = _row_tables(fids, calibration)
+    primary, secondary, kind = classify(
+        sims, known, level, tables, table, rules, calibration.tie_ratio, calibration.bridge_strength
     )
-    table = np.fromiter((index[f] for f in fids), dtype=np.int64, count=len(fids))
-    primary, secondary, kind = classify(sims, known, level_of[table], tables, table, rules, calibration.tie_ratio)
     out = m[["arxiv_id", "field_id", "date"]].copy()
     out["primary"] = pd.Series(primary, index=out.index, dtype=object)
     out["secondary"] = pd.Series(secondary, index=out.index, dtype=object)  # None, not NaN
@@ -221,6 +248,36 @@ def calibrate_tie_ratio(sims: np.ndarray, known: np.ndarray, pre: np.ndarray, ru
     return float(np.quantile(ratio[calib], 1.0 - rules.tie_rate))
 
 
+def calibrate_bridge_strength(
+    sims: np.ndarray,
+    known: np.ndarray,
+    pre: np.ndarray,
+    level: np.ndarray,
+    tables: np.ndarray,
+    table: np.ndarray,
+    tie_ratio: float,
+    rules: AssignRules,
+) -> float:
+    """The bridge strength that makes a share ``rules.bridge_rate`` of the calibration rows (those
+    :func:`calibrate_tie_ratio` uses) bridges: a quantile of ``s2 / m_f`` over the calibration
+    ties between distinct directions (0.0 when there are too few such ties to reach the share; just
+    above the largest when the share is 0)."""
+    n = sims.shape[0]
+    order = np.argsort(-sims, axis=1, kind="stable")
+    best, second = order[:, 0], order[:, 1]
+    s1, s2 = sims[np.arange(n), best], sims[np.arange(n), second]
+    ok = (known >= rules.min_known_tokens) & (s1 > 0)
+    calib = ok & pre if (ok & pre).any() else ok
+    cand = calib & (s2 >= tie_ratio * s1) & tables[table, best, second] & (level > 0)
+    want = float(rules.bridge_rate or 0.0) * int(calib.sum())
+    if not cand.any() or want >= cand.sum():
+        return 0.0
+    strength = s2[cand] / level[cand]
+    if want <= 0:
+        return float(np.nextafter(strength.max(), np.inf))  # no calibration row is a bridge
+    return float(np.quantile(strength, 1.0 - want / int(cand.sum())))
+
+
 def distinct_pairs(centroids: np.ndarray) -> np.ndarray:
     """8 x 8 booleans: directions i and j are *distinct* when their prototypes' cosine is at
     most the median cosine over the field's 28 direction pairs."""
@@ -239,8 +296,10 @@ def classify(
     table: np.ndarray,
     rules: AssignRules,
     tie_ratio: float,
+    bridge_strength: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The margin rules of the module docstring, vectorised (``tie_ratio`` is ``r*``).
+    """The margin rules of the module docstring, vectorised (``tie_ratio`` is ``r*``;
+    ``bridge_strength`` the calibrated one, None for ``rules.bridge_strength``).
 
     ``sims`` n x 8 cosines; ``known`` known-token counts; ``level`` each row's field calibration
     level; ``distinct[table[i]]`` the 8 x 8 distinct-pair table of row i's field. Returns
@@ -256,7 +315,8 @@ def classify(
     apart = distinct[table, best, second]
     kind = np.full(n, AssignmentType.SINGLE.value, dtype=object)
     kind[tie] = AssignmentType.BOUNDARY.value
-    kind[tie & apart & (s2 >= rules.bridge_strength * level)] = AssignmentType.BRIDGE.value
+    strength = rules.bridge_strength if bridge_strength is None else bridge_strength
+    kind[tie & apart & (s2 >= strength * level)] = AssignmentType.BRIDGE.value
     kind[(s1 < rules.other_ratio * level) | (s1 <= 0.0)] = AssignmentType.OTHER.value
     kind[~enough] = AssignmentType.LOW_EVIDENCE.value
 
