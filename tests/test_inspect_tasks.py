@@ -38,19 +38,34 @@ def mock_model(outputs: list[ModelOutput]):
 
 
 def entry_point_installed() -> bool:
-    from importlib.metadata import entry_points
+    """Whether the stock ``inspect`` CLI, started outside this checkout, names this checkout's tasks
+    ``rap_benchmark/...``: Inspect finds them by entry point and prefixes the package name only for
+    an installed or editable package. Asked of a fresh interpreter outside the repository, as the
+    CLI runs: from the repository root (``python -m pytest`` puts it first on ``sys.path``) the
+    ``rap_benchmark.egg-info`` that setuptools leaves there shadows the editable install's
+    metadata, which made this check fail, and the test skip, on every clean clone (CI included)."""
+    import tempfile
 
-    from inspect_ai._util.package import package_is_installed_editable, package_path_is_in_site_packages
-
-    if not any(ep.name == "rap_benchmark" for ep in entry_points(group="inspect_ai")):
-        return False
-    import rap_benchmark
-
-    return package_is_installed_editable("rap_benchmark") or package_path_is_in_site_packages(rap_benchmark.__file__)
+    code = (
+        "from importlib.metadata import entry_points\n"
+        "from inspect_ai._util.package import package_is_installed_editable as e, "
+        "package_path_is_in_site_packages as s\n"
+        "import rap_benchmark\n"
+        "ok = any(ep.name == 'rap_benchmark' for ep in entry_points(group='inspect_ai'))\n"
+        "ok = ok and (e('rap_benchmark') or s(rap_benchmark.__file__))\n"
+        "print(rap_benchmark.__file__ if ok else '')\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=tempfile.gettempdir(), env=env, capture_output=True, text=True
+    )
+    found = proc.stdout.strip()
+    return proc.returncode == 0 and bool(found) and Path(found).resolve().parent == (REPO / "rap_benchmark").resolve()
 
 
 needs_install = pytest.mark.skipif(
-    not entry_point_installed(), reason="rap_benchmark is not pip-installed (Inspect finds tasks by entry point)"
+    not entry_point_installed(),
+    reason="this checkout is not pip-installed (-e) in this interpreter (Inspect finds tasks by entry point)",
 )
 
 
@@ -149,7 +164,7 @@ def test_mockllm_runs_citecast_with_environment_tools(citecast_dir: Path, tmp_pa
 
 def _env(tmp_path: Path, url: str) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("PYTHONPATH", None)  # the installed (editable) package, as a user runs it; see entry_point_installed
     env["RAP_CACHE_DIR"] = str(tmp_path / "cache")
     env.pop("RAP_INSTANCE_DIR", None)
     env["SCRIPTED_BASE_URL"] = url
