@@ -310,6 +310,25 @@ def test_user_error_in_a_real_process(argv, ws: Path, mini_dir: Path):
     assert len(proc.stderr.splitlines()) == 1 and proc.stderr.startswith("rap "), proc.stderr
 
 
+def test_harvest_without_network_is_one_line(tmp_path: Path):
+    """Regression: ``rap citecast build --instance harvest`` with no network ended in an
+    ``httpx.ConnectError`` traceback. A proxy on a closed local port stands in for no network."""
+    closed = "http://127.0.0.1:9"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "NO_PROXY": "", "no_proxy": ""}
+    env.update(
+        {k: closed for k in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")}
+    )
+    out = tmp_path / "cc"
+    argv = ["citecast", "build", "--instance", "harvest", "--out", str(out)]
+    proc = subprocess.run(
+        [sys.executable, "-m", "rap_benchmark", *argv], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("arXiv days")]
+    assert len(lines) == 1 and lines[0].startswith("rap citecast build: cannot reach export.arxiv.org"), proc.stderr
+    assert not out.exists()  # the progress bar of the first step is all that showed before
+
+
 def test_debug_shows_the_traceback(ws: Path):
     """``rap --debug`` re-raises the UserError so the traceback is printed."""
     from rap_benchmark.core.errors import UserError

@@ -73,21 +73,37 @@ Fetch = Callable[[HttpRequest], bytes]
 
 
 def httpx_fetch(timeout_s: float = 60.0, retries: int = 4, backoff_s: float = 5.0) -> Fetch:
-    """A real :data:`Fetch` over httpx, retrying 429/5xx with exponential backoff."""
+    """A real :data:`Fetch` over httpx, retrying 429/5xx and dropped connections with exponential
+    backoff. A host that cannot be connected to at all (no network, DNS failure, refused) fails at
+    once, and every failure is a one-line :class:`~rap_benchmark.core.errors.ServiceError`."""
     import httpx
+
+    from rap_benchmark.core.errors import ServiceError
 
     client = httpx.Client(timeout=timeout_s, follow_redirects=True, headers={"User-Agent": "rap-benchmark-citecast"})
 
     def fetch(req: HttpRequest) -> bytes:
         for attempt in range(retries + 1):
-            resp = client.request(
-                req.method, req.url, params=list(req.params), json=req.json_body, headers=dict(req.headers)
-            )
+            try:
+                resp = client.request(
+                    req.method, req.url, params=list(req.params), json=req.json_body, headers=dict(req.headers)
+                )
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
+                raise ServiceError(
+                    f"cannot reach {httpx.URL(req.url).host} ({exc}); building the harvest instance needs network "
+                    "access to the arXiv API and Semantic Scholar"
+                ) from exc
+            except httpx.TransportError as exc:  # a dropped or timed-out exchange: transient
+                if attempt < retries:
+                    time.sleep(backoff_s * 2**attempt)
+                    continue
+                raise ServiceError(f"{req.url}: {exc} (after {retries + 1} attempts)") from exc
             if resp.status_code == 429 or resp.status_code >= 500:
                 if attempt < retries:
                     time.sleep(backoff_s * 2**attempt)
                     continue
-            resp.raise_for_status()
+            if resp.is_error:
+                raise ServiceError(f"{req.url}: HTTP {resp.status_code} {resp.reason_phrase}")
             return resp.content
         raise HarvestError(f"{req.url}: gave up after {retries + 1} attempts")
 

@@ -46,6 +46,11 @@ class ArtifactError(UserError, RuntimeError):
     """An artifact folder is missing, is missing a file, or a file does not match its recorded hash."""
 
 
+class ServiceError(UserError, RuntimeError):
+    """A network service the command needs cannot be reached or refused the request (no network,
+    wrong host, an HTTP error status); nothing was written."""
+
+
 def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """``message`` on one line (line breaks become ``"; "``), cut to ``limit`` characters."""
     parts = [part.strip() for part in str(message).splitlines()]
