@@ -253,6 +253,9 @@ CASES: list[tuple[str, list[str], str, str]] = [
     ("audit-truth-missing", ["audit", "truth", "{ws}/nowhere"], "rap audit truth", "nowhere"),
     ("demo-out-is-a-file", ["demo", "--out", "{ws}/a-file"], "rap demo", "a-file"),
     ("demo-out-holds-other-files", ["demo", "--out", "{ws}/pinned"], "rap demo", "did not write"),
+    # a RAP instance or a missing folder where a CiteCast instance is expected (it said "SHA256SUMS is missing")
+    ("citecast-serve-rap-instance", ["citecast", "serve", "{mini}"], "rap citecast serve", "is a RAP instance"),
+    ("citecast-score-no-folder", ["citecast", "score", "{ws}/nowhere"], "rap citecast score", "no such folder"),
 ]
 
 

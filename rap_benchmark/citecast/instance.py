@@ -27,7 +27,15 @@ from typing import Any
 from rap_benchmark.citecast.records import CiteTask
 from rap_benchmark.citecast.tasks import DEFAULT_BANDS, DEFAULT_MIX, TaskSet, load_tasks, write_task_files
 from rap_benchmark.citecast.webcorpus import WebCorpus
-from rap_benchmark.core.artifacts import CACHE_DIR, SUMS_FILE, ArtifactError, verify, write_json, write_sums
+from rap_benchmark.core.artifacts import (
+    CACHE_DIR,
+    LEDGER_FILE,
+    SUMS_FILE,
+    ArtifactError,
+    verify,
+    write_json,
+    write_sums,
+)
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.fsio import building_folder, swap_into_place
 
@@ -145,7 +153,14 @@ def _write_files(
 
 
 def load_instance(root: str | Path, *, check: bool = True) -> CiteCastInstance:
+    """The CiteCast instance at ``root`` (verified against its ``SHA256SUMS`` unless ``check`` is
+    False). A folder that is not a CiteCast instance is an :class:`ArtifactError` naming what it is."""
     root = Path(root)
+    if not root.is_dir():
+        raise ArtifactError(f"no CiteCast instance at {root}: no such folder (build one with rap citecast build)")
+    if not (root / MANIFEST).is_file():
+        what = "a RAP instance" if (root / LEDGER_FILE).is_file() else f"a folder without {MANIFEST}"
+        raise ArtifactError(f"{root} is {what}, not a CiteCast instance (build one with rap citecast build)")
     if check:
         problems = verify(root)
         if problems:
