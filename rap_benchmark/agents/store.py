@@ -44,7 +44,7 @@ EXEC_LOG = "executions.jsonl"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-def _slug(value: str) -> str:
+def slug(value: str) -> str:
     """A filesystem-safe, collision-free name: readable part plus a short hash when changed."""
     safe = _SAFE.sub("_", value).strip("._") or "_"
     if safe == value:
@@ -96,10 +96,10 @@ class UnitKey:
     def relpath(self) -> Path:
         return (
             Path(UNITS_DIR)
-            / _slug(self.model)
-            / _slug(self.variant)
+            / slug(self.model)
+            / slug(self.variant)
             / self.condition.value
-            / f"{_slug(self.field_id)}@{self.origin}.json"
+            / f"{slug(self.field_id)}@{self.origin}.json"
         )
 
     def to_dict(self) -> dict[str, str]:
@@ -139,7 +139,7 @@ class TaskKey:
         return _shard(self.id, n)
 
     def relpath(self) -> Path:
-        return Path(UNITS_DIR) / _slug(self.model) / CITECAST_VARIANT / f"{_slug(self.task_id)}.json"
+        return Path(UNITS_DIR) / slug(self.model) / CITECAST_VARIANT / f"{slug(self.task_id)}.json"
 
     def to_dict(self) -> dict[str, str]:
         return {"model": self.model, "task_id": self.task_id, "variant": CITECAST_VARIANT}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,6 +81,12 @@ def write_sums(root: str | Path) -> Path:
     root = Path(root)
     lines = [f"{sha256_file(p)}  {p.relative_to(root).as_posix()}\n" for p in _hashed_files(root)]
     return atomic_write_text(root / SUMS_FILE, "".join(lines))
+
+
+def shard_hash(arxiv_ids: Iterable[str]) -> str:
+    """A search universe's identity in ``search_manifest.parquet``: sha256 of its arxiv ids,
+    sorted, joined by newlines (the empty universe hashes the empty string)."""
+    return hashlib.sha256("\n".join(sorted(str(i) for i in arxiv_ids)).encode("utf-8")).hexdigest()
 
 
 def manifest_hash(root: str | Path) -> str:

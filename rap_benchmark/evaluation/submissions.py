@@ -394,7 +394,7 @@ def split_by_model(
     are copied (from the file's own sidecar when ``meta`` is None). With ``only_if_mixed`` a
     one-model file is returned as is. The file must read cleanly (:func:`read_predictions`).
     """
-    from rap_benchmark.agents.store import _slug
+    from rap_benchmark.agents.store import slug
     from rap_benchmark.evaluation.predictions import read_predictions, write_predictions
 
     frame = read_predictions(path)
@@ -408,7 +408,7 @@ def split_by_model(
     for model, rows in frame.groupby("model", sort=True):
         conditions = sorted(set(rows["condition"]))
         hashes = sorted(set(rows["manifest_hash"]))
-        target = write_predictions(rows.reset_index(drop=True), out / f"{_slug(str(model))}.jsonl")
+        target = write_predictions(rows.reset_index(drop=True), out / f"{slug(str(model))}.jsonl")
         sidecar = {
             "model": model,
             "conditions": conditions,

@@ -22,12 +22,12 @@ arxiv ids joined by newlines, so a rebuilt shard can be checked against the mani
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from rap_benchmark.core.artifacts import shard_hash
 from rap_benchmark.core.dates import add_months, parse_date, to_days
 from rap_benchmark.core.records import N_DIRECTIONS, Episode, Policy, Regime
 from rap_benchmark.core.schemas import EPISODES
@@ -167,11 +167,6 @@ def universe_bounds(origin: dt.date, regime: Regime, spec: BenchmarkSpec) -> tup
     return parse_date(spec.date_start), origin
 
 
-def shard_hash(arxiv_ids: list[str] | np.ndarray) -> str:
-    """sha256 of the sorted ids joined by ``\\n`` (the empty universe hashes the empty string)."""
-    return hashlib.sha256("\n".join(sorted(str(i) for i in arxiv_ids)).encode("utf-8")).hexdigest()
-
-
 def search_manifest(assignments: pd.DataFrame, field_ids: list[str], spec: BenchmarkSpec) -> pd.DataFrame:
     """The ``search_manifest.parquet`` table: one row per (field, origin, regime), sorted so."""
     frame = assignments[["field_id", "arxiv_id", "date"]].drop_duplicates(["field_id", "arxiv_id"])
@@ -196,6 +191,6 @@ def search_manifest(assignments: pd.DataFrame, field_ids: list[str], spec: Bench
                 rows["start"].append(start.isoformat())
                 rows["end"].append(end.isoformat())
                 rows["n_papers"].append(int(mask.sum()))
-                rows["shard_hash"].append(hashlib.sha256("\n".join(members).encode("utf-8")).hexdigest())
+                rows["shard_hash"].append(shard_hash(members))
     out = pd.DataFrame({k: pd.Series(v, dtype=np.int64 if k == "n_papers" else object) for k, v in rows.items()})
     return out

@@ -19,14 +19,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.artifacts import CACHE_DIR, listed_sha256
+from rap_benchmark.core.artifacts import CACHE_DIR, listed_sha256, shard_hash
 from rap_benchmark.core.dates import add_months, parse_date, to_days
 from rap_benchmark.core.records import Regime, SearchHit, SearchObservation
 from rap_benchmark.core.spec import BenchmarkSpec
@@ -54,11 +54,6 @@ def _frame_digest(papers: pd.DataFrame) -> str:
             h.update(b"\x1f")
         h.update(b"\x1e")
     return h.hexdigest()
-
-
-def shard_hash(ids: Sequence[str]) -> str:
-    """sha256 of a universe's arxiv ids, sorted, joined by newlines (the search-manifest hash)."""
-    return hashlib.sha256("\n".join(sorted(ids)).encode("utf-8")).hexdigest()
 
 
 class SearchEngine:
