@@ -7,7 +7,9 @@ labelled. Timed through the stock CLI, each in its own process:
 
 * ``extend_s``: ``rap extend PARENT --source NEW --origin 2026-01-01 --out V2`` (reads the
   whole new snapshot, deduplicates, labels the new papers with the frozen instrument, episodes);
-* ``rebuild_s``: ``rap build --source NEW --spec SPEC`` of the same data from scratch.
+* ``rebuild_s``: ``rap build --source NEW --spec SPEC --no-cache`` of the same data from scratch
+  (the instrument cache would otherwise reuse the parent's fit: the new papers all fall after the
+  eligibility frame).
 
 Ends with ONE JSON line; ``ratio`` = extend_s / rebuild_s. Target (2 cores): extend_s <= 60.
 
@@ -96,7 +98,11 @@ def main() -> None:
         extend_s = _timed(
             ["extend", str(root / "v1"), "--source", str(grown), "--origin", T, "--out", str(root / "v2"), "--quiet"]
         )
-        rebuild_s = _timed([*build, str(root / "full.json"), "--source", str(grown), "--out", str(root / "full")])
+        # --no-cache: the grown data's eligibility frame is the parent's, so a cached instrument would
+        # turn the rebuild into a relabelling; the peer is a build from scratch
+        rebuild_s = _timed(
+            [*build, str(root / "full.json"), "--source", str(grown), "--out", str(root / "full"), "--no-cache"]
+        )
         from rap_benchmark.core.artifacts import load_instance
 
         v2 = load_instance(root / "v2")
