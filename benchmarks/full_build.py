@@ -171,7 +171,7 @@ def rehearse(
         read = json.loads(_run([sys.executable, "-c", _READ, str(spec), str(snap)]).stdout)
         assert read["n_read"] == counts["records"] and read["in_frame"] == counts["in_frame"], (read, counts)
         offline_s, offline_rss = _timed(["build", "--spec", str(spec), "--source", str(snap), "--out",
-                                         str(work / "offline"), "--quiet"])  # fmt: skip
+                                         str(work / "offline"), "--quiet", "--no-cache"])  # fmt: skip
 
     offline = {
         "scale": scale,
