@@ -62,6 +62,26 @@ def test_atomic_write_keeps_the_old_file_when_the_writer_fails(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["f.txt"]
 
 
+def test_replacing_swaps_in_a_finished_folder_and_drops_a_failed_one(tmp_path):
+    """The one build-folder mechanism of build, extend and CiteCast builds."""
+    out = tmp_path / "inst"
+    with fsio.replacing(out, ("SHA256SUMS",)) as tmp:
+        (tmp / "SHA256SUMS").write_text("v1\n")
+    assert (out / "SHA256SUMS").read_text() == "v1\n"
+    with pytest.raises(RuntimeError), fsio.replacing(out, ("SHA256SUMS",)) as tmp:
+        (tmp / "SHA256SUMS").write_text("v2\n")
+        raise RuntimeError("writer failed")
+    assert (out / "SHA256SUMS").read_text() == "v1\n"  # the previous build is whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inst"]  # no building folder left
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with (
+        pytest.raises(FileExistsError, match="not a built instance"),
+        fsio.replacing(tmp_path / "other", ("SHA256SUMS",)),
+    ):
+        pass
+
+
 def test_remove_stale_only_touches_dead_writers(tmp_path):
     dead, live = _dead_pid(), os.getpid()
     (tmp_path / f".a.json.tmp-{dead}").write_text("torn")

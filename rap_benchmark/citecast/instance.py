@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import shutil
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -37,7 +36,7 @@ from rap_benchmark.core.artifacts import (
     write_sums,
 )
 from rap_benchmark.core.dates import parse_date
-from rap_benchmark.core.fsio import building_folder, swap_into_place
+from rap_benchmark.core.fsio import replacing
 
 CITECAST_VERSION = "1.0.0"
 MANIFEST = "citecast.json"
@@ -105,13 +104,8 @@ def write_instance(
     provenance: dict[str, Any],
 ) -> Path:
     final = Path(out_dir)
-    out = building_folder(final, (MANIFEST,))
-    try:
+    with replacing(final, (MANIFEST,)) as out:
         _write_files(out, task_set, corpus, cutoff=cutoff, snapshot_date=snapshot_date, provenance=provenance)
-        swap_into_place(out, final)
-    except BaseException:
-        shutil.rmtree(out, ignore_errors=True)
-        raise
     return final
 
 

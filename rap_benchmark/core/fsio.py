@@ -138,6 +138,21 @@ def swap_into_place(tmp: Path, out: Path) -> None:
         shutil.rmtree(old)
 
 
+@contextlib.contextmanager
+def replacing(out: str | Path, markers: tuple[str, ...]) -> Iterator[Path]:
+    """Build a replacement of ``out``: yield a fresh :func:`building_folder` to write into; when
+    the block ends normally it replaces ``out`` (:func:`swap_into_place`), and on any exception it
+    is removed and ``out`` is left as it was."""
+    out = Path(out)
+    tmp = building_folder(out, markers)
+    try:
+        yield tmp
+        swap_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def remove_stale(folder: str | Path, *, name: str | None = None, recursive: bool = False) -> list[Path]:
     """Remove ``.NAME.{tmp,building,old}-PID`` files and folders whose PID is dead; return them.
 

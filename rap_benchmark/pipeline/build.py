@@ -19,7 +19,6 @@ Two routes:
 
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,7 +35,7 @@ from rap_benchmark.core.artifacts import (
     write_sums,
     write_table,
 )
-from rap_benchmark.core.fsio import building_folder, swap_into_place
+from rap_benchmark.core.fsio import replacing
 from rap_benchmark.core.records import AssignmentType, Codebook, Policy, Split
 from rap_benchmark.core.schemas import ASSIGNMENTS, PAPERS, TRUTH
 from rap_benchmark.core.spec import BenchmarkSpec
@@ -268,9 +267,10 @@ def build_instance(
     from rap_benchmark.pipeline.episodes import episode_table, search_manifest
 
     out = Path(out)
-    tmp = building_folder(out, (SUMS_FILE, LEDGER_FILE))
-    steps = tqdm(total=6, desc=f"build {spec.name}", unit="step", disable=not progress)
-    try:
+    with (
+        replacing(out, (SUMS_FILE, LEDGER_FILE)) as tmp,
+        tqdm(total=6, desc=f"build {spec.name}", unit="step", disable=not progress) as steps,
+    ):
         steps.set_postfix_str("corpus, fields, codebooks, assignments")
         inputs = (
             _synthetic_inputs(spec, progress)
@@ -322,12 +322,6 @@ def build_instance(
         steps.set_postfix_str("SHA256SUMS")
         write_sums(tmp)
         steps.update()
-        swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    finally:
-        steps.close()
     return out
 
 

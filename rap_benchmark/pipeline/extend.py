@@ -38,7 +38,7 @@ import pandas as pd
 from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE, load_instance, write_json, write_sums, write_table
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.errors import InputError
-from rap_benchmark.core.fsio import building_folder, swap_into_place
+from rap_benchmark.core.fsio import replacing
 from rap_benchmark.core.records import Policy
 from rap_benchmark.core.schemas import EPISODE_PENDING_FLAG
 from rap_benchmark.core.spec import BenchmarkSpec
@@ -115,8 +115,7 @@ def _write_version(src: Path, out: Path, tables: dict[str, pd.DataFrame], ledger
     """Write a version into ``out`` atomically: ``src``'s frozen files byte for byte, ``tables``, ledger, sums."""
     from rap_benchmark.pipeline.instrument.frozen import FOLDER
 
-    tmp = building_folder(out, (SUMS_FILE, LEDGER_FILE))
-    try:
+    with replacing(out, (SUMS_FILE, LEDGER_FILE)) as tmp:
         for name in COPIED:
             shutil.copyfile(src / name, tmp / name)
         shutil.copytree(src / FOLDER, tmp / FOLDER)
@@ -124,10 +123,6 @@ def _write_version(src: Path, out: Path, tables: dict[str, pd.DataFrame], ledger
             write_table(tmp, name, frame)
         write_json(tmp / LEDGER_FILE, ledger)
         write_sums(tmp)
-        swap_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 
