@@ -37,6 +37,18 @@ def mock_model(outputs: list[ModelOutput]):
     return get_model(MOCK, custom_outputs=[_usage(o) for o in outputs])
 
 
+def eval_one_sample(task, outputs: list[ModelOutput], tmp_path: Path):
+    """Run ``task`` on one sample against ``mockllm`` replaying ``outputs``; (log, its sample)."""
+    (log,) = inspect_eval(task, model=mock_model(outputs), limit=1, log_dir=str(tmp_path / "logs"), display="none")
+    (sample,) = read_eval_log(log.location).samples
+    return log, sample
+
+
+def tool_calls(sample) -> list:
+    """The assistant's tool calls in a logged sample, in order."""
+    return [c for m in sample.messages if m.role == "assistant" for c in (m.tool_calls or [])]
+
+
 def entry_point_installed() -> bool:
     """Whether the stock ``inspect`` CLI, started outside this checkout, names this checkout's tasks
     ``rap_benchmark/...``: Inspect finds them by entry point and prefixes the package name only for
@@ -88,16 +100,9 @@ def test_mockllm_runs_each_condition_with_search_tool_calls(condition: str, mini
     outputs = [] if cond.regime is None else [ModelOutput.for_tool_call(MOCK, "search", {"query": "learning methods"})]
     outputs.append(ModelOutput.from_content(MOCK, ANSWER))
     make = rap_state if cond.task.value == "state" else rap_forecast
-    (log,) = inspect_eval(
-        make(condition=condition, instance_dir=str(mini_dir)),
-        model=mock_model(outputs),
-        limit=1,
-        log_dir=str(tmp_path / "logs"),
-        display="none",
-    )
+    log, sample = eval_one_sample(make(condition=condition, instance_dir=str(mini_dir)), outputs, tmp_path)
     assert log.status == "success", log.error
-    (sample,) = read_eval_log(log.location).samples
-    calls = [c for m in sample.messages if m.role == "assistant" for c in (m.tool_calls or [])]
+    calls = tool_calls(sample)
     tool_results = [m for m in sample.messages if m.role == "tool"]
     record = sample.store["rap_record"]
     if cond.regime is None:
@@ -120,14 +125,9 @@ def test_mockllm_search_budget_forces_the_answer(mini_dir: Path, tmp_path) -> No
     """The runner's cap: after max_search_calls calls the search tool is closed and the answer forced."""
     outputs = [ModelOutput.for_tool_call(MOCK, "search", {"query": f"q{i}"}) for i in range(2)]
     outputs.append(ModelOutput.from_content(MOCK, ANSWER))
-    (log,) = inspect_eval(
-        rap_forecast(condition="A1", instance_dir=str(mini_dir), max_search_calls=2),
-        model=mock_model(outputs),
-        limit=1,
-        log_dir=str(tmp_path / "logs"),
-        display="none",
+    _, sample = eval_one_sample(
+        rap_forecast(condition="A1", instance_dir=str(mini_dir), max_search_calls=2), outputs, tmp_path
     )
-    (sample,) = read_eval_log(log.location).samples
     record = sample.store["rap_record"]
     assert record["n_search_calls"] == 2 and any(e.startswith("forced_answer") for e in record["events"])
     assert record["valid"]
@@ -143,17 +143,10 @@ def test_mockllm_runs_citecast_with_environment_tools(citecast_dir: Path, tmp_pa
         ModelOutput.for_tool_call(MOCK, "web_search", {"query": title}),
         ModelOutput.for_tool_call(MOCK, "submit_prediction", {"prediction": 7, "justification": "mock"}),
     ]
-    (log,) = inspect_eval(
-        citecast(citecast_dir=str(citecast_dir)),
-        model=mock_model(outputs),
-        limit=1,
-        log_dir=str(tmp_path / "logs"),
-        display="none",
-    )
+    log, sample = eval_one_sample(citecast(citecast_dir=str(citecast_dir)), outputs, tmp_path)
     assert log.status == "success", log.error
-    (sample,) = read_eval_log(log.location).samples
     assert sample.id == task_id
-    calls = [c.function for m in sample.messages if m.role == "assistant" for c in (m.tool_calls or [])]
+    calls = [c.function for c in tool_calls(sample)]
     assert calls == ["web_search", "submit_prediction"]
     score = sample.scores["citecast_scorer"].value
     assert score["valid"] == 1.0 and score["n_tool_calls"] == 1.0  # web calls; the submission is the answer
@@ -204,10 +197,10 @@ def test_inspect_cli_every_condition_and_citecast_against_scripted_server(
     assert len(rap_logs) == 5 and len(citecast_logs) == 1
     for log in rap_logs:
         for s in log.samples:
-            calls = [c for m in s.messages if m.role == "assistant" for c in (m.tool_calls or [])]
+            calls = tool_calls(s)
             assert len(calls) == (0 if s.metadata["condition"] == "A0" else 2)  # tool calls in the log
     for s in citecast_logs[0].samples:
-        calls = [c.function for m in s.messages if m.role == "assistant" for c in (m.tool_calls or [])]
+        calls = [c.function for c in tool_calls(s)]
         assert calls == ["web_search", "web_search", "submit_prediction"]
         assert s.scores["citecast_scorer"].value["valid"] == 1.0
     # the converter and rap score reproduce Inspect's per-episode Spearman
