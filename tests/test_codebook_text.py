@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sources import garble_after
 
 from rap_benchmark.audit.codebook import codebook_only_primary, direction_shares, names_distinct, names_verbatim
 from rap_benchmark.core.artifacts import codebook_to_dict, write_json, write_parquet
@@ -145,15 +146,6 @@ def test_codebook_only_classifier_recovers_written_directions(built) -> None:
     assert (guess == single["primary"]).mean() > 0.6
 
 
-def _garble_after_cutoff(papers: pd.DataFrame) -> pd.DataFrame:
-    late = papers["date"] >= CUTOFF
-    out = papers.copy()
-    out.loc[late, "title"] = "zzleak qqleak"
-    out.loc[late, "abstract"] = "zzleak qqleak wwleak " * 10
-    keep = ~late | (np.arange(len(papers)) % 3 == 0)
-    return out.loc[keep].reset_index(drop=True)
-
-
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n_per_topic=st.integers(14, 24), n_topics=st.integers(8, 9))
 def test_codebooks_never_read_a_paper_dated_at_or_after_the_cutoff(seed: int, n_per_topic: int, n_topics: int) -> None:
@@ -161,7 +153,7 @@ def test_codebooks_never_read_a_paper_dated_at_or_after_the_cutoff(seed: int, n_
     papers = _corpus(n_per_topic, seed, n_topics=n_topics)
     mem, info = _one_field(papers)
     codebooks, protos = build_codebooks(papers, mem, info, SPEC)
-    garbled = _garble_after_cutoff(papers)
+    garbled = garble_after(papers, CUTOFF, abstract="zzleak qqleak wwleak " * 10, keep_every=3)
     mem2, _ = _one_field(garbled)
     codebooks2, protos2 = build_codebooks(garbled, mem2, info, SPEC)
     assert codebooks2 == codebooks

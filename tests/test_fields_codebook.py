@@ -11,6 +11,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linear_sum_assignment
+from sources import garble_after
 
 from rap_benchmark.core.records import DIRECTION_KEYS
 from rap_benchmark.core.spec import mini_spec
@@ -138,15 +139,6 @@ def test_build_fields_is_deterministic_and_drops_small_fields(corpus: MiniCorpus
 # -- codebooks ---------------------------------------------------------------------------------
 
 
-def _garble_after_cutoff(papers: pd.DataFrame, cutoff: str) -> pd.DataFrame:
-    late = papers["date"] >= cutoff
-    out = papers.copy()
-    out.loc[late, "title"] = "zzleak qqleak"
-    out.loc[late, "abstract"] = "zzleak qqleak " * 20
-    keep = ~late | (np.arange(len(papers)) % 2 == 0)
-    return out.loc[keep].reset_index(drop=True)
-
-
 def test_blueprint_codebooks_align_with_truth(corpus: MiniCorpus) -> None:
     codebooks, protos = codebooks_from_blueprint(corpus, SPEC)
     assert [cb.field_id for cb in codebooks] == sorted(corpus.field_info)
@@ -160,7 +152,9 @@ def test_blueprint_codebooks_align_with_truth(corpus: MiniCorpus) -> None:
             assert 1 <= len(d.exemplars) <= 5
             assert all(dates[e] < SPEC.codebook_cutoff for e in d.exemplars)
             assert all(truth[(e, cb.field_id)] == d.key for e in d.exemplars)
-    garbled = dataclasses.replace(corpus, papers=_garble_after_cutoff(corpus.papers, SPEC.codebook_cutoff))
+    garbled = dataclasses.replace(
+        corpus, papers=garble_after(corpus.papers, SPEC.codebook_cutoff, abstract="zzleak qqleak " * 20, keep_every=2)
+    )
     again, protos2 = codebooks_from_blueprint(garbled, SPEC)
     assert again == codebooks and protos2.space.terms == protos.space.terms
 
@@ -171,7 +165,7 @@ def test_offline_codebooks_use_no_paper_at_or_after_the_cutoff(corpus: MiniCorpu
     mem = corpus.memberships.loc[corpus.memberships["field_id"].isin(fields)]
     info = {f: corpus.field_info[f] for f in fields}
     codebooks, protos = build_codebooks(corpus.papers, mem, info, SPEC)
-    garbled = _garble_after_cutoff(corpus.papers, SPEC.codebook_cutoff)
+    garbled = garble_after(corpus.papers, SPEC.codebook_cutoff, abstract="zzleak qqleak " * 20, keep_every=2)
     mem2 = mem.loc[mem["arxiv_id"].isin(set(garbled["arxiv_id"]))]
     codebooks2, protos2 = build_codebooks(garbled, mem2, info, SPEC)
     assert codebooks2 == codebooks
