@@ -18,8 +18,9 @@ from sources import file_digests, write_source
 
 from rap_benchmark.core.artifacts import load_instance
 from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.schemas import EPISODE_PENDING_FLAG as PENDING_FLAG
 from rap_benchmark.pipeline.build import build_instance, normalise_assignments
-from rap_benchmark.pipeline.extend import PENDING_FLAG, extend_instance, resolve_instance
+from rap_benchmark.pipeline.extend import extend_instance, resolve_instance
 from rap_benchmark.pipeline.instrument.frozen import instrument_hash, load, save
 
 T = "2026-01-01"

@@ -119,6 +119,14 @@ EPISODE_PENDING_FLAG = "y_pending"
 """The flag of an episode whose target window is not covered by the data yet (``rap extend``):
 its ``y`` does not exist; it takes sealed forecasts only, scored after ``rap resolve``."""
 
+
+def pending_mask(episodes: pd.DataFrame) -> pd.Series:
+    """Per episode row: True when its target window is not covered yet (flag ``y_pending``)."""
+    if "flags" not in episodes:
+        return pd.Series(False, index=episodes.index)
+    return episodes["flags"].map(lambda fl: fl is not None and EPISODE_PENDING_FLAG in list(fl)).astype(bool)
+
+
 ASSIGNMENT_LABELS: tuple[str, ...] = ("primary", "secondary", "type")
 """The instrument's labels: every composition (targets included) is counted from them."""
 

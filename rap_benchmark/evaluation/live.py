@@ -39,7 +39,7 @@ import pandas as pd
 from rap_benchmark.core.errors import FileFormatError, InputError
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Split
-from rap_benchmark.core.schemas import EPISODE_PENDING_FLAG
+from rap_benchmark.core.schemas import pending_mask
 from rap_benchmark.evaluation.submissions import SubmissionReport, score_submission, validate_submission
 from rap_benchmark.hub.canonical import commitment, new_salt, to_plain
 
@@ -47,7 +47,6 @@ SEAL_VERSION = 1
 SEAL_KEY = "rap-forecast-seal-v1"
 SALT_SUFFIX = ".salt.hex"
 LIVE_TRACK = "Forecast-Live"
-PENDING_FLAG = EPISODE_PENDING_FLAG
 
 
 def _canonical_rows(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
@@ -257,7 +256,7 @@ def _score_origins(
     live = eps[eps["origin"].astype(str).isin(origins)]
     if split is not None:
         live = live[live["split"] == split.value]
-    resolved = live[[PENDING_FLAG not in flags for flags in live["flags"]]]
+    resolved = live[~pending_mask(live)]
     keys = set(zip(resolved["field_id"], resolved["origin"].astype(str), strict=True))
     keep = [(f, o) in keys for f, o in zip(frame["field_id"], frame["origin"].astype(str), strict=True)]
     if not any(keep):

@@ -49,12 +49,12 @@ import pyarrow as pa
 from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Split, parse_enum
 from rap_benchmark.core.schemas import (
-    EPISODE_PENDING_FLAG,
     PREDICTION_KEY,
     PREDICTION_META,
     PREDICTION_REQUIRED,
     PREDICTIONS,
     columns_of,
+    pending_mask,
     select,
 )
 
@@ -937,15 +937,12 @@ def _is_iso_date(value: Any) -> bool:
 # -- checks against an instance ----------------------------------------------------------------
 
 
-PENDING_FLAG = EPISODE_PENDING_FLAG
-
-
 def _episode_table(inst: Instance, split: Split | None, *, pending: bool = False) -> pd.DataFrame:
     """The (field, origin, split) episodes; those whose y is pending only with ``pending``."""
     cols = ["field_id", "origin", "split", *(["flags"] if "flags" in inst.episodes else [])]
     eps = inst.episodes[cols].drop_duplicates(["field_id", "origin"])
     if not pending and "flags" in eps:
-        eps = eps[[PENDING_FLAG not in flags for flags in eps["flags"]]]
+        eps = eps[~pending_mask(eps)]
     eps = eps[["field_id", "origin", "split"]].assign(origin=eps["origin"].astype(str).str[:10])
     if split is not None:
         eps = eps[eps["split"] == parse_enum(Split, split).value]

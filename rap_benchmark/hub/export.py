@@ -62,6 +62,7 @@ from rap_benchmark.core.schemas import (
     EPISODE_PENDING_FLAG,
     EPISODE_TARGET_FLAGS,
     EPISODE_TARGETS,
+    pending_mask,
 )
 from rap_benchmark.hub.canonical import commitments, content_hash, new_salt, target_values
 from rap_benchmark.hub.layout import (
@@ -161,10 +162,7 @@ def instance_is_synthetic(inst: Instance) -> bool:
 def pending_origins(inst: Instance) -> tuple[str, ...]:
     """The origins of ``inst`` whose episodes wait for their target window (flag ``y_pending``)."""
     eps = inst.episodes
-    if "flags" not in eps or eps.empty:
-        return ()
-    waiting = [EPISODE_PENDING_FLAG in list(fl if fl is not None else []) for fl in eps["flags"]]
-    return tuple(sorted(set(_as_date_strings(eps.loc[waiting, "origin"]))))
+    return tuple(sorted(set(_as_date_strings(eps.loc[pending_mask(eps), "origin"]))))
 
 
 def check_withhold_from(inst: Instance, withhold_from: dt.date | str | None) -> dt.date | None:
@@ -302,7 +300,7 @@ def episodes_table(inst: Instance, salt: bytes | None, withhold_from: dt.date | 
     months = inst.spec.window_months
     configs = []
     present = [p for p in Policy if (frame["policy"] == p.value).any()]
-    waiting = frame["flags"].map(lambda fl: EPISODE_PENDING_FLAG in list(fl if fl is not None else [])).to_numpy(bool)
+    waiting = pending_mask(frame).to_numpy(bool)
     for policy in present:
         of_policy = (frame["policy"] == policy.value).to_numpy(bool)
         sub = frame.loc[of_policy & ~waiting].reset_index(drop=True)

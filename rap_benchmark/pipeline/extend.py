@@ -43,7 +43,6 @@ from rap_benchmark.core.records import Policy
 from rap_benchmark.core.schemas import EPISODE_PENDING_FLAG
 from rap_benchmark.core.spec import BenchmarkSpec
 
-PENDING_FLAG = EPISODE_PENDING_FLAG
 COPIED = ("codebooks.json", "blocks.parquet")
 TARGET_FLAGS = ("y_empty", "y_censored")
 
@@ -87,7 +86,7 @@ def _origin_episodes(
         rows["y_counts"] = pd.Series([[0.0] * 8 for _ in range(len(rows))], dtype=object)
         rows["n_y"] = 0.0
         rows["flags"] = pd.Series(
-            [[f for f in fl if f not in TARGET_FLAGS] + [PENDING_FLAG] for fl in rows["flags"]], dtype=object
+            [[f for f in fl if f not in TARGET_FLAGS] + [EPISODE_PENDING_FLAG] for fl in rows["flags"]], dtype=object
         )
     return rows
 
