@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import textwrap
 
 EPILOG = """examples:
@@ -65,27 +64,20 @@ def episode_payload(inst, field_id: str, origin: str, condition: str) -> dict:
     return {"messages": messages, "tools": tools, "prompt_version": prompts.PROMPT_VERSION}
 
 
-def _fail(message: str) -> int:
-    print(f"rap show: {message}", file=sys.stderr)
-    return 2
-
-
 def run(args: argparse.Namespace) -> int:
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.dates import parse_date
-    from rap_benchmark.core.records import Condition
+    from rap_benchmark.core.errors import InputError
+    from rap_benchmark.core.records import Condition, parse_enum
 
     if (args.origin is None) != (args.condition is None):
-        return _fail("--origin and --condition go together (without both, the codebook is shown)")
-    if args.condition is not None and args.condition not in {c.value for c in Condition}:
-        return _fail(f"unknown condition {args.condition!r} (expected {', '.join(c.value for c in Condition)})")
-    try:
-        inst = load_instance(args.instance)
-    except (FileNotFoundError, NotADirectoryError, ValueError) as exc:
-        return _fail(str(exc))
+        raise InputError("--origin and --condition go together (without both, the codebook is shown)")
+    if args.condition is not None:
+        parse_enum(Condition, args.condition)
+    inst = load_instance(args.instance)
     if args.field not in inst.codebooks:
         known = sorted(inst.codebooks)
-        return _fail(f"no field {args.field!r} in {args.instance} (fields {known[0]}..{known[-1]})")
+        raise InputError(f"no field {args.field!r} in {args.instance} (fields {known[0]}..{known[-1]})")
     if args.origin is None:
         cb = inst.codebooks[args.field]
         if args.json:
@@ -100,9 +92,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         origin = parse_date(args.origin).isoformat()
     except ValueError as exc:
-        return _fail(f"bad --origin: {exc}")
+        raise InputError(f"bad --origin: {exc}") from None
     if origin not in inst.spec.origins:
-        return _fail(f"origin {origin} is not one of the instance's origins ({', '.join(inst.spec.origins)})")
+        raise InputError(f"origin {origin} is not one of the instance's origins ({', '.join(inst.spec.origins)})")
     payload = episode_payload(inst, args.field, origin, args.condition)
     if args.json:
         print(json.dumps(payload, indent=1, ensure_ascii=False))
