@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
 
 EPILOG = """examples:
@@ -56,8 +56,7 @@ def _truth(args: argparse.Namespace) -> int:
 
     inst = load_instance(args.dir)
     if "truth" not in inst.extras:
-        print("this instance has no latent truth (only the generated mini instance does)", file=sys.stderr)
-        return 2
+        raise InputError("this instance has no latent truth (only the generated mini instance does)")
     table = truth_agreement(inst.assignments, inst.extras["truth"])
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"macro exact match with the latent direction: {table['exact'].mean():.3f}")
@@ -127,8 +126,7 @@ def _analyse(args: argparse.Namespace) -> int:
     inst = load_instance(args.dir)
     unknown = sorted(set(answers["item_id"]) - set(key["item_id"]))
     if unknown:
-        print(f"{len(unknown)} answered items are not in the key (e.g. {unknown[:3]})", file=sys.stderr)
-        return 2
+        raise InputError(f"{len(unknown)} answered items are not in the key (e.g. {unknown[:3]})")
     pi = corpus_cell_shares(inst.assignments, inst.spec.codebook_cutoff)
     res = analyse(key, answers, pi, n_resamples=args.resamples, seed=args.seed)
     out = {name: vars(est) for name, est in res.items()}

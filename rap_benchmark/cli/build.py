@@ -152,11 +152,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if source is None and instance == "arxiv-sample":
         source = default_arxiv_source()
         if source is None:
-            print(f"rap build: no arXiv sample found; pass --source or set ${ARXIV_ENV}", file=sys.stderr)
-            return 2
+            raise InputError(f"no arXiv sample found; pass --source or set ${ARXIV_ENV}")
     if source is None and instance != "mini":
-        print(f"rap build: instance {instance!r} needs --source (only mini is generated)", file=sys.stderr)
-        return 2
+        raise InputError(f"instance {instance!r} needs --source (only mini is generated)")
     if source is not None and not Path(source).exists():
         raise InputError(
             f"no corpus at {source} (--source: a parquet folder, a snapshot .jsonl/.json(.gz) or an Atom .xml)"
@@ -165,8 +163,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if problem is None and instrument is not None and source is None:
         problem = "--instrument llm needs --source (a corpus to build from)"
     if problem is not None:
-        print(f"rap build: {problem}", file=sys.stderr)
-        return 2
+        raise InputError(problem)
     if args.dry_run:
         return _dry_run(spec, Path(source), instrument, args.quiet, args.tokenizer)
     start = time.perf_counter()

@@ -199,6 +199,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 def cmd_split(args: argparse.Namespace) -> int:
     import json
 
+    from rap_benchmark.core.errors import InputError
     from rap_benchmark.evaluation.predictions import PredictionFileError
     from rap_benchmark.evaluation.submissions import split_by_model
 
@@ -206,11 +207,9 @@ def cmd_split(args: argparse.Namespace) -> int:
     try:
         written = split_by_model(args.file, args.out, meta=meta)
     except PredictionFileError as exc:
-        print(
-            f"rap submit split: {str(exc).splitlines()[0]} cannot be split: fix it first (rap score names each problem)",
-            file=sys.stderr,
-        )
-        return 2
+        raise InputError(
+            f"{str(exc).splitlines()[0]} cannot be split: fix it first (rap score names each problem)"
+        ) from None
     for path in written:
         print(path)
     return 0
