@@ -332,6 +332,18 @@ def test_harvest_without_network_is_one_line(tmp_path: Path):
     assert not out.exists()  # the progress bar of the first step is all that showed before
 
 
+def test_a_closed_pipe_ends_quietly(mini_dir: Path):
+    """Regression: ``rap build ... | head -3`` ended in a BrokenPipeError traceback. The reader is
+    gone before rap writes: exit 141 (128 + SIGPIPE) and nothing on stderr."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "rap_benchmark", "show", str(mini_dir), "--field", "f003"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=300) == 141 and err == "", err
+
+
 def test_debug_shows_the_traceback(ws: Path):
     """``rap --debug`` re-raises the UserError so the traceback is printed."""
     from rap_benchmark.core.errors import UserError

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from typing import NoReturn
@@ -94,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (rap info DIR | head): stop quietly, as a shell tool does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's exit-time flush must not raise again
+        return 141  # 128 + SIGPIPE
     except (UserError, *PATH_ERRORS) as exc:
         if args.debug:
             raise
