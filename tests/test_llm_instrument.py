@@ -26,6 +26,7 @@ from rap_benchmark.pipeline.instrument.llm import (
     LLMSettings,
     PipelineConfig,
     SpendCapReached,
+    StageFailed,
     estimate,
     run_llm_instrument,
 )
@@ -151,14 +152,20 @@ def test_invalid_then_valid_is_retried_with_the_reason(tmp_path: Path) -> None:
     assert not result.invalid_assignments and len(result.codebooks) == 2
 
 
-def test_always_invalid_outputs_are_recorded(tmp_path: Path) -> None:
+def test_always_invalid_outputs_fail_the_build_unless_a_fallback_is_asked_for(tmp_path: Path) -> None:
     def script(messages: list[dict[str, str]]) -> str:
         if task_of(messages[0]["content"]) == "assign":
             return '{"labels": [{"id": "nope", "primary": "D9", "secondary": null, "type": "single"}]}'
         return respond(messages, typical=False)
 
     with ServerThread(ScriptedApp(script=script)) as srv:
-        result, entry = run(tmp_path, (srv.url,))
+        with pytest.raises(StageFailed) as err:
+            run(tmp_path / "strict", (srv.url,))
+        result, entry = run(tmp_path, (srv.url,), fallback="offline")
+    message = str(err.value)
+    assert "\n" not in message and "stage assign lost 120 of 120 units" in message
+    assert "'nope' is not one of the papers to label" in message
+    assert "## Invalid assignments" in (tmp_path / "strict" / "review.md").read_text()
     assert len(result.invalid_assignments) == len(result.assignments) == entry["invalid_assignments"]
     assert set(result.assignments["type"]) == {"low_evidence"} and set(result.assignments["primary"]) == {"other"}
     assert all("invalid after 3 attempts" in x["reason"] for x in result.invalid_assignments)
@@ -191,16 +198,17 @@ def test_consolidation_with_a_wrong_count_is_reasked_then_repaired(tmp_path: Pat
     assert ("merged" if n == 9 else "added candidate") in review
 
 
-def test_unrepairable_consolidation_drops_the_field_and_says_so(tmp_path: Path) -> None:
+def test_unrepairable_consolidation_drops_the_field_and_a_build_without_fields_fails(tmp_path: Path) -> None:
     def script(messages: list[dict[str, str]]) -> str:
         if task_of(messages[0]["content"]) == "consolidate":
             return '{"D0": "not a direction"}'
         return respond(messages, typical=False)
 
     with ServerThread(ScriptedApp(script=script)) as srv:
-        result, entry = run(tmp_path, (srv.url,))
-    assert result.codebooks == [] and entry["dropped_fields"] == ["f000", "f001"]
-    assert result.assignments.empty
+        with pytest.raises(StageFailed, match="stage consolidate lost 2 of 2 units"):
+            run(tmp_path, (srv.url,))
+        with pytest.raises(StageFailed, match="no field kept"):
+            run(tmp_path, (srv.url,), fallback="offline")
     assert "consolidation failed" in (tmp_path / "review.md").read_text()
 
 

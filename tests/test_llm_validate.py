@@ -50,7 +50,7 @@ def _keyed(names: list[str]) -> str:
         ({"primary": "D1", "secondary": "D1", "type": "bridge"}, "different from the primary"),
         ({"primary": "D1", "secondary": None, "type": "tie"}, "unknown type"),
         ({"primary": "D8", "secondary": None, "type": "single"}, "not D0..D7 or other"),
-        ({"primary": "D1", "type": "single"}, "missing secondary"),
+        ({"primary": "D1", "type": "single"}, "missing key 'secondary'"),
     ],
 )
 def test_assignment_validator_rejects_incoherent_labels(obj: dict[str, Any], reason: str) -> None:
@@ -80,11 +80,29 @@ def test_label_batch_keeps_good_labels_and_names_each_bad_one() -> None:
             {"id": "9999.00001", "primary": "D1", "secondary": None, "type": "single"},
         ]
     }
-    good, bad = validate_label_batch(obj, ids, "f000")
+    check = validate_label_batch(obj, ids, "f000")
+    good, bad = check.good, check.bad
     assert list(good) == [ids[0]] and good[ids[0]].primary == "D1"
-    assert "primary 'D9'" in bad[ids[1]] and "labelled twice" in bad[ids[2]] and "not labelled" in bad[ids[3]]
+    assert "primary 'D9'" in bad[ids[1]] and "labelled twice" in bad[ids[2]] and bad[ids[3]] == "not labelled"
+    assert check.faults == ("label 4: id '9999.00001' is not one of the papers to label",)
+    message = check.message()
+    assert message.count(ids[1]) == 1 and f"papers not labelled: {ids[3]}" in message
     with pytest.raises(InvalidOutput):
         validate_label_batch({"labels": "none"}, ids, "f000")
+
+
+def test_a_renamed_key_is_named_once_for_the_whole_reply() -> None:
+    """Regression: a reply keyed ``arxiv_id`` gave "paper X not labelled" eight times and never
+    said which key was wrong; the model repeated the mistake."""
+    ids = IDS[:8]
+    obj = {"labels": [{"arxiv_id": p, "primary": "D1", "secondary": None, "type": "single"} for p in ids]}
+    with pytest.raises(InvalidOutput) as err:
+        validate_label_batch(obj, ids, "f000")
+    assert str(err.value) == (
+        "label 0: missing key 'id'; unexpected key 'arxiv_id' (expected keys: id, primary, secondary, type)"
+    )
+    with pytest.raises(InvalidOutput, match="program 0: missing key 'name'; unexpected key 'title'"):
+        validate_programs({"programs": [{"title": "x", "description": "d", "papers": [IDS[0]]}]}, frozenset(IDS))
 
 
 def test_absorption_needs_every_shown_paper_once() -> None:
@@ -136,7 +154,7 @@ def test_codebook_needs_exactly_eight_unique_directions() -> None:
     names = [f"direction {k}" for k in DIRECTION_KEYS]
     cb = validate_codebook(parse_json_reply(_keyed(names)), frozenset(IDS), "f000", "field", "def")
     assert tuple(d.key for d in cb.directions) == DIRECTION_KEYS
-    for bad, reason in ((_keyed(names[:7]), "missing D7"), (_keyed([*names, "nine"]), "unknown D8"),
+    for bad, reason in ((_keyed(names[:7]), "missing key 'D7'"), (_keyed([*names, "nine"]), "unexpected key 'D8'"),
                         (_keyed([*names[:7], names[0]]), "duplicate direction names")):  # fmt: skip
         with pytest.raises(InvalidOutput, match=reason):
             validate_codebook(parse_json_reply(bad), frozenset(IDS), "f000", "field", "def")
@@ -169,9 +187,70 @@ def test_repair_always_gives_eight_distinct_directions_when_it_can(n: int, extra
     assert all(1 <= len(d["exemplars"]) <= 5 for d in dirs)
 
 
-def test_parse_json_reply_is_strict() -> None:
-    assert parse_json_reply('{"a": 1}') == {"a": 1}
-    assert parse_json_reply('```json\n{"a": 1}\n```') == {"a": 1}
-    for bad in ("", "[1, 2]", 'Sure! {"a": 1}', '```json\n{"a": 1}\n``` trailing'):
-        with pytest.raises(InvalidOutput):
+LABELS = '{"labels": [{"id": "2407.06170", "primary": "D2", "secondary": null, "type": "single"}]}'
+PARSED = orjson.loads(LABELS)
+
+# Replies written the way served models write them (Qwen3, Llama 3.x, GPT-4o class models seen
+# through vLLM and OpenAI-compatible APIs): fences in any case, preambles, trailing notes,
+# reasoning blocks, a trailing comma.
+REAL_REPLIES = {
+    "bare": LABELS,
+    "fence json": f"```json\n{LABELS}\n```",
+    "fence JSON": f"```JSON\n{LABELS}\n```",
+    "fence bare": f"```\n{LABELS}\n```",
+    "fence one line": f"```json {LABELS}```",
+    "preamble then fence": f"Here are the labels for the eight papers:\n\n```json\n{LABELS}\n```",
+    "preamble with a brace": f"Both candidates describe the same area ({{hardware}} design), so:\n{LABELS}",
+    "trailing note": f"{LABELS}\n\nNote: paper 2407.06170 could also fit D3.",
+    "fence and trailing note": f"```json\n{LABELS}\n```\nLet me know if you need changes.",
+    "think block": f"<think>\nThe paper is about placement {{D2}}, so single.\n</think>\n\n{LABELS}",
+    "THINK upper": f"<THINK>reasoning</THINK>{LABELS}",
+    "think close only (qwen3 template)": f"Okay, let me look at each paper.\n</think>\n\n{LABELS}",
+    "trailing comma": LABELS.replace("}]}", "},]}"),
+    "trailing comma in object": LABELS.replace('"single"}', '"single",}'),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_REPLIES))
+def test_parse_json_reply_reads_what_real_models_send(name: str) -> None:
+    assert parse_json_reply(REAL_REPLIES[name]) == PARSED
+
+
+def test_parse_json_reply_still_refuses_what_holds_no_answer() -> None:
+    assert parse_json_reply('{"a": "x, }"}') == {"a": "x, }"}  # a comma inside a string is left alone
+    for bad, reason in (
+        ("", "empty reply"),
+        ("[1, 2]", "expected a JSON object"),
+        ("Sure! Here is the JSON you asked for: {", "ends inside its JSON object"),
+        ('{"labels": [{"id": "2407.06170", "primary": "D2"', "ends inside its JSON object"),
+        ("I cannot label these papers.", "no JSON object"),
+        ("<think>\nLet me think about paper 1. It discusses", "unclosed <think> block"),
+        ("<think>all reasoning</think>", "empty reply"),
+    ):
+        with pytest.raises(InvalidOutput, match=reason):
             parse_json_reply(bad)
+
+
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers(-(2**53), 2**53) | st.text(),
+        lambda c: st.lists(c) | st.dictionaries(st.text(), c),
+        max_leaves=20,
+    ),
+    st.text(alphabet=st.characters(blacklist_characters="{"), max_size=40),
+    st.text(max_size=40),
+)
+@settings(max_examples=100, deadline=None)
+def test_any_object_is_found_after_any_preamble_and_before_any_note(value: Any, preamble: str, note: str) -> None:
+    obj = {"answer": value}
+    text = f"{preamble}\n{orjson.dumps(obj).decode()}\n{note}"
+    assert parse_json_reply(text) == obj
+
+
+def test_split_reasoning_keeps_the_answer_and_the_reasoning_apart() -> None:
+    from rap_benchmark.pipeline.instrument.llm.validate import split_reasoning
+
+    assert split_reasoning("<think>\nplan\n</think>\n\n{}") == ("{}", "plan")
+    assert split_reasoning("plan\n</think>\n{}") == ("{}", "plan")
+    assert split_reasoning("<think>\nstill thinking") == ("", "still thinking")
+    assert split_reasoning("{}") == ("{}", None)

@@ -66,11 +66,22 @@ def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None
     if args.instrument != "llm":
         given = [
             o
-            for o in ("base_url", "model", "draft_models", "max_spend_usd", "llm_store", "tokenizer")
+            for o in (
+                "base_url",
+                "model",
+                "draft_models",
+                "max_spend_usd",
+                "llm_store",
+                "tokenizer",
+                "chat_template_kwargs",
+                "extra_body",
+                "fallback",
+            )
             if getattr(args, o)
         ]
         if given or args.dry_run:
-            return None, "--base-url, --model, --draft-models, --dry-run and --max-spend-usd need --instrument llm"
+            flags = ", ".join("--" + o.replace("_", "-") for o in given) or "--dry-run"
+            return None, f"{flags} need --instrument llm (--base-url, --model and every LLM flag do)"
         return None, None
     from rap_benchmark.pipeline.instrument.llm import LLMInstrument, LLMSettings, PipelineConfig
 
@@ -86,9 +97,19 @@ def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None
         return None, "--tokenizer is for --dry-run (a server reports its own token counts)"
     if args.max_spend_usd is not None and args.max_spend_usd <= 0:
         return None, "--max-spend-usd must be positive"
+    if args.reasoning_tokens < 0:
+        return None, "--reasoning-tokens must be >= 0"
+    extra, problem = _extra_body(args)
+    if problem is not None:
+        return None, problem
     store = Path(args.llm_store) if args.llm_store else Path(f"{str(args.out).rstrip('/')}.llm-store")
     config = PipelineConfig(
-        model=args.model, draft_models=drafts, assign_batch=args.assign_batch, max_attempts=args.max_attempts
+        model=args.model,
+        draft_models=drafts,
+        assign_batch=args.assign_batch,
+        max_attempts=args.max_attempts,
+        reasoning_tokens=args.reasoning_tokens,
+        extra_body=extra,
     )
     settings = LLMSettings(
         base_urls=urls,
@@ -97,10 +118,43 @@ def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None
         timeout_s=args.timeout_s,
         max_spend_usd=args.max_spend_usd,
         prices_path=args.prices,
+        fallback=args.fallback,
     )
     instrument = LLMInstrument(config, settings)
     instrument.check()
     return instrument, None
+
+
+def _json_object(flag: str, text: str | None) -> tuple[dict[str, object], str | None]:
+    import json
+
+    if not text:
+        return {}, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return {}, f"{flag}: not JSON ({exc.msg} at column {exc.colno}): {text[:80]!r}"
+    if not isinstance(value, dict):
+        return {}, f"{flag}: expected a JSON object, got {type(value).__name__}"
+    return value, None
+
+
+def _extra_body(args: argparse.Namespace) -> tuple[dict[str, object], str | None]:
+    """The keys sent with every request: --extra-body, and --chat-template-kwargs as its
+    ``chat_template_kwargs`` (vLLM passes them to the model's chat template)."""
+    from rap_benchmark.pipeline.instrument.llm.client import RESERVED_BODY_KEYS
+
+    extra, problem = _json_object("--extra-body", args.extra_body)
+    if problem is None:
+        kwargs, problem = _json_object("--chat-template-kwargs", args.chat_template_kwargs)
+        if kwargs:
+            if "chat_template_kwargs" in extra:
+                problem = "give chat_template_kwargs once: --chat-template-kwargs or inside --extra-body"
+            extra["chat_template_kwargs"] = kwargs
+    clash = sorted(RESERVED_BODY_KEYS & set(extra))
+    if problem is None and clash:
+        problem = f"--extra-body may not set {', '.join(clash)} (the pipeline sets them)"
+    return extra, problem
 
 
 def _dry_run(spec: object, source: Path, instrument: object, quiet: bool, tokenizer: str | None) -> int:
@@ -185,6 +239,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
         store = instrument.settings.store_dir
         summary = json.loads((store / "summary.json").read_text(encoding="utf-8"))
         print(format_estimate(summary["stages"], "sent").rsplit("\n", 1)[0])
+        print(
+            f"retries {sum(v['retries'] for v in summary['stages'].values())}, truncated replies "
+            f"{summary['truncated_replies']}, refused requests {summary['refused_requests']}"
+        )
         print(f"requests stored in {store}; maintainers' review: {store / 'review.md'}")
     return 0
 
@@ -267,6 +325,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--timeout-s", type=float, default=300.0, help="seconds per request before it is retried")
     g.add_argument("--max-spend-usd", type=float, help="stop cleanly (resumable) before spending more than this")
     g.add_argument("--prices", help="price table JSON (default: the packaged agents price table)")
+    g.add_argument(
+        "--chat-template-kwargs",
+        metavar="JSON",
+        help="sent with every request, e.g. '{\"enable_thinking\": false}' to turn a Qwen3 model's thinking off",
+    )
+    g.add_argument("--extra-body", metavar="JSON", help="further keys sent with every request (vLLM sampling options)")
+    g.add_argument(
+        "--reasoning-tokens",
+        type=int,
+        default=0,
+        help="tokens added to every request's budget for a thinking model's reasoning (default 0)",
+    )
+    g.add_argument(
+        "--fallback",
+        choices=["offline"],
+        help="keep the offline name or a low_evidence label when a request is refused (HTTP 4xx) or a stage loses "
+        "more than 5%% of its units; without it such a build fails",
+    )
     g.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and price per stage; send nothing")
     g.add_argument(
         "--tokenizer", help="with --dry-run: count tokens with this Hugging Face tokenizer (name or local folder)"

@@ -19,12 +19,13 @@ from typing import Any
 import orjson
 import pandas as pd
 
-from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.errors import InputError, UserError
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.llm.client import (
     EndpointsFailed,
     LLMClient,
+    RequestRefused,
     SpendCapReached,
     StandInClient,
     StopRun,
@@ -41,7 +42,9 @@ __all__ = [
     "LLMSettings",
     "PipelineConfig",
     "PipelineResult",
+    "RequestRefused",
     "SpendCapReached",
+    "StageFailed",
     "StopRun",
     "estimate",
     "run_llm_instrument",
@@ -49,6 +52,13 @@ __all__ = [
 
 SUMMARY_FILE = "summary.json"
 REVIEW_FILE = "review.md"
+MAX_DROP_SHARE = 0.05  # a stage that leaves more of its units without a valid answer fails the build
+FALLBACKS = ("offline",)
+
+
+class StageFailed(UserError, RuntimeError):
+    """The construction finished but a stage lost too much (or no field was kept): the build
+    stops before anything is written; the store keeps every answer and review.md says why."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +72,7 @@ class LLMSettings:
     max_transport_retries: int = 8
     max_spend_usd: float | None = None
     prices_path: str | None = None
+    fallback: str | None = None  # "offline": a refused request (HTTP 4xx) falls back, counted
 
 
 @dataclass(frozen=True)
@@ -145,6 +156,8 @@ def run_llm_instrument(
                 timeout_s=settings.timeout_s,
                 max_transport_retries=settings.max_transport_retries,
                 max_spend_usd=settings.max_spend_usd,
+                extra_body=config.extra_body,
+                fallback=settings.fallback,
             )
             async with client:
                 result = await Pipeline(client, config, spec, progress).run(papers, memberships, candidates)
@@ -156,8 +169,12 @@ def run_llm_instrument(
         finally:
             store.flush()
         wall_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+        stages = client.accounting.table()
         summary = {
-            "stages": client.accounting.table(),
+            "stages": stages,
+            "truncated_replies": sum(v["truncated"] for v in stages.values()),
+            "refused_requests": sum(v["refused"] for v in stages.values()),
+            "dropped": {k: d.__dict__ for k, d in result.drops.items() if d.units},
             "store_records": len(store.records),
             "loaded_from_store": store.loaded,
             "repaired_bytes": store.repaired_bytes,
@@ -168,8 +185,27 @@ def run_llm_instrument(
         }
         atomic_write_text(settings.store_dir / SUMMARY_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         entry = ledger_entry(config, result)
-        atomic_write_text(settings.store_dir / REVIEW_FILE, review_markdown(result, _review_header(entry)))
+        header = _review_header(entry) | {"fallback": settings.fallback or "none (a refused request stops the build)"}
+        atomic_write_text(settings.store_dir / REVIEW_FILE, review_markdown(result, header, stages))
+    check_outcome(result, settings, settings.store_dir / REVIEW_FILE)
     return result, entry
+
+
+def check_outcome(result: PipelineResult, settings: LLMSettings, review: Path) -> None:
+    """Raise :class:`StageFailed` when no field was kept, or (without a fallback) when a stage
+    left more than 5% of its units without a valid answer: one line, the stage, the first reasons."""
+    where = f"every answer is kept in {settings.store_dir}; see {review}"
+    if settings.fallback is None:
+        for stage, d in result.drops.items():
+            if d.units and d.share > MAX_DROP_SHARE:
+                raise StageFailed(
+                    f"LLM instrument: stage {stage} lost {d.dropped} of {d.units} units ({100 * d.share:.1f}% > "
+                    f"{100 * MAX_DROP_SHARE:.0f}%): {' | '.join(d.reasons[:2])}; {where}"
+                )
+    if not result.codebooks:
+        first = next((d for d in result.drops.values() if d.reasons), None)
+        why = f": {first.reasons[0]}" if first is not None else ""
+        raise StageFailed(f"LLM instrument: no field kept (every field was dropped){why}; {where}")
 
 
 def ledger_entry(config: PipelineConfig, result: PipelineResult) -> dict[str, Any]:
@@ -216,12 +252,21 @@ def estimate(
             except orjson.JSONDecodeError:
                 continue
             records.setdefault(rec["key"], rec)
-    client = StandInClient(records, _prices(prices_path), tokenizer)
+    client = StandInClient(records, _prices(prices_path), tokenizer, config.extra_body)
     asyncio.run(Pipeline(client, config, spec).run(papers, memberships, candidates))
     table = client.accounting.table()
     total = {
         k: sum(v[k] for v in table.values())
-        for k in ("requests", "sent", "from_store", "prompt_tokens", "completion_tokens")
+        for k in (
+            "requests",
+            "sent",
+            "from_store",
+            "retries",
+            "truncated",
+            "refused",
+            "prompt_tokens",
+            "completion_tokens",
+        )
     }
     costs = [v["cost_usd"] for v in table.values()]
     total["cost_usd"] = None if any(c is None for c in costs) else round(sum(costs), 6)

@@ -2,7 +2,7 @@
 several papers per request (primary, secondary, type; :func:`~.validate.validate_label_batch`).
 
 A batch whose reply labels some papers badly is asked again about those papers only (the
-follow-up quotes the reply and every reason); a paper still without a valid label after
+follow-up quotes the reply and names each fault once: the key, the paper, the label); a paper still without a valid label after
 ``max_attempts`` is kept as ``low_evidence`` (never counted) and listed with its reason.
 """
 
@@ -17,16 +17,26 @@ from rap_benchmark.core.records import Assignment, AssignmentType, Codebook
 from rap_benchmark.core.schemas import ASSIGNMENTS
 from rap_benchmark.pipeline.instrument.llm import prompts as P
 from rap_benchmark.pipeline.instrument.llm.prompts import Stage
-from rap_benchmark.pipeline.instrument.llm.validate import InvalidOutput, parse_json_reply, validate_label_batch
+from rap_benchmark.pipeline.instrument.llm.validate import (
+    NOT_LABELLED,
+    InvalidOutput,
+    parse_json_reply,
+    validate_label_batch,
+)
 
 TOKENS_PER_PAPER = 40
 ASSIGNMENT_COLUMNS = [c for c in ASSIGNMENTS.names if c != "date"]  # the date is joined in by the build
 
 
 async def label_batch(
-    client: Any, model: str, max_attempts: int, cb: Codebook, directions: str, papers: str, batch: list[str]
+    client: Any, cfg: Any, cb: Codebook, directions: str, papers: str, batch: list[str]
 ) -> tuple[dict[str, Assignment], dict[str, str]]:
-    """(valid label per paper, reason per paper without one) for one batch of ``cb``'s papers."""
+    """(valid label per paper, reason per paper without one) for one batch of ``cb``'s papers.
+
+    ``cfg`` is the pipeline's config (model, max_attempts, budgets). A reply cut at max_tokens is
+    asked again once, as is, with twice the budget (not one of the attempts)."""
+    from rap_benchmark.pipeline.instrument.llm.stages import truncation_reason
+
     prompt = P.render(
         Stage.ASSIGN, field_name=cb.name, field_definition=cb.definition, directions=directions, papers=papers
     )
@@ -34,33 +44,52 @@ async def label_batch(
     good: dict[str, Assignment] = {}
     bad: dict[str, str] = {}
     todo = list(batch)
-    max_tokens = TOKENS_PER_PAPER * len(batch) + 100
-    for attempt in range(1, max_attempts + 1):
-        reply = await client.complete(Stage.ASSIGN, model, messages, max_tokens)
+    budget = cfg.budget(TOKENS_PER_PAPER * len(batch) + 100)
+    widened = False
+    attempt = 0
+    while attempt < cfg.max_attempts:
+        reply = await client.complete(Stage.ASSIGN, cfg.model, messages, budget, retry=attempt > 0 or widened)
         if reply.error is not None:
             bad.update({p: f"request refused: {reply.error}" for p in todo})
             break
         try:
-            ok, wrong = validate_label_batch(parse_json_reply(reply.content), todo, cb.field_id)
+            check = validate_label_batch(parse_json_reply(reply.content), todo, cb.field_id)
+            wrong, message = check.bad, check.message()
+            if check.faults:  # a paper not labelled because its label went to an id that was not shown
+                why = f"{NOT_LABELLED} ({'; '.join(check.faults)})"
+                wrong = {p: why if r == NOT_LABELLED else r for p, r in wrong.items()}
         except InvalidOutput as exc:
-            ok, wrong = {}, {p: str(exc) for p in todo}
-        good.update(ok)
-        last = attempt == max_attempts
-        bad = {p: (f"invalid after {attempt} attempts: {r}" if last else r) for p, r in wrong.items()}
+            check, wrong, message = None, {p: str(exc) for p in todo}, str(exc)
+        if wrong and reply.truncated:
+            if widened or budget >= cfg.max_tokens_cap:
+                bad.update({p: truncation_reason(reply, budget) for p in todo})
+                break
+            widened, budget = True, cfg.widened(budget)
+            continue
+        if check is not None:
+            good.update(check.good)
+        attempt += 1
+        last = attempt == cfg.max_attempts
+        bad = {p: _reason(p, r, attempt, last) for p, r in wrong.items()}
         todo = [p for p in todo if p in wrong]
         if not todo:
             break
-        reasons = "; ".join(wrong[p] for p in todo[:8])
         messages = [
             *messages,
             {"role": "assistant", "content": reply.content or ""},
             {
                 "role": "user",
-                "content": f"Some labels were invalid: {reasons}. Reply again with the JSON object, labelling only "
+                "content": f"Your reply was invalid: {message}. Reply again with the JSON object only, labelling only "
                 f"these papers: {', '.join(todo)}.",
             },
         ]
     return good, bad
+
+
+def _reason(pid: str, reason: str, attempt: int, last: bool) -> str:
+    if reason.startswith(NOT_LABELLED):
+        reason = f"paper {pid} {reason}"
+    return f"invalid after {attempt} attempts: {reason}" if last else reason
 
 
 def assignment_table(

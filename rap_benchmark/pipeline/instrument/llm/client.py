@@ -40,6 +40,7 @@ from rap_benchmark.core.errors import InputError, UserError
 from rap_benchmark.pipeline.instrument.llm.http import Endpoint, TransportError
 from rap_benchmark.pipeline.instrument.llm.store import RequestStore
 from rap_benchmark.pipeline.instrument.llm.tokens import count_prompt_tokens, count_tokens
+from rap_benchmark.pipeline.instrument.llm.validate import split_reasoning
 
 FAILURES_BEFORE_REST = 3
 REST_S = (1.0, 30.0)  # first and longest rest of a failing endpoint
@@ -58,13 +59,24 @@ class EndpointsFailed(StopRun):
     pass
 
 
+class RequestRefused(StopRun):
+    """An endpoint refused a request (HTTP 4xx other than 429): the request itself is wrong for
+    this server (context too long, unknown model, a bad parameter), so no retry can help."""
+
+
 @dataclass(frozen=True, slots=True)
 class Reply:
-    content: str | None  # None when the request was refused (HTTP 4xx) or the run stopped
+    content: str | None  # the answer, reasoning cut out; None when refused (HTTP 4xx, with --fallback)
     error: str | None
     prompt_tokens: int
     completion_tokens: int
     cached: bool
+    finish_reason: str | None = None  # "length": cut at max_tokens
+    reasoning: str | None = None  # reasoning_content, or the reply's <think> blocks
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
 
 
 @dataclass
@@ -72,14 +84,21 @@ class StageUsage:
     requests: int = 0  # answers used by the pipeline (sent now, or read from the store)
     sent: int = 0
     cached: int = 0
+    retries: int = 0  # requests that re-ask a unit (after an invalid or a truncated reply)
+    truncated: int = 0  # replies cut at max_tokens (finish_reason "length")
+    refused: int = 0  # requests an endpoint refused (HTTP 4xx), answered by the offline fallback
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = 0.0
 
-    def add(self, prompt: int, completion: int, cost: float | None, *, cached: bool) -> None:
+    def add(
+        self, prompt: int, completion: int, cost: float | None, *, cached: bool, retry: bool, truncated: bool
+    ) -> None:
         self.requests += 1
         self.cached += cached
         self.sent += not cached
+        self.retries += retry
+        self.truncated += truncated
         self.prompt_tokens += prompt
         self.completion_tokens += completion
         self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
@@ -89,6 +108,9 @@ class StageUsage:
             "requests": self.requests,
             "sent": self.sent,
             "from_store": self.cached,
+            "retries": self.retries,
+            "truncated": self.truncated,
+            "refused": self.refused,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
@@ -105,12 +127,23 @@ def parse_endpoint(text: str) -> tuple[str | None, str]:
     return None, text
 
 
-def request_body(model: str, messages: Sequence[dict[str, str]], max_tokens: int) -> bytes:
-    """The canonical request: compact JSON, sorted keys; its sha256 is the request's key."""
-    return orjson.dumps(
-        {"model": model, "messages": list(messages), "temperature": 0.0, "max_tokens": max_tokens},
-        option=orjson.OPT_SORT_KEYS,
-    )
+RESERVED_BODY_KEYS = frozenset({"model", "messages", "temperature", "max_tokens", "stream", "n"})
+
+
+def request_body(
+    model: str, messages: Sequence[dict[str, str]], max_tokens: int, extra: dict[str, Any] | None = None
+) -> bytes:
+    """The canonical request: compact JSON, sorted keys; its sha256 is the request's key.
+
+    ``extra`` holds the further body keys sent with every request (``chat_template_kwargs``,
+    vLLM sampling options); none of them may replace one of the canonical keys."""
+    body: dict[str, Any] = {"model": model, "messages": list(messages), "temperature": 0.0, "max_tokens": max_tokens}
+    if extra:
+        clash = sorted(RESERVED_BODY_KEYS & set(extra))
+        if clash:
+            raise InputError(f"--extra-body may not set {', '.join(clash)} (the pipeline sets them)")
+        body.update(extra)
+    return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
 
 
 def request_key(body: bytes) -> str:
@@ -125,8 +158,19 @@ class Accounting:
     def cost(self, model: str, prompt: int, completion: int) -> float | None:
         return self.prices.cost_usd(model, prompt, completion)
 
-    def record(self, stage: str, model: str, prompt: int, completion: int, *, cached: bool) -> None:
-        self.stages[stage].add(prompt, completion, self.cost(model, prompt, completion), cached=cached)
+    def record(self, stage: str, model: str, rec: dict[str, Any], *, cached: bool, retry: bool) -> None:
+        prompt, completion = rec["prompt_tokens"], rec["completion_tokens"]
+        self.stages[stage].add(
+            prompt,
+            completion,
+            self.cost(model, prompt, completion),
+            cached=cached,
+            retry=retry,
+            truncated=rec.get("finish_reason") == "length",
+        )
+
+    def refused(self, stage: str) -> None:
+        self.stages[stage].refused += 1
 
     def table(self) -> dict[str, dict[str, Any]]:
         return {str(k): v.to_dict() for k, v in self.stages.items()}
@@ -146,6 +190,8 @@ class LLMClient:
         max_transport_retries: int = 8,
         max_spend_usd: float | None = None,
         api_key: str | None = None,
+        extra_body: dict[str, Any] | None = None,
+        fallback: str | None = None,
     ) -> None:
         if not base_urls:
             raise ValueError("at least one base URL is needed")
@@ -166,6 +212,8 @@ class LLMClient:
         self._inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.stop_reason: StopRun | None = None
         self.transport_errors = 0
+        self.extra_body = dict(extra_body or {})
+        self.fallback = fallback
         self._flusher: asyncio.Task[None] | None = None
 
     def _stored_spend(self) -> float:
@@ -192,8 +240,15 @@ class LLMClient:
             self.store.flush()
 
     # -- one request ---------------------------------------------------------------------------
-    async def complete(self, stage: str, model: str, messages: list[dict[str, str]], max_tokens: int) -> Reply:
-        body = request_body(model, messages, max_tokens)
+    async def complete(
+        self, stage: str, model: str, messages: list[dict[str, str]], max_tokens: int, *, retry: bool = False
+    ) -> Reply:
+        """The answer to one request: from the store, or sent (see the module docstring).
+
+        ``retry`` marks a request that re-asks a unit (counted per stage). A refused request
+        (HTTP 4xx) raises :class:`RequestRefused`, unless the client was made with
+        ``fallback="offline"``: then it comes back as a Reply with ``error`` set (counted)."""
+        body = request_body(model, messages, max_tokens, self.extra_body)
         key = request_key(body)
         rec = self.store.get(key)
         cached = rec is not None
@@ -215,9 +270,10 @@ class LLMClient:
                     self._inflight.pop(key, None)
                 fut.set_result(rec)
         if rec.get("error") is not None:
+            self.accounting.refused(stage)
             return Reply(None, rec["error"], 0, 0, False)
-        self.accounting.record(stage, model, rec["prompt_tokens"], rec["completion_tokens"], cached=cached)
-        return Reply(rec["content"], None, rec["prompt_tokens"], rec["completion_tokens"], cached)
+        self.accounting.record(stage, model, rec, cached=cached, retry=retry)
+        return reply_of(rec, cached)
 
     def _worst_case(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:
         cost = self.accounting.cost(model, count_prompt_tokens(messages), max_tokens)
@@ -291,9 +347,20 @@ class LLMClient:
                         last = f"{self.endpoints[i].base_url}: malformed response body"
                     elif status == 429 or status >= 500:
                         last = f"{self.endpoints[i].base_url}: HTTP {status}"
-                    else:  # the request itself is refused: not retried, not stored, recorded by the unit
+                    else:  # the request itself is refused: not retried, not stored
                         ok = True
-                        return {"error": f"HTTP {status}: {data[:300].decode('utf-8', 'replace')}"}
+                        error = (
+                            f"{self.endpoints[i].base_url} refused a {stage} request: HTTP {status}: "
+                            + _error_text(data)
+                        )
+                        if self.fallback is None:
+                            if self.stop_reason is None:
+                                self.stop_reason = RequestRefused(
+                                    f"{error}; no retry can help a refused request (fix the request or the "
+                                    "server; --fallback offline keeps offline names and labels instead)"
+                                )
+                            raise self.stop_reason
+                        return {"error": error}
                 except TransportError as exc:
                     last = str(exc)
                 finally:
@@ -313,22 +380,68 @@ class LLMClient:
         return rec
 
 
-def _parse_completion(data: bytes, key: str, stage: str, model: str) -> dict[str, Any] | None:
+def _error_text(data: bytes) -> str:
+    """The message of an OpenAI-style error body (``{"error": {"message": ...}}``), else its start."""
     try:
         obj = orjson.loads(data)
-        message = obj["choices"][0]["message"]
+        err = obj.get("error", obj) if isinstance(obj, dict) else obj
+        text = err.get("message") if isinstance(err, dict) else None
+        if isinstance(text, str):
+            return " ".join(text.split())[:300]
+        if isinstance(obj, dict) and isinstance(obj.get("detail"), str):
+            return " ".join(obj["detail"].split())[:300]
+    except orjson.JSONDecodeError:
+        pass
+    return " ".join(data[:300].decode("utf-8", "replace").split())
+
+
+def reply_of(rec: dict[str, Any], cached: bool) -> Reply:
+    return Reply(
+        rec["content"],
+        None,
+        rec["prompt_tokens"],
+        rec["completion_tokens"],
+        cached,
+        rec.get("finish_reason"),
+        rec.get("reasoning"),
+    )
+
+
+def completion_record(obj: Any, key: str, stage: str, model: str) -> dict[str, Any] | None:
+    """The store record of a chat.completion body (parsed JSON); None when it is not one.
+
+    The reasoning of a thinking model is kept apart from the answer: vLLM's reasoning parsers
+    send it as ``reasoning_content`` (or ``reasoning``); without a parser it is the reply's
+    ``<think>`` block, cut out here. It is recorded in the store, never in the artifacts."""
+    try:
+        choice = obj["choices"][0]
+        message = choice["message"]
         content = message.get("content")
+        content = content if isinstance(content, str) else None
+        answer, inline = split_reasoning(content)
+        parsed = message.get("reasoning_content") or message.get("reasoning")
+        reasoning = "\n".join(r for r in (parsed if isinstance(parsed, str) else None, inline) if r) or None
         usage = obj.get("usage") or {}
+        finish = choice.get("finish_reason")
         return {
             "key": key,
             "stage": stage,
             "model": model,
-            "content": content if isinstance(content, str) else None,
+            "content": answer,
             "prompt_tokens": int(usage.get("prompt_tokens") or 0),
             "completion_tokens": int(usage.get("completion_tokens") or 0),
             "response_model": obj.get("model"),
+            "finish_reason": finish if isinstance(finish, str) else None,
+            "reasoning": reasoning,
         }
-    except (orjson.JSONDecodeError, KeyError, IndexError, TypeError, ValueError, AttributeError):
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _parse_completion(data: bytes, key: str, stage: str, model: str) -> dict[str, Any] | None:
+    try:
+        return completion_record(orjson.loads(data), key, stage, model)
+    except orjson.JSONDecodeError:
         return None
 
 
@@ -336,7 +449,11 @@ class StandInClient:
     """The dry run's client: answers from the store when it can, else with typical replies."""
 
     def __init__(
-        self, store_records: dict[str, dict[str, Any]], prices: PriceTable, tokenizer: str | None = None
+        self,
+        store_records: dict[str, dict[str, Any]],
+        prices: PriceTable,
+        tokenizer: str | None = None,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
         from rap_benchmark.pipeline.instrument.llm.standin import respond
         from rap_benchmark.pipeline.instrument.llm.tokens import tokenizer_counters
@@ -347,17 +464,21 @@ class StandInClient:
         )
         self.records = store_records
         self.accounting = Accounting(prices)
+        self.extra_body = dict(extra_body or {})
         self.stop_reason: StopRun | None = None
 
-    async def complete(self, stage: str, model: str, messages: list[dict[str, str]], max_tokens: int) -> Reply:
-        rec = self.records.get(request_key(request_body(model, messages, max_tokens)))
+    async def complete(
+        self, stage: str, model: str, messages: list[dict[str, str]], max_tokens: int, *, retry: bool = False
+    ) -> Reply:
+        rec = self.records.get(request_key(request_body(model, messages, max_tokens, self.extra_body)))
         if rec is not None:
-            self.accounting.record(stage, model, rec["prompt_tokens"], rec["completion_tokens"], cached=True)
-            return Reply(rec["content"], None, rec["prompt_tokens"], rec["completion_tokens"], True)
+            self.accounting.record(stage, model, rec, cached=True, retry=retry)
+            return reply_of(rec, True)
         content = self._respond(messages, typical=True)
-        prompt, completion = self._count_prompt(messages), self._count_text(content)
-        self.accounting.record(stage, model, prompt, completion, cached=False)
-        return Reply(content, None, prompt, completion, False)
+        rec = {"content": content, "prompt_tokens": self._count_prompt(messages), "completion_tokens": 0}
+        rec["completion_tokens"] = self._count_text(content)
+        self.accounting.record(stage, model, rec, cached=False, retry=retry)
+        return reply_of(rec, False)
 
 
 async def run_all(

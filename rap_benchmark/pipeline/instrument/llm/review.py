@@ -55,7 +55,26 @@ def _field(r: FieldReport) -> list[str]:
     return lines + [""]
 
 
-def review_markdown(result: PipelineResult, header: dict[str, Any]) -> str:
+def _stages(result: PipelineResult, stages: dict[str, dict[str, Any]]) -> list[str]:
+    """Per stage: requests, retries, truncated replies, refused requests, units lost."""
+    lines = [
+        "## Requests per stage",
+        "",
+        "| stage | requests | retries | truncated | refused | units lost |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for stage, row in stages.items():
+        d = result.drops.get(stage)
+        lost = f"{d.dropped} of {d.units}" if d is not None and d.units else "-"
+        lines.append(
+            f"| {stage} | {row['requests']} | {row['retries']} | {row['truncated']} | {row['refused']} | {lost} |"
+        )
+    return [*lines, ""]
+
+
+def review_markdown(
+    result: PipelineResult, header: dict[str, Any], stages: dict[str, dict[str, Any]] | None = None
+) -> str:
     lines = ["# LLM codebook construction: review", ""]
     lines += [f"- {k}: {v}" for k, v in header.items()]
     lines += [
@@ -64,6 +83,8 @@ def review_markdown(result: PipelineResult, header: dict[str, Any]) -> str:
         "low_evidence)",
         "",
     ]
+    if stages:
+        lines += _stages(result, stages)
     if result.notes:
         lines += ["## Pipeline notes", ""] + [f"- {n}" for n in result.notes] + [""]
     for r in result.reports:

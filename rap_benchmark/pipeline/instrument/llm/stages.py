@@ -82,10 +82,21 @@ class PipelineConfig:
     assign_batch: int = 8
     abstract_chars: int = 400
     assign_abstract_chars: int = 800
+    reasoning_tokens: int = 0  # added to every budget: room for a thinking model's reasoning
+    max_tokens_cap: int = 32768  # a truncated reply is re-asked once with twice the budget, at most this
+    extra_body: dict[str, Any] = field(default_factory=dict)  # sent with every request (chat_template_kwargs)
     concurrency: int = 64
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if k != "concurrency"}
+
+    def budget(self, base: int) -> int:
+        """max_tokens of a first request whose answer needs about ``base`` tokens."""
+        return min(base + self.reasoning_tokens, self.max_tokens_cap)
+
+    def widened(self, budget: int) -> int:
+        """The budget of the one re-ask after a reply cut at ``budget``."""
+        return min(2 * budget, self.max_tokens_cap)
 
 
 @dataclass
@@ -126,6 +137,27 @@ class PipelineResult:
     reports: list[FieldReport]
     invalid_assignments: list[dict[str, str]]
     notes: list[str]
+    drops: dict[str, StageDrops] = field(default_factory=dict)
+
+
+@dataclass
+class StageDrops:
+    """Of a stage's units (a field to name, a batch, a draft, a membership to label), how many
+    stayed without a valid answer, and the first reasons why."""
+
+    units: int = 0
+    dropped: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+    def add(self, n: int = 1, dropped: int = 0, reason: str | None = None) -> None:
+        self.units += n
+        self.dropped += dropped
+        if reason is not None and len(self.reasons) < 3 and reason not in self.reasons:
+            self.reasons.append(reason)
+
+    @property
+    def share(self) -> float:
+        return self.dropped / self.units if self.units else 0.0
 
 
 Client = LLMClient | StandInClient
@@ -136,28 +168,59 @@ def _order(seed: int, salt: str, ids: Sequence[str]) -> list[str]:
     return sorted(ids, key=lambda i: hashlib.sha256(f"{seed}|{salt}|{i}".encode()).digest())
 
 
+THINKING_HINT = (
+    "; the model spent the budget reasoning: turn thinking off "
+    """(--chat-template-kwargs '{"enable_thinking": false}') or give it room (--reasoning-tokens N)"""
+)
+
+
+def truncation_reason(reply: Any, budget: int) -> str:
+    hint = THINKING_HINT if reply.reasoning else ""
+    return f"reply cut at the token budget (finish_reason length at max_tokens {budget}, twice){hint}"
+
+
 async def ask(
-    client: Client, stage: Stage, model: str, prompt: str, validate: Callable[[dict[str, Any]], Any], max_attempts: int
+    client: Client,
+    stage: Stage,
+    model: str,
+    prompt: str,
+    validate: Callable[[dict[str, Any]], Any],
+    cfg: PipelineConfig,
 ) -> Outcome:
-    """Ask until ``validate(parsed reply)`` passes; the retry quotes the reply and the reason."""
+    """Ask until ``validate(parsed reply)`` passes; the retry quotes the reply and the reason.
+
+    A reply cut at max_tokens that does not validate is asked again once, as is, with twice the
+    budget (capped); that re-ask is not one of the ``max_attempts``. Cut again, the unit fails.
+    """
     messages = [{"role": "user", "content": prompt}]
+    budget = cfg.budget(MAX_TOKENS[stage])
+    widened = False
     reason: str | None = None
     raw: str | None = None
-    for attempt in range(1, max_attempts + 1):
-        reply = await client.complete(stage, model, messages, MAX_TOKENS[stage])
+    attempt = 0
+    while attempt < cfg.max_attempts:
+        reply = await client.complete(stage, model, messages, budget, retry=attempt > 0 or widened)
         raw = reply.content
         if reply.error is not None:
-            return Outcome(None, f"request refused: {reply.error}", None, attempt)
+            return Outcome(None, f"request refused: {reply.error}", None, attempt + 1)
         try:
-            return Outcome(validate(parse_json_reply(reply.content)), None, raw, attempt)
+            value = validate(parse_json_reply(reply.content))
         except InvalidOutput as exc:
+            if reply.truncated:
+                if widened or budget >= cfg.max_tokens_cap:
+                    return Outcome(None, truncation_reason(reply, budget), raw, attempt + 1)
+                widened, budget = True, cfg.widened(budget)
+                continue
             reason = str(exc)
+        else:
+            return Outcome(value, None, raw, attempt + 1)
+        attempt += 1
         messages = [
             *messages,
             {"role": "assistant", "content": reply.content or ""},
             {"role": "user", "content": f"Your reply was invalid: {reason}. Reply again with the JSON object only."},
         ]
-    return Outcome(None, f"invalid after {max_attempts} attempts: {reason}", raw, max_attempts)
+    return Outcome(None, f"invalid after {cfg.max_attempts} attempts: {reason}", raw, cfg.max_attempts)
 
 
 class Pipeline:
@@ -169,6 +232,11 @@ class Pipeline:
         self.spec = spec
         self.progress = progress
         self.notes: list[str] = []
+        self.drops: dict[str, StageDrops] = {str(st): StageDrops() for st in Stage}
+
+    def _count(self, stage: Stage, outcomes: Sequence[Outcome]) -> None:
+        for out in outcomes:
+            self.drops[stage].add(1, out.value is None, out.reason)
 
     async def _all(self, jobs: list[Callable[[], Any]], stage: Stage) -> list[Any]:
         return await run_all(self.client, jobs, self.cfg.concurrency, f"llm {stage}" if self.progress else None)
@@ -219,6 +287,7 @@ class Pipeline:
             reports=[by_id[f] for f in sorted(by_id)],
             invalid_assignments=invalid,
             notes=self.notes,
+            drops=self.drops,
         )
 
     # -- 1-2: fields ---------------------------------------------------------------------------
@@ -234,9 +303,10 @@ class Pipeline:
             prompt = P.render(
                 Stage.FIELD_NAME, terms=candidates[cid].name, papers=P.paper_lines(self._rows(sample), None)
             )
-            return lambda: ask(self.client, Stage.FIELD_NAME, cfg.model, prompt, validate_field_name, cfg.max_attempts)
+            return lambda: ask(self.client, Stage.FIELD_NAME, cfg.model, prompt, validate_field_name, cfg)
 
         named = await self._all([name_job(c) for c in cids], Stage.FIELD_NAME)
+        self._count(Stage.FIELD_NAME, named)
         names: dict[str, FieldName] = {}
         for cid, out in zip(cids, named, strict=True):
             if out.value is None:
@@ -254,8 +324,9 @@ class Pipeline:
                 cfg.model,
                 prompt,
                 lambda o: validate_groups(o, cids, "merge"),
-                cfg.max_attempts,
+                cfg,
             )
+            self._count(Stage.FIELD_MERGE, [out])
             if out.value is None:
                 self.notes.append(f"synonym merging failed ({out.reason}); no fields merged")
             else:
@@ -302,11 +373,13 @@ class Pipeline:
                         cfg.model,
                         prompt,
                         lambda o: validate_programs(o, allowed),
-                        cfg.max_attempts,
+                        cfg,
                     )
                 )
                 owners.append(r)
-        for r, out in zip(owners, await self._all(jobs, Stage.PROGRAMS), strict=True):
+        outs = await self._all(jobs, Stage.PROGRAMS)
+        self._count(Stage.PROGRAMS, outs)
+        for r, out in zip(owners, outs, strict=True):
             if out.value is None:
                 r.notes.append(f"a program batch stayed invalid: {out.reason}")
                 continue
@@ -333,11 +406,13 @@ class Pipeline:
                     cfg.model,
                     prompt,
                     lambda o: validate_groups(o, pids, "dedupe"),
-                    cfg.max_attempts,
+                    cfg,
                 )
             )
             dedupe_owners.append(r)
-        for r, out in zip(dedupe_owners, await self._all(dedupe_jobs, Stage.PROGRAMS_DEDUPE), strict=True):
+        outs = await self._all(dedupe_jobs, Stage.PROGRAMS_DEDUPE)
+        self._count(Stage.PROGRAMS_DEDUPE, outs)
+        for r, out in zip(dedupe_owners, outs, strict=True):
             if out.value is None:
                 r.notes.append(f"program deduplication stayed invalid ({out.reason}); exact-name dedupe only")
                 continue
@@ -369,11 +444,13 @@ class Pipeline:
                 )
                 jobs.append(
                     lambda prompt=prompt, model=model, allowed=allowed: ask(
-                        self.client, Stage.DRAFT, model, prompt, lambda o: validate_draft(o, allowed), cfg.max_attempts
+                        self.client, Stage.DRAFT, model, prompt, lambda o: validate_draft(o, allowed), cfg
                     )
                 )
                 owners.append((r, which))
-        for (r, which), out in zip(owners, await self._all(jobs, Stage.DRAFT), strict=True):
+        outs = await self._all(jobs, Stage.DRAFT)
+        self._count(Stage.DRAFT, outs)
+        for (r, which), out in zip(owners, outs, strict=True):
             r.drafts[which] = None if out.value is None else list(out.value)
             if out.value is None:
                 r.notes.append(f"draft {which} stayed invalid: {out.reason}")
@@ -413,12 +490,14 @@ class Pipeline:
                             model,
                             prompt,
                             lambda o: validate_absorption(o, batch, n),
-                            cfg.max_attempts,
+                            cfg,
                         )
                     )
                     owners.append((r, which))
         absorbed_ids: dict[tuple[str, str], list[str]] = {}
-        for (r, which), out in zip(owners, await self._all(jobs, Stage.ABSORB), strict=True):
+        outs = await self._all(jobs, Stage.ABSORB)
+        self._count(Stage.ABSORB, outs)
+        for (r, which), out in zip(owners, outs, strict=True):
             if out.value is None:
                 r.notes.append(f"an absorption batch of draft {which} stayed invalid: {out.reason}")
                 continue
@@ -453,11 +532,13 @@ class Pipeline:
                 allowed = frozenset(exemplar_pool)
                 jobs.append(
                     lambda prompt=prompt, model=model, allowed=allowed: ask(
-                        self.client, Stage.REVISE, model, prompt, lambda o: validate_draft(o, allowed), cfg.max_attempts
+                        self.client, Stage.REVISE, model, prompt, lambda o: validate_draft(o, allowed), cfg
                     )
                 )
                 owners.append((r, which))
-        for (r, which), out in zip(owners, await self._all(jobs, Stage.REVISE), strict=True):
+        outs = await self._all(jobs, Stage.REVISE)
+        self._count(Stage.REVISE, outs)
+        for (r, which), out in zip(owners, outs, strict=True):
             if out.value is None:
                 r.notes.append(
                     f"the revision of draft {which} stayed invalid ({out.reason}); the draft is frozen as is"
@@ -493,11 +574,13 @@ class Pipeline:
                     cfg.model,
                     prompt,
                     lambda o: validate_codebook(o, allowed, fi.field_id, fi.name, fi.definition),
-                    cfg.max_attempts,
+                    cfg,
                 )
             )
             owners.append((r, allowed))
+        drops = self.drops[Stage.CONSOLIDATE]
         for (r, allowed), out in zip(owners, await self._all(jobs, Stage.CONSOLIDATE), strict=True):
+            drops.add(1)
             if out.value is not None:
                 r.codebook = out.value
                 if out.attempts > 1:
@@ -511,6 +594,7 @@ class Pipeline:
                 r.notes.append(f"repaired after {out.attempts} attempts: {note}")
             except InvalidOutput as exc:
                 r.notes.append(f"consolidation failed: {out.reason} (not repairable: {exc})")
+                drops.add(0, 1, f"{r.field_id}: {out.reason}")
 
     # -- 9: assignment -------------------------------------------------------------------------
     async def _assign(
@@ -525,12 +609,15 @@ class Pipeline:
 
         def job(cb: Codebook, batch: list[str]) -> Callable[[], Any]:
             papers = P.paper_lines(self._rows(batch), cfg.assign_abstract_chars)
-            return lambda: label_batch(
-                self.client, cfg.model, cfg.max_attempts, cb, directions[cb.field_id], papers, batch
-            )
+            return lambda: label_batch(self.client, cfg, cb, directions[cb.field_id], papers, batch)
 
         results = await self._all([job(cb, batch) for cb, batch in batches], Stage.ASSIGN)
-        return assignment_table(batches, results)
+        table, invalid = assignment_table(batches, results)
+        drops = self.drops[Stage.ASSIGN]
+        drops.add(len(table), len(invalid))
+        for x in invalid[:3]:
+            drops.add(0, 0, f"{x['arxiv_id']}: {x['reason']}")
+        return table, invalid
 
 
 def _merge_ids(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...]:

@@ -3,13 +3,16 @@
 Layout of a store folder::
 
     requests.jsonl   one line per answered request: {"key", "stage", "model", "content",
-                     "prompt_tokens", "completion_tokens", "response_model"}
+                     "prompt_tokens", "completion_tokens", "response_model", "finish_reason",
+                     "reasoning"}; content is the answer with any <think> block cut out,
+                     reasoning the model's reasoning (vLLM's reasoning_content or the cut
+                     block): kept here for review, never written into an artifact
     .lock            held by the one process using the store (core.fsio.FolderLock)
     review.md        the maintainers' review of the codebook construction (written by the build)
     summary.json     requests, tokens and cost per stage (written by the build)
 
-The key is the sha256 of the canonical request body (model, messages, temperature and
-max_tokens as compact JSON with sorted keys): the same request always has the same key, whatever
+The key is the sha256 of the canonical request body (model, messages, temperature,
+max_tokens and any --extra-body keys as compact JSON with sorted keys): the same request always has the same key, whatever
 the endpoint, the completion order or the process. Guarantees, as ``rap run``'s run store:
 
 * SIGKILL-safe: answers are appended in groups with one ``write`` and an ``fsync`` (group
@@ -32,7 +35,17 @@ import orjson
 from rap_benchmark.core.fsio import FolderLock
 
 REQUESTS_FILE = "requests.jsonl"
-RECORD_KEYS = ("key", "stage", "model", "content", "prompt_tokens", "completion_tokens", "response_model")
+RECORD_KEYS = (
+    "key",
+    "stage",
+    "model",
+    "content",
+    "prompt_tokens",
+    "completion_tokens",
+    "response_model",
+    "finish_reason",
+    "reasoning",
+)
 
 
 class RequestStore:

@@ -9,6 +9,7 @@ that kept returning a number of directions other than eight.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -24,7 +25,6 @@ MAX_EXEMPLARS = 5
 MAX_PROGRAMS_PER_BATCH = 12
 MAX_FIELD_NAME_WORDS = 8
 DIRECTION_FIELDS = ("name", "definition", "inclusion", "exclusion", "exemplars")
-_FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```$", re.DOTALL)
 _KEY = re.compile(r"^D(\d+)$")
 
 
@@ -32,18 +32,106 @@ class InvalidOutput(ValueError):
     """A model reply that fails validation; the message is the recorded reason."""
 
 
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_THINK_END = re.compile(r"</think>", re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
+_DECODER = json.JSONDecoder()
+MAX_JSON_STARTS = 64  # '{' positions tried before a reply is declared to hold no JSON object
+
+
+def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
+    """(answer, reasoning) of a reply whose reasoning is inline: ``<think>...</think>`` blocks are
+    cut out (any case); a reply with a closing ``</think>`` only (Qwen3's chat template opens the
+    block in the prompt) loses everything up to it; an unclosed ``<think>`` (cut while thinking)
+    leaves no answer. Replies without a think tag come back unchanged."""
+    if text is None:
+        return None, None
+    parts = [m.group(0)[7:-8] for m in _THINK.finditer(text)]
+    rest = _THINK.sub("", text)
+    ends = list(_THINK_END.finditer(rest))
+    if ends:
+        parts.insert(0, rest[: ends[-1].start()])
+        rest = rest[ends[-1].end() :]
+    opened = _THINK_OPEN.search(rest)
+    if opened:
+        parts.append(rest[opened.end() :])
+        rest = rest[: opened.start()]
+    if not parts:
+        return text, None
+    reasoning = "\n".join(p.strip() for p in parts if p.strip()) or None
+    return rest.strip(), reasoning
+
+
+def _drop_trailing_commas(text: str) -> str:
+    """``text`` without commas that directly precede ``}`` or ``]`` outside strings."""
+    out: list[str] = []
+    in_string = escaped = False
+    n = len(text)
+    for i, ch in enumerate(text):
+        if in_string:
+            out.append(ch)
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch == ",":
+            j = i + 1
+            while j < n and text[j] in " \t\r\n":
+                j += 1
+            if j < n and text[j] in "}]":
+                continue
+        out.append(ch)
+    return "".join(out)
+
+
+def _first_object(text: str) -> tuple[Any, str | None]:
+    """(the first complete JSON value that starts at a ``{`` of ``text``, None) or (None, why not)."""
+    pos = text.find("{")
+    if pos < 0:
+        return None, "no JSON object in the reply"
+    end = len(text.rstrip())
+    for _ in range(MAX_JSON_STARTS):
+        if pos < 0:
+            break
+        try:
+            return _DECODER.raw_decode(text, pos)[0], None
+        except json.JSONDecodeError as exc:
+            if exc.pos >= end:  # the value runs to the end of the reply: cut off, nothing after it
+                return None, "the reply ends inside its JSON object (cut off before it was complete)"
+        try:  # a trailing comma, the one slip that does not change what the object says
+            return _DECODER.raw_decode(_drop_trailing_commas(text[pos:]))[0], None
+        except json.JSONDecodeError:
+            pass
+        pos = text.find("{", pos + 1)
+    return None, "no complete JSON object in the reply"
+
+
 def parse_json_reply(text: str | None) -> dict[str, Any]:
-    """The reply's JSON object: the whole text, or a single fenced block that is the whole text."""
-    if text is None or not text.strip():
+    """The reply's JSON object, read leniently and then returned for strict validation.
+
+    Real models wrap their answer: a fence in any case (```` ```json ````, ```` ```JSON ````, one
+    line or several), a preamble ("Here are the labels:"), a trailing note, a ``<think>`` block,
+    a trailing comma. The first complete JSON object in the reply is the answer; the validators
+    then judge it as strictly as ever.
+    """
+    answer, _ = split_reasoning(text)
+    if answer is None or not answer.strip():
+        if text is not None and _THINK_OPEN.search(text) and not _THINK_END.search(text):
+            raise InvalidOutput("no answer: the reply is an unclosed <think> block (cut while reasoning)")
         raise InvalidOutput("empty reply")
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    if fenced:
-        body = fenced.group(1).strip()
+    body = answer.strip()
     try:
         obj = orjson.loads(body)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidOutput(f"not valid JSON: {str(exc).splitlines()[0]}") from None
+    except orjson.JSONDecodeError:
+        obj, why = _first_object(body)
+        if why is not None:
+            start = " ".join(body[:60].split())
+            raise InvalidOutput(f"not valid JSON: {why} (it starts {start!r})") from None
     if not isinstance(obj, dict):
         raise InvalidOutput(f"expected a JSON object, got {type(obj).__name__}")
     return obj
@@ -56,10 +144,10 @@ def check_keys(obj: dict[str, Any], expected: Sequence[str], where: str) -> None
     if missing or extra:
         parts = []
         if missing:
-            parts.append(f"missing {', '.join(missing)}")
+            parts.append("missing key " + ", ".join(repr(k) for k in missing))
         if extra:
-            parts.append(f"unknown {', '.join(extra)}")
-        raise InvalidOutput(f"{where}: {'; '.join(parts)}")
+            parts.append("unexpected key " + ", ".join(repr(k) for k in extra))
+        raise InvalidOutput(f"{where}: {'; '.join(parts)} (expected keys: {', '.join(expected)})")
 
 
 def _text(obj: dict[str, Any], key: str, where: str) -> str:
@@ -218,7 +306,7 @@ def _directions_from_keyed(obj: dict[str, Any], allowed: set[str] | frozenset[st
     """The directions of a ``{"D0": {...}, ...}`` object in key order (any number of D<k> keys)."""
     bad = [k for k in obj if not _KEY.match(k)]
     if bad:
-        raise InvalidOutput(f"codebook: unknown {', '.join(sorted(bad)[:5])}")
+        raise InvalidOutput(f"codebook: unexpected key {', '.join(repr(k) for k in sorted(bad)[:5])} (expected D0..D7)")
     keys = sorted(obj, key=lambda k: int(_KEY.match(k).group(1)))  # type: ignore[union-attr]
     out = [direction_payload(obj[k], allowed, k) for k in keys]
     _unique_names([d["name"] for d in out], "codebook")
@@ -326,28 +414,54 @@ def validate_assignment(obj: dict[str, Any], arxiv_id: str, field_id: str) -> As
     return Assignment(arxiv_id=arxiv_id, field_id=field_id, primary=primary, secondary=secondary, type=atype)
 
 
-def validate_label_batch(
-    obj: dict[str, Any], ids: Sequence[str], field_id: str
-) -> tuple[dict[str, Assignment], dict[str, str]]:
-    """``{"labels": [{"id", "primary", "secondary", "type"}]}`` -> (valid labels, reason per bad id).
+NOT_LABELLED = "not labelled"
 
-    Items are judged one by one so that a batch with one bad label keeps its good ones; a paper
-    missing from the reply, labelled twice, or not shown is a reason, not an exception. The whole
-    reply is invalid (InvalidOutput) only when it is not a ``labels`` list.
+
+@dataclass(frozen=True)
+class LabelCheck:
+    """One labels reply judged item by item: the valid labels, a reason per shown paper without
+    one, and the faults that belong to no shown paper (an id that was not shown)."""
+
+    good: dict[str, Assignment]
+    bad: dict[str, str]
+    faults: tuple[str, ...] = ()
+
+    def message(self) -> str:
+        """Every fault named once: each bad label with its paper, the unlabelled papers in one list."""
+        missing = [p for p, r in self.bad.items() if r == NOT_LABELLED]
+        parts = list(dict.fromkeys([*self.faults, *(r for r in self.bad.values() if r != NOT_LABELLED)]))
+        if missing:
+            parts.append(f"papers not labelled: {', '.join(missing)}")
+        return "; ".join(parts)
+
+
+def validate_label_batch(obj: dict[str, Any], ids: Sequence[str], field_id: str) -> LabelCheck:
+    """``{"labels": [{"id", "primary", "secondary", "type"}]}`` judged label by label.
+
+    A batch with one bad label keeps its good ones; a paper missing from the reply or labelled
+    twice is a reason for that paper, an id that was not shown a fault of the reply. The whole
+    reply is invalid (InvalidOutput) when it is not a ``labels`` list or a label cannot be tied
+    to a paper (no ``id`` key: a renamed key is named once, for the whole reply).
     """
     check_keys(obj, ("labels",), "labels")
     items = obj["labels"]
     if not isinstance(items, list):
         raise InvalidOutput("labels: expected a list")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InvalidOutput(f"label {i}: expected an object, got {type(item).__name__}")
+        if not isinstance(item.get("id"), str):
+            check_keys(item, ("id", "primary", "secondary", "type"), f"label {i}")
+            raise InvalidOutput(f"label {i}: id must be a string (the paper's arXiv id)")
     wanted = set(ids)
     good: dict[str, Assignment] = {}
     bad: dict[str, str] = {}
+    faults: list[str] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-            continue  # cannot attribute it to a paper; the paper shows up as missing below
         pid = item["id"]
         if pid not in wanted:
+            faults.append(f"label {i}: id {pid!r} is not one of the papers to label")
             continue
         if pid in seen:
             bad[pid] = f"paper {pid} labelled twice"
@@ -357,8 +471,8 @@ def validate_label_batch(
         try:
             good[pid] = validate_assignment({k: v for k, v in item.items() if k != "id"}, pid, field_id)
         except InvalidOutput as exc:
-            bad[pid] = f"label {i} ({pid}): {exc}"
+            bad[pid] = f"label {i} ({pid}): {str(exc).removeprefix('assignment: ')}"
     for pid in ids:
         if pid not in good and pid not in bad:
-            bad[pid] = f"paper {pid} not labelled"
-    return good, bad
+            bad[pid] = NOT_LABELLED
+    return LabelCheck(good, bad, tuple(faults[:5]))
