@@ -48,3 +48,32 @@ def test_show_user_errors_are_one_line(mini_dir: Path, capsys, extra: list[str],
     assert main(["show", str(mini_dir), *extra]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rap show: ") and message in err and err.count("\n") == 1
+
+
+def test_show_and_info_on_an_instance_without_fields_say_so(mini_dir: Path, tmp_path: Path, capsys) -> None:
+    """Regression: ``rap show`` on a zero-field instance (an LLM build that kept no field) ended
+    in an IndexError traceback."""
+    import shutil
+
+    import pandas as pd
+
+    from rap_benchmark.core import schemas
+    from rap_benchmark.core.artifacts import SUMS_FILE, write_json, write_sums, write_table
+
+    empty = tmp_path / "empty"
+    shutil.copytree(mini_dir, empty, ignore=shutil.ignore_patterns(".cache", "truth.parquet", SUMS_FILE))
+    write_json(empty / "codebooks.json", [])
+    for name, schema in (
+        ("assignments", schemas.ASSIGNMENTS),
+        ("blocks", schemas.BLOCKS),
+        ("episodes", schemas.EPISODES),
+        ("search_manifest", schemas.SEARCH_MANIFEST),
+    ):
+        write_table(empty, name, pd.DataFrame({f.name: pd.Series([], dtype=object) for f in schema}))
+    write_sums(empty)
+    assert main(["show", str(empty), "--field", "f000"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "has no fields" in err and "Traceback" not in err
+    assert main(["info", str(empty)]) == 0
+    captured = capsys.readouterr()
+    assert "fields             0" in captured.out and "has no fields" in captured.err

@@ -280,6 +280,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
     inst = load_instance(args.dir)
     info = instance_info(inst)
     print(json.dumps(info, indent=1, sort_keys=True) if args.json else format_info(info))
+    if not info["fields"]:
+        print(
+            f"rap info: {args.dir} has no fields: nothing to forecast or score (its build kept none)", file=sys.stderr
+        )
     return 0
 
 

@@ -77,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance)
     if args.field not in inst.codebooks:
         known = sorted(inst.codebooks)
+        if not known:
+            raise InputError(f"{args.instance} has no fields (its build kept none): there is no codebook to show")
         raise InputError(f"no field {args.field!r} in {args.instance} (fields {known[0]}..{known[-1]})")
     if args.origin is None:
         cb = inst.codebooks[args.field]
