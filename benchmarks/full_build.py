@@ -100,7 +100,7 @@ def _timed(args: list[str]) -> tuple[float, float]:
 
 
 def _server(args: list[str], log: Path) -> tuple[subprocess.Popen[str], str]:
-    cmd = [sys.executable, "-m", "rap_benchmark.rehearsal.scripted_server", "--log", str(log), *args]
+    cmd = [sys.executable, "-m", "rap_benchmark.testing.scripted_server", "--log", str(log), *args]
     proc = subprocess.Popen(cmd, env=ENV, text=True, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     url = proc.stdout.readline().strip()

@@ -112,7 +112,7 @@ def test_lm_eval_and_inspect_run_on_the_exported_datasets_alone(hub_dir: Path, m
     pytest.importorskip("lm_eval")
     pytest.importorskip("tenacity")
     inspect_ai = pytest.importorskip("inspect_ai")
-    from rap_benchmark.integrations.scripted_server import serve
+    from rap_benchmark.testing.scripted_server import serve
 
     cache = tmp_path / "cache"
     env = _env(cache)

@@ -178,7 +178,7 @@ def test_inspect_cli_every_condition_and_citecast_against_scripted_server(
     mini_dir: Path, mini, citecast_dir: Path, tmp_path: Path
 ) -> None:
     from rap_benchmark.evaluation.scoring.score import score_predictions
-    from rap_benchmark.integrations.scripted_server import serve
+    from rap_benchmark.testing.scripted_server import serve
 
     with serve(n_searches=2) as url:
         env = _env(tmp_path, url)

@@ -33,7 +33,7 @@ from rap_benchmark.pipeline.instrument.llm import (
 from rap_benchmark.pipeline.instrument.llm.prompts import load_prompt, task_of
 from rap_benchmark.pipeline.instrument.llm.standin import respond
 from rap_benchmark.pipeline.instrument.llm.store import RequestStore
-from rap_benchmark.rehearsal.scripted_server import Faults, ScriptedApp, ServerThread
+from rap_benchmark.testing.scripted_server import Faults, ScriptedApp, ServerThread
 
 TOPICS = {
     "f000": "speech recognition streaming",
@@ -389,9 +389,9 @@ def test_endpoints_bound_to_a_model_get_only_that_models_requests(tmp_path: Path
         app = ScriptedApp(script=script)
         original = app.reply_for
 
-        def reply_for(body: bytes) -> Any:
+        def reply_for(body: bytes, *path: str) -> Any:
             seen[name].add(orjson.loads(body)["model"])
-            return original(body)
+            return original(body, *path)
 
         app.reply_for = reply_for  # type: ignore[method-assign]
         return app
@@ -433,7 +433,7 @@ def test_scripted_server_command_serves_with_several_workers_and_stops_on_sigter
 
     log = tmp_path / "served.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
-    cmd = [sys.executable, "-m", "rap_benchmark.rehearsal.scripted_server", "--workers", "2", "--log", str(log)]
+    cmd = [sys.executable, "-m", "rap_benchmark.testing.scripted_server", "--workers", "2", "--log", str(log)]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip()  # type: ignore[union-attr]

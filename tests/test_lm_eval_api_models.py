@@ -27,7 +27,7 @@ LM_EVAL = str(Path(sys.executable).with_name("lm_eval"))
 
 @pytest.fixture(scope="module")
 def scripted_url():
-    from rap_benchmark.integrations.scripted_server import serve
+    from rap_benchmark.testing.scripted_server import serve
 
     with serve(n_searches=2) as url:
         yield url

@@ -37,7 +37,7 @@ def test_readme_flow_extraction() -> None:
 
 
 def test_readme_harness_flow_puts_the_model_on_the_leaderboard(tmp_path: Path) -> None:
-    from rap_benchmark.integrations.scripted_server import serve
+    from rap_benchmark.testing.scripted_server import serve
 
     cmds = flow_commands((REPO / "README.md").read_text(encoding="utf-8"))
     env = dict(os.environ)

@@ -53,7 +53,7 @@ async def label_batch(
             bad.update({p: f"request refused: {reply.error}" for p in todo})
             break
         try:
-            check = validate_label_batch(parse_json_reply(reply.content), todo, cb.field_id)
+            check = validate_label_batch(parse_json_reply(reply.content), todo, cb.field_id, batch)
             wrong, message = check.bad, check.message()
             if check.faults:  # a paper not labelled because its label went to an id that was not shown
                 why = f"{NOT_LABELLED} ({'; '.join(check.faults)})"

@@ -435,11 +435,15 @@ class LabelCheck:
         return "; ".join(parts)
 
 
-def validate_label_batch(obj: dict[str, Any], ids: Sequence[str], field_id: str) -> LabelCheck:
+def validate_label_batch(
+    obj: dict[str, Any], ids: Sequence[str], field_id: str, shown: Sequence[str] = ()
+) -> LabelCheck:
     """``{"labels": [{"id", "primary", "secondary", "type"}]}`` judged label by label.
 
-    A batch with one bad label keeps its good ones; a paper missing from the reply or labelled
-    twice is a reason for that paper, an id that was not shown a fault of the reply. The whole
+    ``ids`` are the papers to label, ``shown`` any further papers of the prompt (a follow-up asks
+    about some of a batch's papers; labels for the others are ignored). A batch with one bad
+    label keeps its good ones; a paper missing from the reply or labelled twice is a reason for
+    that paper, an id that was never shown a fault of the reply. The whole
     reply is invalid (InvalidOutput) when it is not a ``labels`` list or a label cannot be tied
     to a paper (no ``id`` key: a renamed key is named once, for the whole reply).
     """
@@ -454,12 +458,15 @@ def validate_label_batch(obj: dict[str, Any], ids: Sequence[str], field_id: str)
             check_keys(item, ("id", "primary", "secondary", "type"), f"label {i}")
             raise InvalidOutput(f"label {i}: id must be a string (the paper's arXiv id)")
     wanted = set(ids)
+    ignored = set(shown) - wanted
     good: dict[str, Assignment] = {}
     bad: dict[str, str] = {}
     faults: list[str] = []
     seen: set[str] = set()
     for i, item in enumerate(items):
         pid = item["id"]
+        if pid in ignored:
+            continue
         if pid not in wanted:
             faults.append(f"label {i}: id {pid!r} is not one of the papers to label")
             continue
