@@ -31,7 +31,13 @@ from rap_benchmark.pipeline.instrument.llm.client import (
     StopRun,
 )
 from rap_benchmark.pipeline.instrument.llm.prompts import prompt_hashes
-from rap_benchmark.pipeline.instrument.llm.stages import Pipeline, PipelineConfig, PipelineResult, stage_sizes
+from rap_benchmark.pipeline.instrument.llm.stages import (
+    Pipeline,
+    PipelineConfig,
+    PipelineResult,
+    StageLost,
+    stage_sizes,
+)
 from rap_benchmark.pipeline.instrument.llm.store import RequestStore
 from rap_benchmark.pipeline.instrument.llm.validate import InvalidOutput
 
@@ -146,6 +152,8 @@ def run_llm_instrument(
     _check_prices(config, settings)
     config = PipelineConfig(**{**config.__dict__, "concurrency": settings.max_in_flight * len(settings.base_urls)})
     with RequestStore(settings.store_dir) as store:
+        strict = None if settings.fallback is not None else MAX_DROP_SHARE
+        stopped: list[Any] = []
 
         async def main() -> tuple[PipelineResult, LLMClient]:
             client = LLMClient(
@@ -159,8 +167,13 @@ def run_llm_instrument(
                 extra_body=config.extra_body,
                 fallback=settings.fallback,
             )
+            pipeline = Pipeline(client, config, spec, progress, strict)
             async with client:
-                result = await Pipeline(client, config, spec, progress).run(papers, memberships, candidates)
+                try:
+                    result = await pipeline.run(papers, memberships, candidates)
+                except StageLost as lost:
+                    stopped.append(lost)
+                    result = pipeline.partial()
             return result, client
 
         start, cpu_start = time.perf_counter(), time.process_time()
@@ -186,6 +199,8 @@ def run_llm_instrument(
         atomic_write_text(settings.store_dir / SUMMARY_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         entry = ledger_entry(config, result)
         header = _review_header(entry) | {"fallback": settings.fallback or "none (a refused request stops the build)"}
+        if stopped:
+            header["stopped"] = f"after stage {stopped[0].stage} (it lost more than {100 * MAX_DROP_SHARE:.0f}%)"
         atomic_write_text(settings.store_dir / REVIEW_FILE, review_markdown(result, header, stages))
     check_outcome(result, settings, settings.store_dir / REVIEW_FILE)
     return result, entry

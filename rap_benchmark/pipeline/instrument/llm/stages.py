@@ -36,7 +36,7 @@ from rap_benchmark.core.records import Codebook
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.llm import prompts as P
-from rap_benchmark.pipeline.instrument.llm.assign import assignment_table, label_batch
+from rap_benchmark.pipeline.instrument.llm.assign import ASSIGNMENT_COLUMNS, assignment_table, label_batch
 from rap_benchmark.pipeline.instrument.llm.client import LLMClient, StandInClient, run_all
 from rap_benchmark.pipeline.instrument.llm.prompts import Stage
 from rap_benchmark.pipeline.instrument.llm.validate import (
@@ -160,6 +160,15 @@ class StageDrops:
         return self.dropped / self.units if self.units else 0.0
 
 
+class StageLost(Exception):
+    """A stage left more than the allowed share of its units without a valid answer."""
+
+    def __init__(self, stage: str, drops: StageDrops) -> None:
+        super().__init__(stage)
+        self.stage = stage
+        self.drops = drops
+
+
 Client = LLMClient | StandInClient
 
 
@@ -226,8 +235,17 @@ async def ask(
 class Pipeline:
     """One LLM construction over a corpus (see the module docstring)."""
 
-    def __init__(self, client: Client, config: PipelineConfig, spec: BenchmarkSpec, progress: bool = False) -> None:
+    def __init__(
+        self,
+        client: Client,
+        config: PipelineConfig,
+        spec: BenchmarkSpec,
+        progress: bool = False,
+        max_drop_share: float | None = None,
+    ) -> None:
         self.client = client
+        self.max_drop_share = max_drop_share
+        self.reports: list[FieldReport] = []
         self.cfg = config
         self.spec = spec
         self.progress = progress
@@ -237,6 +255,20 @@ class Pipeline:
     def _count(self, stage: Stage, outcomes: Sequence[Outcome]) -> None:
         for out in outcomes:
             self.drops[stage].add(1, out.value is None, out.reason)
+        self._check(stage)
+
+    def _check(self, stage: Stage) -> None:
+        """Stop the construction when ``stage`` lost more than ``max_drop_share`` of its units:
+        the later stages would build on what is missing (and spend on it)."""
+        d = self.drops[stage]
+        if self.max_drop_share is not None and d.units and d.share > self.max_drop_share:
+            raise StageLost(str(stage), d)
+
+    def partial(self) -> PipelineResult:
+        """What the construction had when it stopped (for the review): reports, notes, drops."""
+        mem = pd.DataFrame(columns=["arxiv_id", "field_id"])
+        labels = pd.DataFrame(columns=ASSIGNMENT_COLUMNS)
+        return PipelineResult([], {}, mem, labels, self.reports, [], self.notes, self.drops)
 
     async def _all(self, jobs: list[Callable[[], Any]], stage: Stage) -> list[Any]:
         return await run_all(self.client, jobs, self.cfg.concurrency, f"llm {stage}" if self.progress else None)
@@ -262,6 +294,7 @@ class Pipeline:
             FieldReport(fid, info[fid].name, sources, sum(self._date[p] < self.spec.codebook_cutoff for p in ms))
             for fid, (sources, ms) in fields.items()
         ]
+        self.reports = reports
         by_id = {r.field_id: r for r in reports}
         pre = {fid: [p for p in ms if self._date[p] < self.spec.codebook_cutoff] for fid, (_, ms) in fields.items()}
         await self._programs(reports, info, pre)
@@ -595,6 +628,7 @@ class Pipeline:
             except InvalidOutput as exc:
                 r.notes.append(f"consolidation failed: {out.reason} (not repairable: {exc})")
                 drops.add(0, 1, f"{r.field_id}: {out.reason}")
+        self._check(Stage.CONSOLIDATE)
 
     # -- 9: assignment -------------------------------------------------------------------------
     async def _assign(
@@ -617,6 +651,7 @@ class Pipeline:
         drops.add(len(table), len(invalid))
         for x in invalid[:3]:
             drops.add(0, 0, f"{x['arxiv_id']}: {x['reason']}")
+        self._check(Stage.ASSIGN)
         return table, invalid
 
 

@@ -1,0 +1,163 @@
+"""Every stage of the LLM instrument against the reply styles of served models (the scripted
+server's modes): fenced, chatty, Qwen3 thinking with and without vLLM's reasoning parser, cut at
+the budget, renamed keys, HTTP 400. Either the result is the plain replies' result, or the run
+stops with one line naming what went wrong."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from test_llm_instrument import CONFIG, fingerprint, run
+
+from rap_benchmark.pipeline.instrument.llm import RequestRefused, StageFailed
+from rap_benchmark.pipeline.instrument.llm.prompts import Stage
+from rap_benchmark.testing.scripted_server import MODES, ScriptedApp, ServerThread
+
+ALL_STAGES = {str(s) for s in Stage}
+NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory: pytest.TempPathFactory) -> str:
+    with ServerThread(ScriptedApp(mode="plain")) as srv:
+        result, _ = run(tmp_path_factory.mktemp("plain"), (srv.url,))
+    return fingerprint(result)
+
+
+def summary(store: Path) -> dict[str, Any]:
+    return json.loads((store / "summary.json").read_text())
+
+
+def records(store: Path) -> list[dict[str, Any]]:
+    return [orjson.loads(line) for line in (store / "requests.jsonl").read_bytes().splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("mode", "extra"),
+    [("chatty", {}), ("think", {}), ("think-parser", {}), ("renamed-keys", {}), ("think", NO_THINKING)],
+)
+def test_every_stage_reads_the_mode_to_the_plain_result(
+    tmp_path: Path, plain: str, mode: str, extra: dict[str, Any]
+) -> None:
+    config = CONFIG.__class__(**{**CONFIG.__dict__, "extra_body": extra})
+    with ServerThread(ScriptedApp(mode=mode)) as srv:
+        result, _ = run(tmp_path, (srv.url,), config=config)
+    assert fingerprint(result) == plain
+    stages = summary(tmp_path)["stages"]
+    assert set(stages) == ALL_STAGES and all(v["requests"] > 0 for v in stages.values())
+    thinking = mode.startswith("think") and not extra
+    truncated = {k for k, v in stages.items() if v["truncated"]}
+    # the smallest budgets (naming 200 tokens, 8 labels 420) cannot hold 260 tokens of reasoning
+    assert truncated == ({"field_name", "assign"} if thinking else set())
+    retried = {k for k, v in stages.items() if v["retries"]}
+    assert retried == (truncated if thinking else {"field_name", "programs", "absorb", "assign"} if
+                       mode == "renamed-keys" else set())  # fmt: skip
+    recs = records(tmp_path)
+    with_reasoning = [r for r in recs if r.get("reasoning")]
+    assert bool(with_reasoning) == thinking
+    assert all("<think>" not in (r["content"] or "") for r in recs)  # the answer is stored without it
+    if extra:
+        assert all(r.get("finish_reason") == "stop" for r in recs)
+
+
+def test_the_retry_names_the_renamed_key_so_the_model_can_fix_it(tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    app = ScriptedApp(mode="renamed-keys")
+    original = app.reply_for
+
+    def reply_for(body: bytes, *path: str) -> Any:
+        seen.append(orjson.loads(body))
+        return original(body, *path)
+
+    app.reply_for = reply_for  # type: ignore[method-assign]
+    with ServerThread(app) as srv:
+        run(tmp_path, (srv.url,))
+    retries = [b["messages"][-1]["content"] for b in seen if len(b["messages"]) == 3]
+    labels = [m for m in retries if "labelling only" in m]
+    assert labels and all(m.count("unexpected key 'arxiv_id'") == 1 for m in labels)
+    assert all("not labelled" not in m for m in labels)  # one fault named once, not one line per paper
+
+
+def test_replies_always_cut_at_the_budget_stop_at_the_first_stage(tmp_path: Path) -> None:
+    with ServerThread(ScriptedApp(mode="truncated")) as srv:
+        with pytest.raises(StageFailed) as err:
+            run(tmp_path, (srv.url,))
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("LLM instrument: stage field_name lost 3 of 3 units")
+    assert "enable_thinking" in message  # the cut replies were reasoning: the fix is named
+    stages = summary(tmp_path)["stages"]
+    assert set(stages) == {"field_name"} and stages["field_name"]["truncated"] == 6  # each asked twice
+    review = (tmp_path / "review.md").read_text()
+    assert "stopped: after stage field_name" in review and "| field_name | 6 | 3 | 6 | 0 | 3 of 3 |" in review
+
+
+def test_a_refused_request_stops_the_run_unless_the_offline_fallback_is_asked_for(tmp_path: Path) -> None:
+    with ServerThread(ScriptedApp(mode="refuse")) as srv:
+        with pytest.raises(RequestRefused) as err:
+            run(tmp_path / "strict", (srv.url,))
+        message = str(err.value)
+        assert "\n" not in message and "HTTP 400" in message and "maximum context length" in message
+        assert "--fallback offline" in message
+        with pytest.raises(StageFailed, match="no field kept"):
+            run(tmp_path / "fallback", (srv.url,), fallback="offline")
+    stages = summary(tmp_path / "fallback")["stages"]
+    assert stages["field_name"]["refused"] == 3 and summary(tmp_path / "fallback")["refused_requests"] > 3
+
+
+def test_every_mode_is_tested() -> None:
+    tested = {"plain", "chatty", "think", "think-parser", "renamed-keys", "truncated", "refuse"}
+    assert tested == set(MODES)
+
+
+def test_nothing_in_the_package_imports_the_testing_modules() -> None:
+    package = Path(__file__).resolve().parents[1] / "rap_benchmark"
+    offenders = []
+    for path in sorted(package.rglob("*.py")):
+        if "testing" in path.relative_to(package).parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom | ast.Import):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+                if any(n.startswith("rap_benchmark.testing") for n in names):
+                    offenders.append(str(path.relative_to(package)))
+    assert not offenders
+
+
+def test_rap_build_in_each_failing_mode_exits_in_one_line_and_writes_no_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stock CLI on a tiny synthetic snapshot: a thinking model behind vLLM's reasoning
+    parser gives the plain replies' artifacts byte for byte; a server that refuses (HTTP 400) or
+    cuts every reply makes ``rap build`` exit 2 in one line naming the cause, with no folder."""
+    from rap_benchmark.cli import main as rap
+    from rap_benchmark.core.spec import BenchmarkSpec
+    from rap_benchmark.rehearsal.snapshot import write_snapshot
+
+    snap = tmp_path / "snapshot.jsonl"
+    write_snapshot(snap, scale=0.002, seed=1, n_fields=3)
+    spec = tmp_path / "spec.json"
+    data = BenchmarkSpec().replace(name="tiny", n_fields=3, min_field_papers=40, n_dev_seed_fields=1).to_dict()
+    spec.write_text(json.dumps(data))
+
+    def build(mode: str, *extra: str) -> tuple[int, str, Path]:
+        out = tmp_path / mode
+        with ServerThread(ScriptedApp(mode=mode)) as srv:
+            args = ["build", "--spec", str(spec), "--source", str(snap), "--out", str(out), "--quiet",
+                    "--instrument", "llm", "--base-url", srv.url, "--model", "scripted-main", *extra]  # fmt: skip
+            code = rap(args)
+        return code, capsys.readouterr().err, out
+
+    code, _, plain = build("plain")
+    assert code == 0
+    code, _, parsed = build("think-parser")
+    assert code == 0 and (parsed / "SHA256SUMS").read_bytes() == (plain / "SHA256SUMS").read_bytes()
+    assert json.loads((tmp_path / "think-parser.llm-store" / "summary.json").read_text())["truncated_replies"] > 0
+    for mode, words in (("refuse", "HTTP 400"), ("truncated", "stage field_name lost")):
+        code, err, out = build(mode)
+        assert code == 2 and err.count("\n") == 1 and err.startswith("rap build: ") and words in err, err
+        assert "Traceback" not in err and not out.exists()
