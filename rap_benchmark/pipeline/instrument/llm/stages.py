@@ -246,6 +246,7 @@ class Pipeline:
         self.client = client
         self.max_drop_share = max_drop_share
         self.reports: list[FieldReport] = []
+        self.invalid: list[dict[str, str]] = []
         self.cfg = config
         self.spec = spec
         self.progress = progress
@@ -268,7 +269,8 @@ class Pipeline:
         """What the construction had when it stopped (for the review): reports, notes, drops."""
         mem = pd.DataFrame(columns=["arxiv_id", "field_id"])
         labels = pd.DataFrame(columns=ASSIGNMENT_COLUMNS)
-        return PipelineResult([], {}, mem, labels, self.reports, [], self.notes, self.drops)
+        codebooks = [r.codebook for r in self.reports if r.codebook is not None]
+        return PipelineResult(codebooks, {}, mem, labels, self.reports, self.invalid, self.notes, self.drops)
 
     async def _all(self, jobs: list[Callable[[], Any]], stage: Stage) -> list[Any]:
         return await run_all(self.client, jobs, self.cfg.concurrency, f"llm {stage}" if self.progress else None)
@@ -647,6 +649,7 @@ class Pipeline:
 
         results = await self._all([job(cb, batch) for cb, batch in batches], Stage.ASSIGN)
         table, invalid = assignment_table(batches, results)
+        self.invalid = invalid
         drops = self.drops[Stage.ASSIGN]
         drops.add(len(table), len(invalid))
         for x in invalid[:3]:
