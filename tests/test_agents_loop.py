@@ -15,10 +15,10 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from fake_openai import FakeOpenAIClient, completion
 from fastapi import Request
 
 from rap_benchmark.agents.backends import OpenAIBackend
-from rap_benchmark.agents.fake_openai import FakeOpenAIClient, completion
 from rap_benchmark.agents.runner import native_units, predictions_frame, run_units
 from rap_benchmark.agents.store import RunStore, UnitKey
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, Direction, Regime

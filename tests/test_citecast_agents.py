@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from fake_openai import FakeOpenAIClient, completion
 from runkill import kill_after_done
 
 from rap_benchmark.agents.backends import OpenAIBackend, ScriptedBackend
@@ -23,7 +24,6 @@ from rap_benchmark.agents.citecast import (
     predictions_rows,
     run_citecast,
 )
-from rap_benchmark.agents.fake_openai import FakeOpenAIClient, completion
 from rap_benchmark.agents.protocol import ModelTurn, ToolCall
 from rap_benchmark.agents.runner import run_units
 from rap_benchmark.agents.store import RunStore, TaskKey, merge_stores

@@ -4,6 +4,7 @@ two endpoints with one failing, completion order, spend cap, dry run, kill and r
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -403,33 +404,37 @@ def test_endpoints_bound_to_a_model_get_only_that_models_requests(tmp_path: Path
     assert fingerprint(result) == fingerprint(baseline[0])
 
 
+NAME_PROMPT = [{"role": "user", "content": "# Task: name a research field\n[1] a title"}]
+
+
+async def _post(pool: Any, n: int = 1) -> list[Any]:
+    from rap_benchmark.agents.endpoints import call_with_failover
+
+    kwargs = {"model": "m", "messages": NAME_PROMPT, "temperature": 0.0, "max_tokens": 50}
+    return await asyncio.gather(
+        *(call_with_failover(pool, kwargs, max_attempts=1, backoff=lambda a: 0.0) for _ in range(n))
+    )
+
+
 def test_a_kept_alive_connection_closed_by_the_server_while_idle_is_not_a_failure() -> None:
     """Regression: uvicorn closes idle keep-alive connections (5 s by default); the next request
     on a pooled connection met EOF and counted as a transport failure (three rested the endpoint)."""
-    import asyncio
-
-    from rap_benchmark.pipeline.instrument.llm.client import request_body
-    from rap_benchmark.pipeline.instrument.llm.http import Endpoint
-
-    body = request_body("m", [{"role": "user", "content": "# Task: name a research field\n[1] a title"}], 50)
+    from rap_benchmark.agents.endpoints import EndpointPool
 
     async def twice(url: str) -> list[int]:
-        ep = Endpoint(url, timeout_s=5.0)
-        first, _ = await ep.post(body)
+        pool = EndpointPool(url, timeout_s=5.0)
+        first = await _post(pool)
         await asyncio.sleep(0.6)  # the server closes the idle connection meanwhile
-        second, _ = await ep.post(body)
-        ep.close()
-        return [first, second]
+        second = await _post(pool)  # one attempt only: a stale connection would fail it
+        await pool.aclose()
+        return [len(attempts) for _, attempts in first + second]
 
     with ServerThread(ScriptedApp(), keep_alive_s=0.2) as srv:
-        assert asyncio.run(twice(srv.url)) == [200, 200]
+        assert asyncio.run(twice(srv.url)) == [1, 1]
 
 
 def test_scripted_server_command_serves_with_several_workers_and_stops_on_sigterm(tmp_path: Path) -> None:
-    import asyncio
-
-    from rap_benchmark.pipeline.instrument.llm.client import request_body
-    from rap_benchmark.pipeline.instrument.llm.http import Endpoint
+    from rap_benchmark.agents.endpoints import EndpointPool
 
     log = tmp_path / "served.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
@@ -437,15 +442,14 @@ def test_scripted_server_command_serves_with_several_workers_and_stops_on_sigter
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
     try:
         url = proc.stdout.readline().strip()  # type: ignore[union-attr]
-        body = request_body("m", [{"role": "user", "content": "# Task: name a research field\n[1] a title"}], 50)
 
-        async def many() -> list[int]:
-            ep = Endpoint(url, timeout_s=10.0)
-            out = [status for status, _ in await asyncio.gather(*(ep.post(body) for _ in range(20)))]
-            ep.close()
+        async def many() -> list[str | None]:
+            pool = EndpointPool(url, timeout_s=10.0)
+            out = [response.choices[0].finish_reason for response, _ in await _post(pool, 20)]
+            await pool.aclose()
             return out
 
-        assert asyncio.run(many()) == [200] * 20
+        assert asyncio.run(many()) == ["stop"] * 20
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0

@@ -91,12 +91,11 @@ class LLMInstrument:
     def check(self) -> None:
         """Refuse, before anything is read or sent, endpoints that are not URLs, a model that no
         endpoint serves, and a spend cap without prices (InputError)."""
-        from rap_benchmark.pipeline.instrument.llm.client import parse_endpoint
-        from rap_benchmark.pipeline.instrument.llm.http import Endpoint
+        from rap_benchmark.agents.endpoints import check_url, parse_endpoint
 
         bound = [parse_endpoint(u) for u in self.settings.base_urls]
         for _, url in bound:
-            Endpoint(url, timeout_s=self.settings.timeout_s)
+            check_url(url)
         if bound:
             served = {m for m, _ in bound}
             for model in (self.config.model, *self.config.draft_models):

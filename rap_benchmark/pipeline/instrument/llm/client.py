@@ -2,13 +2,16 @@
 
 :class:`LLMClient` sends chat requests (temperature 0) to one or more OpenAI-compatible
 endpoints (``URL``, or ``MODEL=URL`` for an endpoint that serves only MODEL, as a vLLM server
-does). Every request is keyed by the sha256 of its canonical body (:func:`request_body`);
-a key already in the :class:`~.store.RequestStore` is answered from it and never sent, and two
-identical requests in flight are sent once. Each endpoint has at most ``max_in_flight``
-requests open; a request goes to the open endpoint with the fewest in flight. A transport
-failure (refused, reset, timeout, HTTP 5xx or 429, a torn response body) is retried on
-another endpoint with backoff; an endpoint that fails three times in a row is rested for a
-while. Results never depend on which endpoint answered or in which order answers arrived: the
+does) through the package's one OpenAI-compatible client
+(:class:`rap_benchmark.agents.endpoints.EndpointPool`, the ``openai`` SDK). Every request is
+keyed by the sha256 of its canonical body (:func:`request_body`); a key already in the
+:class:`~.store.RequestStore` is answered from it and never sent, and two identical requests in
+flight are sent once. Each endpoint has at most ``max_in_flight`` requests open; a request goes
+to the open endpoint with the fewest in flight. A transport failure (refused connection, reset,
+timeout, HTTP 5xx or 429, a torn response body) is retried on another endpoint with backoff; an
+endpoint that fails three times in a row is rested for a while. A refused request (any other
+HTTP 4xx) stops the run (:class:`RequestRefused`) unless the offline fallback was asked for.
+Results never depend on which endpoint answered or in which order answers arrived: the
 pipeline reads them by request, not by arrival.
 
 :class:`StandInClient` has the same interface and sends nothing: it answers with
@@ -26,8 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -35,15 +36,15 @@ from typing import Any
 
 import orjson
 
+from rap_benchmark.agents.backends import reasoning_of
+from rap_benchmark.agents.endpoints import EndpointPool, Refused, call_with_failover
 from rap_benchmark.agents.pricing import PriceTable
+from rap_benchmark.agents.protocol import BackendFailure
 from rap_benchmark.core.errors import InputError, UserError
-from rap_benchmark.pipeline.instrument.llm.http import Endpoint, TransportError
 from rap_benchmark.pipeline.instrument.llm.store import RequestStore
 from rap_benchmark.pipeline.instrument.llm.tokens import count_prompt_tokens, count_tokens
 from rap_benchmark.pipeline.instrument.llm.validate import split_reasoning
 
-FAILURES_BEFORE_REST = 3
-REST_S = (1.0, 30.0)  # first and longest rest of a failing endpoint
 FLUSH_EVERY_S = 0.05
 
 
@@ -117,16 +118,6 @@ class StageUsage:
         }
 
 
-def parse_endpoint(text: str) -> tuple[str | None, str]:
-    """``URL`` (serves any model) or ``MODEL=URL`` (serves only MODEL) -> (model or None, URL)."""
-    text = text.strip()
-    if "=" in text:
-        model, url = text.split("=", 1)
-        if url.startswith(("http://", "https://")) and model:
-            return model, url
-    return None, text
-
-
 RESERVED_BODY_KEYS = frozenset({"model", "messages", "temperature", "max_tokens", "stream", "n"})
 
 
@@ -193,16 +184,7 @@ class LLMClient:
         extra_body: dict[str, Any] | None = None,
         fallback: str | None = None,
     ) -> None:
-        if not base_urls:
-            raise ValueError("at least one base URL is needed")
-        key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        bound = [parse_endpoint(u) for u in base_urls]
-        self.endpoints = [Endpoint(u, timeout_s=timeout_s, api_key=key) for _, u in bound]
-        self._serves = [m for m, _ in bound]  # the model an endpoint is bound to (None: any)
-        self._free = [max_in_flight] * len(self.endpoints)
-        self._failures = [0] * len(self.endpoints)
-        self._rest_until = [0.0] * len(self.endpoints)
-        self._slot = asyncio.Condition()
+        self.pool = EndpointPool(base_urls, api_key=api_key, timeout_s=timeout_s, max_in_flight=max_in_flight)
         self.store = store
         self.accounting = Accounting(prices)
         self.max_transport_retries = max_transport_retries
@@ -212,6 +194,7 @@ class LLMClient:
         self._inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.stop_reason: StopRun | None = None
         self.transport_errors = 0
+        self.response_s = 0.0  # wall time spent waiting for endpoints (the rest of the wall time is the client's)
         self.extra_body = dict(extra_body or {})
         self.fallback = fallback
         self._flusher: asyncio.Task[None] | None = None
@@ -231,8 +214,7 @@ class LLMClient:
         if self._flusher is not None:
             self._flusher.cancel()
         self.store.flush()
-        for ep in self.endpoints:
-            ep.close()
+        await self.pool.aclose()
 
     async def _flush_loop(self) -> None:
         while True:
@@ -281,39 +263,7 @@ class LLMClient:
 
     def endpoints_for(self, model: str) -> list[int]:
         """The endpoints that may serve ``model``: those bound to it, else the unbound ones."""
-        bound = [i for i, m in enumerate(self._serves) if m == model]
-        return bound or [i for i, m in enumerate(self._serves) if m is None]
-
-    async def _acquire(self, model: str) -> int:
-        mine = self.endpoints_for(model)
-        if not mine:
-            raise InputError(f"no --base-url serves model {model!r} (bind one with {model}=URL)")
-        async with self._slot:
-            while True:
-                now = time.monotonic()
-                open_ = [i for i in mine if self._rest_until[i] <= now and self._free[i] > 0]
-                if open_:
-                    i = max(open_, key=lambda j: (self._free[j], -j))
-                    self._free[i] -= 1
-                    return i
-                resting = [self._rest_until[i] for i in mine if self._rest_until[i] > now]
-                wait = (min(resting) - now) if resting and all(self._free[i] > 0 for i in mine) else None
-                try:
-                    await asyncio.wait_for(self._slot.wait(), timeout=wait)
-                except TimeoutError:
-                    pass
-
-    async def _release(self, i: int, ok: bool) -> None:
-        async with self._slot:
-            self._free[i] += 1
-            if ok:
-                self._failures[i] = 0
-            else:
-                self._failures[i] += 1
-                if self._failures[i] >= FAILURES_BEFORE_REST:
-                    k = self._failures[i] - FAILURES_BEFORE_REST
-                    self._rest_until[i] = time.monotonic() + min(REST_S[0] * 2**k, REST_S[1])
-            self._slot.notify_all()
+        return self.pool.endpoints_for(model)
 
     async def _send(
         self, stage: str, model: str, key: str, body: bytes, messages: list[dict[str, str]], max_tokens: int
@@ -330,69 +280,41 @@ class LLMClient:
                 )
                 raise self.stop_reason
             self._reserved += reserve
+        kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": 0.0, "max_tokens": max_tokens}
+        if self.extra_body:
+            kwargs["extra_body"] = dict(self.extra_body)
         try:
-            last = ""
-            for attempt in range(self.max_transport_retries + 1):
-                if attempt:
-                    await asyncio.sleep(min(0.01 * 3 ** (attempt - 1), 30.0))  # ~33 s over 8 retries
-                i = await self._acquire(model)
-                ok = False
-                try:
-                    status, data = await self.endpoints[i].post(body)
-                    if status == 200:
-                        rec = _parse_completion(data, key, stage, model)
-                        ok = rec is not None
-                        if ok:
-                            break
-                        last = f"{self.endpoints[i].base_url}: malformed response body"
-                    elif status == 429 or status >= 500:
-                        last = f"{self.endpoints[i].base_url}: HTTP {status}"
-                    else:  # the request itself is refused: not retried, not stored
-                        ok = True
-                        error = (
-                            f"{self.endpoints[i].base_url} refused a {stage} request: HTTP {status}: "
-                            + _error_text(data)
+            try:
+                response, attempts = await call_with_failover(
+                    self.pool, kwargs, max_attempts=self.max_transport_retries + 1, backoff=_backoff
+                )
+            except Refused as exc:
+                self.transport_errors += len(exc.attempts) - 1
+                error = f"{exc.url} refused a {stage} request: {exc}"
+                if self.fallback is None:
+                    if self.stop_reason is None:
+                        self.stop_reason = RequestRefused(
+                            f"{error}; no retry can help a refused request (fix the request or the server; "
+                            "--fallback offline keeps offline names and labels instead)"
                         )
-                        if self.fallback is None:
-                            if self.stop_reason is None:
-                                self.stop_reason = RequestRefused(
-                                    f"{error}; no retry can help a refused request (fix the request or the "
-                                    "server; --fallback offline keeps offline names and labels instead)"
-                                )
-                            raise self.stop_reason
-                        return {"error": error}
-                except TransportError as exc:
-                    last = str(exc)
-                finally:
-                    await self._release(i, ok)
-                self.transport_errors += 1
-            else:
+                    raise self.stop_reason from None
+                return {"error": error}  # not stored: a rerun asks again
+            except BackendFailure as exc:
+                self.transport_errors += len(exc.attempts)
                 self.stop_reason = EndpointsFailed(
-                    f"no endpoint answered after {self.max_transport_retries + 1} tries (last: {last}); "
+                    f"no endpoint answered after {len(exc.attempts)} tries (last: {exc}); "
                     "rerun the same command to resume"
                 )
-                raise self.stop_reason
+                raise self.stop_reason from None
+            self.transport_errors += len(attempts) - 1
+            self.response_s += sum(a.latency_s for a in attempts)
+            rec = response_record(response, key, stage, model)
         finally:
             self._reserved -= reserve
         self.store.put(rec)
         cost = self.accounting.cost(model, rec["prompt_tokens"], rec["completion_tokens"])
         self.spent += cost or 0.0
         return rec
-
-
-def _error_text(data: bytes) -> str:
-    """The message of an OpenAI-style error body (``{"error": {"message": ...}}``), else its start."""
-    try:
-        obj = orjson.loads(data)
-        err = obj.get("error", obj) if isinstance(obj, dict) else obj
-        text = err.get("message") if isinstance(err, dict) else None
-        if isinstance(text, str):
-            return " ".join(text.split())[:300]
-        if isinstance(obj, dict) and isinstance(obj.get("detail"), str):
-            return " ".join(obj["detail"].split())[:300]
-    except orjson.JSONDecodeError:
-        pass
-    return " ".join(data[:300].decode("utf-8", "replace").split())
 
 
 def reply_of(rec: dict[str, Any], cached: bool) -> Reply:
@@ -407,42 +329,34 @@ def reply_of(rec: dict[str, Any], cached: bool) -> Reply:
     )
 
 
-def completion_record(obj: Any, key: str, stage: str, model: str) -> dict[str, Any] | None:
-    """The store record of a chat.completion body (parsed JSON); None when it is not one.
+def _backoff(attempt: int) -> float:
+    return min(0.01 * 3 ** (attempt - 1), 30.0)  # ~33 s over 8 retries
+
+
+def response_record(response: Any, key: str, stage: str, model: str) -> dict[str, Any]:
+    """The store record of a chat.completion (the SDK's ChatCompletion).
 
     The reasoning of a thinking model is kept apart from the answer: vLLM's reasoning parsers
     send it as ``reasoning_content`` (or ``reasoning``); without a parser it is the reply's
     ``<think>`` block, cut out here. It is recorded in the store, never in the artifacts."""
-    try:
-        choice = obj["choices"][0]
-        message = choice["message"]
-        content = message.get("content")
-        content = content if isinstance(content, str) else None
-        answer, inline = split_reasoning(content)
-        parsed = message.get("reasoning_content") or message.get("reasoning")
-        reasoning = "\n".join(r for r in (parsed if isinstance(parsed, str) else None, inline) if r) or None
-        usage = obj.get("usage") or {}
-        finish = choice.get("finish_reason")
-        return {
-            "key": key,
-            "stage": stage,
-            "model": model,
-            "content": answer,
-            "prompt_tokens": int(usage.get("prompt_tokens") or 0),
-            "completion_tokens": int(usage.get("completion_tokens") or 0),
-            "response_model": obj.get("model"),
-            "finish_reason": finish if isinstance(finish, str) else None,
-            "reasoning": reasoning,
-        }
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError):
-        return None
-
-
-def _parse_completion(data: bytes, key: str, stage: str, model: str) -> dict[str, Any] | None:
-    try:
-        return completion_record(orjson.loads(data), key, stage, model)
-    except orjson.JSONDecodeError:
-        return None
+    choice = response.choices[0]
+    message = choice.message
+    content = message.content if isinstance(message.content, str) else None
+    answer, inline = split_reasoning(content)
+    reasoning = "\n".join(r for r in (reasoning_of(message), inline) if r) or None
+    usage = getattr(response, "usage", None)
+    finish = getattr(choice, "finish_reason", None)
+    return {
+        "key": key,
+        "stage": stage,
+        "model": model,
+        "content": answer,
+        "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+        "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+        "response_model": getattr(response, "model", None),
+        "finish_reason": finish if isinstance(finish, str) else None,
+        "reasoning": reasoning,
+    }
 
 
 class StandInClient:

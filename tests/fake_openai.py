@@ -1,4 +1,4 @@
-"""A scripted OpenAI-compatible client for tests and offline demos.
+"""A scripted stand-in for ``openai.AsyncOpenAI`` in tests (the package has one real client, agents/endpoints.py).
 
 :class:`FakeOpenAIClient` is shaped like ``openai.AsyncOpenAI`` where the backend touches it
 (``client.chat.completions.create(**kwargs)``, ``close()``); each response comes from
