@@ -90,22 +90,22 @@ def default_client(url: str, api_key: str | None, timeout_s: float, max_in_fligh
     """An ``AsyncOpenAI`` for one endpoint: no hidden retries, aiohttp transport when available."""
     import openai
 
-    http_client = None
+    transport = None
     aio = getattr(openai, "DefaultAioHttpClient", None)
     if aio is not None:
         try:
             import httpx
 
             limits = httpx.Limits(max_connections=max_in_flight, max_keepalive_connections=max_in_flight)
-            http_client = aio(timeout=timeout_s, limits=limits)
+            transport = aio(timeout=timeout_s, limits=limits)
         except (RuntimeError, ImportError, TypeError):  # the SDK without its aiohttp extra
-            http_client = None
+            transport = None
     return openai.AsyncOpenAI(
         base_url=url,
         api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
         max_retries=0,
         timeout=timeout_s,
-        http_client=http_client,
+        http_client=transport,  # the SDK's keyword; no second HTTP client in the package
     )
 
 
