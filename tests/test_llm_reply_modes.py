@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -161,3 +162,49 @@ def test_rap_build_in_each_failing_mode_exits_in_one_line_and_writes_no_folder(
         code, err, out = build(mode)
         assert code == 2 and err.count("\n") == 1 and err.startswith("rap build: ") and words in err, err
         assert "Traceback" not in err and not out.exists()
+
+
+def test_prompts_carry_phrases_categories_merged_names_and_whole_counts(tmp_path: Path) -> None:
+    """Prompt set 2: naming shows several distinctive phrases and the spec's categories; a merged
+    field is named again from its members' names; the dedupe reply names each merged program;
+    the revision counts the draft's own exemplars with the absorbed papers; ``not_in_field``
+    memberships are left out and counted, apart from ``other``."""
+    from rap_benchmark.pipeline.instrument.llm.prompts import programs_in, task_of
+    from rap_benchmark.pipeline.instrument.llm.standin import respond
+
+    prompts: dict[str, list[str]] = {}
+    out_of_field = "2301.00003"
+
+    def script(messages: list[dict[str, str]]) -> str:
+        prompt = messages[0]["content"]
+        task = str(task_of(prompt))
+        prompts.setdefault(task, []).append(prompt)
+        reply = orjson.loads(respond(messages, typical=False))
+        if task == "programs_dedupe":
+            (first, _), (second, _) = programs_in(prompt)[:2]
+            reply = {"groups": [{"ids": [first, second], "name": "Merged program name", "description": "Both."}]}
+        if task == "field_name" and "It merges candidate fields" in prompt:
+            reply["name"] = "Streaming speech recognition research"
+        if task == "assign":
+            for label in reply["labels"]:
+                if label["id"] == out_of_field:
+                    label.update(primary="other", secondary=None, type="not_in_field")
+        return orjson.dumps(reply).decode()
+
+    with ServerThread(ScriptedApp(script=script)) as srv:
+        result, entry = run(tmp_path, (srv.url,))
+    naming = [p for p in prompts["field_name"] if "It merges" not in p]
+    assert len(naming) == 3 and all("arXiv papers in cs.CL, cs.LG, cs.AI and cs.CV" in p for p in naming)
+    terms = [p.split("most distinctive first: ", 1)[1].split(".\n", 1)[0] for p in naming]
+    assert all(len(t.split("; ")) >= 3 for t in terms), terms  # several phrases, not one generic term
+    (merge,) = [p for p in prompts["field_name"] if "It merges" in p]
+    assert merge.count('"') >= 4  # both members' names quoted
+    assert result.codebooks[1].name == "Streaming speech recognition research"  # renamed, not the lead's name
+    assert any(p.name == "Merged program name" for r in result.reports for p in r.programs)
+    revise = prompts["revise"][0]
+    counts = [int(x) for x in re.findall(r" Papers: (\d+)$", revise, re.MULTILINE)]
+    assert counts and min(counts) >= 1  # a direction's own exemplars count: never "Absorbed: 0" for it
+    assert entry["not_in_field"] == 1 and result.not_in_field == [{"field_id": "f000", "arxiv_id": out_of_field}]
+    assert out_of_field not in set(result.assignments.loc[result.assignments["field_id"] == "f000", "arxiv_id"])
+    assert entry["prompt_version"] == 2
+    assert "judged not in the field and left out: 1" in (tmp_path / "review.md").read_text()

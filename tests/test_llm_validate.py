@@ -254,3 +254,20 @@ def test_split_reasoning_keeps_the_answer_and_the_reasoning_apart() -> None:
     assert split_reasoning("plan\n</think>\n{}") == ("{}", "plan")
     assert split_reasoning("<think>\nstill thinking") == ("", "still thinking")
     assert split_reasoning("{}") == ("{}", None)
+
+
+def test_named_groups_and_not_in_field_labels() -> None:
+    from rap_benchmark.pipeline.instrument.llm.validate import OutOfField, validate_named_groups
+
+    groups = validate_named_groups(
+        {"groups": [{"ids": ["P2", "P1"], "name": "Speech recognition", "description": "Both."}]}, ["P1", "P2"], "d"
+    )
+    assert groups[0].ids == ("P1", "P2") and groups[0].name == "Speech recognition"
+    with pytest.raises(InvalidOutput, match="d group 0: missing key 'name'"):
+        validate_named_groups({"groups": [{"ids": ["P1", "P2"], "description": "x"}]}, ["P1", "P2"], "d")
+    with pytest.raises(InvalidOutput, match="at least two"):
+        validate_named_groups({"groups": [{"ids": ["P1"], "name": "n", "description": "x"}]}, ["P1", "P2"], "d")
+    label = {"primary": "other", "secondary": None, "type": "not_in_field"}
+    assert validate_assignment(label, "x", "f") == OutOfField("x", "f")
+    with pytest.raises(InvalidOutput, match="needs primary 'other'"):
+        validate_assignment(dict(label, primary="D1"), "x", "f")

@@ -30,7 +30,7 @@ from rap_benchmark.pipeline.instrument.llm.client import (
     StandInClient,
     StopRun,
 )
-from rap_benchmark.pipeline.instrument.llm.prompts import prompt_hashes
+from rap_benchmark.pipeline.instrument.llm.prompts import PROMPT_VERSION, prompt_hashes
 from rap_benchmark.pipeline.instrument.llm.stages import (
     Pipeline,
     PipelineConfig,
@@ -227,6 +227,7 @@ def ledger_entry(config: PipelineConfig, result: PipelineResult) -> dict[str, An
     return {
         "name": "llm",
         "config": config.to_dict(),
+        "prompt_version": PROMPT_VERSION,
         "prompts_sha256": prompt_hashes(),
         **stage_sizes(result),
         "notes": list(result.notes),

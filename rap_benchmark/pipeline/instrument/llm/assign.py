@@ -20,6 +20,7 @@ from rap_benchmark.pipeline.instrument.llm.prompts import Stage
 from rap_benchmark.pipeline.instrument.llm.validate import (
     NOT_LABELLED,
     InvalidOutput,
+    OutOfField,
     parse_json_reply,
     validate_label_batch,
 )
@@ -30,7 +31,7 @@ ASSIGNMENT_COLUMNS = [c for c in ASSIGNMENTS.names if c != "date"]  # the date i
 
 async def label_batch(
     client: Any, cfg: Any, cb: Codebook, directions: str, papers: str, batch: list[str]
-) -> tuple[dict[str, Assignment], dict[str, str]]:
+) -> tuple[dict[str, Assignment | OutOfField], dict[str, str]]:
     """(valid label per paper, reason per paper without one) for one batch of ``cb``'s papers.
 
     ``cfg`` is the pipeline's config (model, max_attempts, budgets). A reply cut at max_tokens is
@@ -41,7 +42,7 @@ async def label_batch(
         Stage.ASSIGN, field_name=cb.name, field_definition=cb.definition, directions=directions, papers=papers
     )
     messages = [{"role": "user", "content": prompt}]
-    good: dict[str, Assignment] = {}
+    good: dict[str, Assignment | OutOfField] = {}
     bad: dict[str, str] = {}
     todo = list(batch)
     budget = cfg.budget(TOKENS_PER_PAPER * len(batch) + 100)
@@ -93,16 +94,22 @@ def _reason(pid: str, reason: str, attempt: int, last: bool) -> str:
 
 
 def assignment_table(
-    batches: Sequence[tuple[Codebook, list[str]]], results: Sequence[tuple[dict[str, Assignment], dict[str, str]]]
-) -> tuple[pd.DataFrame, list[dict[str, str]]]:
-    """The assignments rows in batch order, and the memberships kept as ``low_evidence``."""
+    batches: Sequence[tuple[Codebook, list[str]]],
+    results: Sequence[tuple[dict[str, Assignment | OutOfField], dict[str, str]]],
+) -> tuple[pd.DataFrame, list[dict[str, str]], list[OutOfField]]:
+    """The assignments rows in batch order, the memberships kept as ``low_evidence``, and the
+    memberships judged ``not_in_field`` (left out of the rows)."""
     rows: list[tuple[str, str, str, str | None, str]] = []
     invalid: list[dict[str, str]] = []
+    outside: list[OutOfField] = []
     for (cb, batch), (good, bad) in zip(batches, results, strict=True):
         for pid in batch:
             a = good.get(pid)
+            if isinstance(a, OutOfField):
+                outside.append(a)
+                continue
             if a is None:
                 invalid.append({"field_id": cb.field_id, "arxiv_id": pid, "reason": bad[pid]})
                 a = Assignment(pid, cb.field_id, "other", None, AssignmentType.LOW_EVIDENCE)
             rows.append((a.arxiv_id, a.field_id, a.primary, a.secondary, a.type.value))
-    return pd.DataFrame(rows, columns=ASSIGNMENT_COLUMNS), invalid
+    return pd.DataFrame(rows, columns=ASSIGNMENT_COLUMNS), invalid, outside

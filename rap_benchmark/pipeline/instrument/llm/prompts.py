@@ -16,6 +16,11 @@ from typing import Any
 from rap_benchmark.core import resources
 from rap_benchmark.core.records import Codebook
 
+PROMPT_VERSION = 2
+"""Version of the prompt set (recorded in the ledger beside each file's sha256). 2: field naming
+with distinctive phrases and the corpus's categories, merged fields renamed, named deduplication
+groups, revision counts that include the draft's own papers, ``not_in_field`` labels."""
+
 
 class Stage(StrEnum):
     """The pipeline's stages, in order (each has one prompt file)."""
@@ -75,12 +80,31 @@ def paper_lines(rows: Iterable[tuple[str, str, str]], abstract_chars: int | None
     return "\n".join(f"[{pid}] {' '.join(str(t).split())} -- {_cut(a, abstract_chars)}" for pid, t, a in rows)
 
 
-def direction_line(label: str, d: dict[str, Any], absorbed: int | None = None) -> str:
+def direction_line(label: str, d: dict[str, Any], papers: int | None = None) -> str:
     line = (
         f"{label}. {d['name']}: {d['definition']} Include: {d['inclusion']} Exclude: {d['exclusion']} "
         f"Exemplars: {', '.join(d['exemplars'])}"
     )
-    return line if absorbed is None else f"{line} Absorbed: {absorbed}"
+    return line if papers is None else f"{line} Papers: {papers}"
+
+
+def corpus_description(categories: Sequence[str]) -> str:
+    """The corpus as the field-naming prompt names it: the spec's arXiv categories."""
+    cats = list(categories)
+    if not cats:
+        return "any category"
+    return cats[0] if len(cats) == 1 else f"{', '.join(cats[:-1])} and {cats[-1]}"
+
+
+def merged_line(names: Sequence[tuple[str, str]]) -> str:
+    """The field-naming prompt's note on a merged field: the names and definitions it merges."""
+    if not names:
+        return ""
+    listed = "; ".join(f'"{n}" ({d.rstrip(".")})' for n, d in names)
+    return (
+        f"It merges candidate fields that were named separately: {listed}. Give the merged field one name "
+        "that covers all of them.\n"
+    )
 
 
 def codebook_lines(codebook: Codebook) -> str:
@@ -94,7 +118,7 @@ def codebook_lines(codebook: Codebook) -> str:
 _TASK = re.compile(r"^# Task: (.+)$", re.MULTILINE)
 _PAPER = re.compile(r"^\[([^\]\s]+)\] (.*?)(?: -- .*)?$", re.MULTILINE)
 _DIRECTION = re.compile(
-    r"^(C?\d+)\. (.+?): (.+?) Include: (.+?) Exclude: (.+?) Exemplars: ([^\n]*?)(?: Absorbed: \d+)?$", re.MULTILINE
+    r"^(C?\d+)\. (.+?): (.+?) Include: (.+?) Exclude: (.+?) Exemplars: ([^\n]*?)(?: Papers: \d+)?$", re.MULTILINE
 )
 _PROGRAM = re.compile(r"^(P\d+)\. (.+?): ", re.MULTILINE)
 _FIELD = re.compile(r"^([A-Za-z0-9_.-]+): (.+?)\. ", re.MULTILINE)

@@ -80,7 +80,7 @@ def review_markdown(
     lines += [
         f"- fields kept: {len(result.codebooks)} of {len(result.reports)}",
         f"- memberships labelled: {len(result.assignments)} ({len(result.invalid_assignments)} invalid, kept as "
-        "low_evidence)",
+        f"low_evidence); judged not in the field and left out: {len(result.not_in_field)}",
         "",
     ]
     if stages:
@@ -89,6 +89,12 @@ def review_markdown(
         lines += ["## Pipeline notes", ""] + [f"- {n}" for n in result.notes] + [""]
     for r in result.reports:
         lines += _field(r)
+    if result.not_in_field:
+        lines += ["## Memberships judged not in the field (left out)", ""]
+        lines += [f"- {x['field_id']} {x['arxiv_id']}" for x in result.not_in_field[:1000]]
+        if len(result.not_in_field) > 1000:
+            lines.append(f"- ... and {len(result.not_in_field) - 1000} more")
+        lines.append("")
     if result.invalid_assignments:
         lines += ["## Invalid assignments", ""]
         lines += [f"- {x['field_id']} {x['arxiv_id']}: {x['reason']}" for x in result.invalid_assignments[:1000]]

@@ -25,6 +25,8 @@ without a valid label is kept as ``low_evidence`` (never counted) and listed.
 from __future__ import annotations
 
 import hashlib
+import math
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +44,7 @@ from rap_benchmark.pipeline.instrument.llm.prompts import Stage
 from rap_benchmark.pipeline.instrument.llm.validate import (
     FieldName,
     InvalidOutput,
+    NamedGroup,
     Program,
     parse_json_reply,
     repair_consolidation,
@@ -51,6 +54,7 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
     validate_draft,
     validate_field_name,
     validate_groups,
+    validate_named_groups,
     validate_programs,
 )
 
@@ -138,6 +142,7 @@ class PipelineResult:
     invalid_assignments: list[dict[str, str]]
     notes: list[str]
     drops: dict[str, StageDrops] = field(default_factory=dict)
+    not_in_field: list[dict[str, str]] = field(default_factory=list)  # memberships judged wrong, left out
 
 
 @dataclass
@@ -232,6 +237,37 @@ async def ask(
     return Outcome(None, f"invalid after {cfg.max_attempts} attempts: {reason}", raw, cfg.max_attempts)
 
 
+class DistinctivePhrases:
+    """The most distinctive title phrases of a candidate field (or a merged group of them), for
+    the naming prompt: the class-based TF-IDF of :func:`rap_benchmark.pipeline.phrases.rank_phrases`
+    (share of the field's papers using a phrase, against its share among all other candidates'
+    papers), with the corpus-wide counts taken once rather than per field."""
+
+    TOP = 8
+
+    def __init__(self, members: dict[str, list[str]], titles: dict[str, str]) -> None:
+        from rap_benchmark.pipeline.phrases import phrase_table
+
+        self.members = members
+        ids = sorted(set().union(*members.values())) if members else []
+        self.index = {p: i for i, p in enumerate(ids)}
+        self.table = phrase_table([titles[p] for p in ids])
+        self.total: Counter[str] = Counter(k for keys in self.table.doc_keys for k in keys)
+        self.n = len(ids)
+
+    def top(self, unit: Sequence[str]) -> list[str]:
+        docs = sorted({self.index[p] for c in unit for p in self.members[c]})
+        n_c, n_r = max(len(docs), 1), max(self.n - len(docs), 1)
+        in_c: Counter[str] = Counter(k for d in docs for k in self.table.doc_keys[d])
+        scored = []
+        for key, c in in_c.items():
+            if c < 2:
+                continue
+            p_c, p_r = c / n_c, (self.total[key] - c) / n_r
+            scored.append((-p_c * math.log1p(p_c / (p_r + 1.0 / n_r)), key))
+        return [self.table.surface(key, docs) for _, key in sorted(scored)[: self.TOP]]
+
+
 class Pipeline:
     """One LLM construction over a corpus (see the module docstring)."""
 
@@ -247,6 +283,7 @@ class Pipeline:
         self.max_drop_share = max_drop_share
         self.reports: list[FieldReport] = []
         self.invalid: list[dict[str, str]] = []
+        self.outside: list[dict[str, str]] = []
         self.cfg = config
         self.spec = spec
         self.progress = progress
@@ -312,7 +349,8 @@ class Pipeline:
             if r.codebook is None:
                 self.notes.append(f"{r.field_id} ({r.name}) dropped: no valid codebook")
         assignments, invalid = await self._assign(codebooks, {fid: fields[fid][1] for fid in kept})
-        rows = [(p, fid) for fid in sorted(kept) for p in fields[fid][1]]
+        outside = {(o["field_id"], o["arxiv_id"]) for o in self.outside}
+        rows = [(p, fid) for fid in sorted(kept) for p in fields[fid][1] if (fid, p) not in outside]
         mem = pd.DataFrame(rows, columns=["arxiv_id", "field_id"]).sort_values(["field_id", "arxiv_id"])
         return PipelineResult(
             codebooks=codebooks,
@@ -323,21 +361,33 @@ class Pipeline:
             invalid_assignments=invalid,
             notes=self.notes,
             drops=self.drops,
+            not_in_field=self.outside,
         )
 
     # -- 1-2: fields ---------------------------------------------------------------------------
+    def _naming_prompt(self, key: str, ids: list[str], terms: list[str], fallback: str, merged: str = "") -> str:
+        spec = self.spec
+        eligible = [p for p in ids if self._date[p] < spec.eligibility_end]
+        sample = _order(spec.seed, f"name|{key}", eligible)[: self.cfg.name_titles]
+        return P.render(
+            Stage.FIELD_NAME,
+            corpus=P.corpus_description(spec.categories),
+            terms="; ".join(terms) or fallback,
+            merged=merged,
+            papers=P.paper_lines(self._rows(sample), None),
+        )
+
     async def _fields(
         self, members: dict[str, list[str]], candidates: dict[str, FieldInfo]
     ) -> tuple[dict[str, tuple[tuple[str, ...], list[str]]], dict[str, FieldInfo]]:
-        cfg, spec = self.cfg, self.spec
+        cfg = self.cfg
         cids = sorted(candidates)
+        phrases = DistinctivePhrases(
+            {c: [p for p in members[c] if self._date[p] < self.spec.eligibility_end] for c in cids}, self._title
+        )
 
         def name_job(cid: str) -> Callable[[], Any]:
-            eligible = [p for p in members[cid] if self._date[p] < spec.eligibility_end]
-            sample = _order(spec.seed, f"name|{cid}", eligible)[: cfg.name_titles]
-            prompt = P.render(
-                Stage.FIELD_NAME, terms=candidates[cid].name, papers=P.paper_lines(self._rows(sample), None)
-            )
+            prompt = self._naming_prompt(cid, members[cid], phrases.top((cid,)), candidates[cid].name)
             return lambda: ask(self.client, Stage.FIELD_NAME, cfg.model, prompt, validate_field_name, cfg)
 
         named = await self._all([name_job(c) for c in cids], Stage.FIELD_NAME)
@@ -368,13 +418,30 @@ class Pipeline:
                 groups = out.value
         grouped = {c for g in groups for c in g}
         units = [g for g in groups] + [(c,) for c in cids if c not in grouped]
+        unions = {unit: sorted(set().union(*(members[c] for c in unit))) for unit in units}
+        # a merged field is named again, from its members' names and its whole membership
+        renames = [u for u in units if len(u) > 1]
+
+        def rename_job(unit: tuple[str, ...]) -> Callable[[], Any]:
+            merged = P.merged_line([(names[c].name, names[c].definition) for c in unit])
+            lead = names[self._lead(unit, members)].name
+            prompt = self._naming_prompt("+".join(unit), unions[unit], phrases.top(unit), lead, merged)
+            return lambda: ask(self.client, Stage.FIELD_NAME, cfg.model, prompt, validate_field_name, cfg)
+
+        renamed = await self._all([rename_job(u) for u in renames], Stage.FIELD_NAME)
+        self._count(Stage.FIELD_NAME, renamed)
+        new_name = dict(zip(renames, renamed, strict=True))
         merged = []
         for unit in units:
-            lead = max(unit, key=lambda c: (len(members[c]), [-ord(ch) for ch in c]))
-            ms = sorted(set().union(*(members[c] for c in unit)))
-            merged.append((names[lead], unit, ms))
+            fname = names[self._lead(unit, members)]
             if len(unit) > 1:
-                self.notes.append(f"merged synonyms {', '.join(unit)} as {names[lead].name!r}")
+                out = new_name[unit]
+                if out.value is None:
+                    self.notes.append(f"renaming merged {', '.join(unit)} failed ({out.reason}); kept {fname.name!r}")
+                else:
+                    fname = out.value
+                self.notes.append(f"merged synonyms {', '.join(unit)} as {fname.name!r}")
+            merged.append((fname, unit, unions[unit]))
         merged.sort(key=lambda m: (m[0].name.casefold(), m[1]))
         fields: dict[str, tuple[tuple[str, ...], list[str]]] = {}
         info: dict[str, FieldInfo] = {}
@@ -383,6 +450,11 @@ class Pipeline:
             fields[fid] = (tuple(unit), ms)
             info[fid] = FieldInfo(fid, fname.name, fname.definition)
         return fields, info
+
+    @staticmethod
+    def _lead(unit: Sequence[str], members: dict[str, list[str]]) -> str:
+        """The largest candidate of a merged unit (ties: the lowest id)."""
+        return max(unit, key=lambda c: (len(members[c]), [-ord(ch) for ch in c]))
 
     # -- 3: atomic research programs -----------------------------------------------------------
     async def _programs(
@@ -440,7 +512,7 @@ class Pipeline:
                     Stage.PROGRAMS_DEDUPE,
                     cfg.model,
                     prompt,
-                    lambda o: validate_groups(o, pids, "dedupe"),
+                    lambda o: validate_named_groups(o, pids, "dedupe"),
                     cfg,
                 )
             )
@@ -557,7 +629,8 @@ class Pipeline:
                     field_definition=info[r.field_id].definition,
                     n_absorbed=len(extra[r.field_id]),
                     directions="\n".join(
-                        P.direction_line(str(i + 1), d, r.absorbed[which][i]) for i, d in enumerate(draft)
+                        P.direction_line(str(i + 1), d, len(d["exemplars"]) + r.absorbed[which][i])
+                        for i, d in enumerate(draft)
                     ),
                     n_unplaced=r.unplaced[which],
                     unplaced=P.paper_lines(self._rows(unplaced), None) or "(none)",
@@ -648,8 +721,9 @@ class Pipeline:
             return lambda: label_batch(self.client, cfg, cb, directions[cb.field_id], papers, batch)
 
         results = await self._all([job(cb, batch) for cb, batch in batches], Stage.ASSIGN)
-        table, invalid = assignment_table(batches, results)
+        table, invalid, outside = assignment_table(batches, results)
         self.invalid = invalid
+        self.outside = [{"field_id": o.field_id, "arxiv_id": o.arxiv_id} for o in outside]
         drops = self.drops[Stage.ASSIGN]
         drops.add(len(table), len(invalid))
         for x in invalid[:3]:
@@ -662,12 +736,15 @@ def _merge_ids(a: Sequence[str], b: Sequence[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*a, *b]))
 
 
-def dedupe_programs(programs: list[Program], groups: Sequence[Sequence[str]]) -> list[Program]:
-    """Merge each group of ``P<i>`` ids into its first program (papers pooled); order kept."""
+def dedupe_programs(programs: list[Program], groups: Sequence[NamedGroup]) -> list[Program]:
+    """Merge each group of ``P<i>`` ids into one program at its first member's place, named and
+    described as the reply names the group (papers pooled); order kept."""
     index = {f"P{i + 1}": i for i in range(len(programs))}
     into: dict[int, int] = {}
+    label: dict[int, NamedGroup] = {}
     for g in groups:
-        members = sorted(index[p] for p in g)
+        members = sorted(index[p] for p in g.ids)
+        label[members[0]] = g
         for m in members[1:]:
             into[m] = members[0]
     out: dict[int, Program] = {}
@@ -677,7 +754,8 @@ def dedupe_programs(programs: list[Program], groups: Sequence[Sequence[str]]) ->
             q = out[j]
             out[j] = Program(q.name, q.description, _merge_ids(q.papers, p.papers))
         else:
-            out[j] = p
+            g = label.get(j)
+            out[j] = p if g is None else Program(g.name, g.description, p.papers)
     return [out[k] for k in sorted(out)]
 
 
@@ -701,6 +779,7 @@ def stage_sizes(result: PipelineResult) -> dict[str, Any]:
         "fields": len(result.codebooks),
         "memberships": len(result.assignments),
         "invalid_assignments": len(result.invalid_assignments),
+        "not_in_field": len(result.not_in_field),
         "type_counts": {str(k): int(v) for k, v in sorted(types.items())},
         "repaired_consolidations": sorted(r.field_id for r in result.reports if r.repaired),
         "dropped_fields": sorted(r.field_id for r in result.reports if r.codebook is None),

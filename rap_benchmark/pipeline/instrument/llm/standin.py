@@ -105,10 +105,20 @@ def respond(messages: list[dict[str, str]], *, typical: bool) -> str:
             ]
         }
     elif task is Stage.PROGRAMS_DEDUPE:
-        heads: dict[str, list[str]] = {}
+        heads: dict[str, list[tuple[str, str]]] = {}
         for pid, name in P.programs_in(prompt):
-            heads.setdefault(" ".join(name.split()[:2]).casefold(), []).append(pid)
-        obj = {"groups": [g for g in heads.values() if len(g) > 1]}
+            heads.setdefault(" ".join(name.split()[:2]).casefold(), []).append((pid, name))
+        obj = {
+            "groups": [
+                {
+                    "ids": [pid for pid, _ in g],
+                    "name": g[0][1],
+                    "description": _sentence(f"Work on {g[0][1]} and its variants, with", _size(10, rng), rng),
+                }
+                for g in heads.values()
+                if len(g) > 1
+            ]
+        }
     elif task in (Stage.DRAFT, Stage.REVISE):
         old = P.directions_in(prompt)
         if task is Stage.REVISE and old:

@@ -217,6 +217,37 @@ def validate_groups(obj: dict[str, Any], allowed: Sequence[str], where: str) -> 
     return tuple(sorted(out))
 
 
+@dataclass(frozen=True)
+class NamedGroup:
+    """A group of ids that are one thing, with the one name and description that cover them."""
+
+    ids: tuple[str, ...]
+    name: str
+    description: str
+
+
+def validate_named_groups(obj: dict[str, Any], allowed: Sequence[str], where: str) -> tuple[NamedGroup, ...]:
+    """``{"groups": [{"ids": [...], "name", "description"}]}``: disjoint groups of at least two
+    known ids, each named (1..8 words) and described."""
+    check_keys(obj, ("groups",), where)
+    groups = obj["groups"]
+    if not isinstance(groups, list):
+        raise InvalidOutput(f"{where}: groups must be a list")
+    for i, g in enumerate(groups):
+        if not isinstance(g, dict):
+            raise InvalidOutput(f"{where}: group {i} must be an object with ids, name and description")
+        check_keys(g, ("ids", "name", "description"), f"{where} group {i}")
+    ids = validate_groups({"groups": [g["ids"] for g in groups]}, allowed, where)
+    out = []
+    for i, g in enumerate(groups):
+        name = _text(g, "name", f"{where} group {i}")
+        if len(name.split()) > MAX_FIELD_NAME_WORDS:
+            raise InvalidOutput(f"{where} group {i}: name has {len(name.split())} words (at most 8)")
+        out.append(NamedGroup(tuple(sorted(g["ids"])), name, _text(g, "description", f"{where} group {i}")))
+    assert sorted(o.ids for o in out) == list(ids)
+    return tuple(sorted(out, key=lambda o: o.ids))
+
+
 # -- atomic research programs -----------------------------------------------------------------
 
 
@@ -390,10 +421,28 @@ def repair_consolidation(
 # -- assignments --------------------------------------------------------------------------------
 
 
-def validate_assignment(obj: dict[str, Any], arxiv_id: str, field_id: str) -> Assignment:
-    """An assignment: primary (D0..D7 or other), secondary (key or null), known type, coherent."""
+NOT_IN_FIELD = "not_in_field"
+
+
+@dataclass(frozen=True)
+class OutOfField:
+    """A membership the model judged wrong: the paper is not about the field at all. It is not
+    an assignment (neither ``other``, in the field but in no direction, nor ``low_evidence``):
+    the membership is left out of the instance and counted."""
+
+    arxiv_id: str
+    field_id: str
+
+
+def validate_assignment(obj: dict[str, Any], arxiv_id: str, field_id: str) -> Assignment | OutOfField:
+    """An assignment: primary (D0..D7 or other), secondary (key or null), known type, coherent;
+    or, for type ``not_in_field`` (primary other, no secondary), an :class:`OutOfField`."""
     check_keys(obj, ("primary", "secondary", "type"), "assignment")
     primary, secondary, kind = obj["primary"], obj["secondary"], obj["type"]
+    if kind == NOT_IN_FIELD:
+        if primary != "other" or secondary is not None:
+            raise InvalidOutput(f"assignment: type {kind} needs primary 'other' and no secondary")
+        return OutOfField(arxiv_id, field_id)
     if primary not in (*DIRECTION_KEYS, "other"):
         raise InvalidOutput(f"assignment: primary {primary!r} is not D0..D7 or other")
     if secondary is not None and secondary not in DIRECTION_KEYS:
@@ -422,7 +471,7 @@ class LabelCheck:
     """One labels reply judged item by item: the valid labels, a reason per shown paper without
     one, and the faults that belong to no shown paper (an id that was not shown)."""
 
-    good: dict[str, Assignment]
+    good: dict[str, Assignment | OutOfField]
     bad: dict[str, str]
     faults: tuple[str, ...] = ()
 
@@ -459,7 +508,7 @@ def validate_label_batch(
             raise InvalidOutput(f"label {i}: id must be a string (the paper's arXiv id)")
     wanted = set(ids)
     ignored = set(shown) - wanted
-    good: dict[str, Assignment] = {}
+    good: dict[str, Assignment | OutOfField] = {}
     bad: dict[str, str] = {}
     faults: list[str] = []
     seen: set[str] = set()
