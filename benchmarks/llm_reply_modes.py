@@ -54,6 +54,10 @@ def write_cut(source: Path, pattern: str, out: Path) -> int:
     return len(cut)
 
 
+def _without_ledger(sums: object) -> list[bytes]:
+    return [line for line in bytes(sums).splitlines() if b"FINAL_PARAMETER_LEDGER" not in line]  # type: ignore[call-overload]
+
+
 def build(name: str, mode: str, spec: Path, cut: Path, work: Path, extra: list[str]) -> dict[str, object]:
     out = work / f"inst-{name}"
     err = io.StringIO()
@@ -121,8 +125,13 @@ def main(argv: list[str] | None = None) -> int:
         ok = True
         for r in rows:
             r["same_artifacts_as_plain"] = r["sums"] is not None and r["sums"] == plain
+            # thinking off is a different request (chat_template_kwargs), recorded in the ledger:
+            # every other artifact must be the plain replies' own
+            r["same_except_ledger"] = r["sums"] is not None and _without_ledger(r["sums"]) == _without_ledger(plain)
             if r["mode"] in MUST_FAIL:
                 r["pass"] = r["exit"] == 2 and r["error_lines"] == 1 and not r["folder_written"]
+            elif r["mode"] == "think-off":
+                r["pass"] = r["exit"] == 0 and r["same_except_ledger"]
             else:
                 r["pass"] = r["exit"] == 0 and r["same_artifacts_as_plain"]
             ok &= bool(r["pass"])

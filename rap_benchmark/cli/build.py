@@ -24,6 +24,10 @@ BUILD_EPILOG = """examples:
       --base-url http://gpu1:8000/v1,http://gpu2:8000/v1 --model Qwen/Qwen3-32B \\
       --draft-models Qwen/Qwen3-32B,meta-llama/Llama-3.3-70B-Instruct --dry-run   # estimate first
   (same command without --dry-run sends; rerunning it resumes from build/full.llm-store)
+  # a Qwen3 model thinks unless told not to; its reasoning would eat the short stages' budgets:
+  ... --model Qwen/Qwen3-32B --chat-template-kwargs '{"enable_thinking": false}'
+  # a refused request (HTTP 4xx) or a stage losing more than 5% stops the build in one line;
+  # --fallback offline keeps offline names and low_evidence labels instead (counted in review.md)
   # recipe serving the models with vLLM: examples/vllm_llm_instrument.sh
 
 The arxiv-sample source defaults to $RAP_SHARED_ARXIV, else ../shared/data/arxiv next to the
