@@ -368,6 +368,20 @@ def test_rap_build_with_the_llm_instrument_end_to_end(tmp_path: Path) -> None:
             "serves model 'b'",
         ),
         (["--instrument", "llm", "--model", "m", "--base-url", "http://x/v1", "--max-spend-usd", "5"], "needs a price"),
+        (["--chat-template-kwargs", '{"enable_thinking": false}'], "--chat-template-kwargs need --instrument llm"),
+        (
+            ["--instrument", "llm", "--model", "m", "--base-url", "http://x/v1", "--chat-template-kwargs", "{enable"],
+            "not JSON",
+        ),
+        (["--instrument", "llm", "--model", "m", "--base-url", "http://x/v1", "--extra-body", "[1]"], "a JSON object"),
+        (
+            ["--instrument", "llm", "--model", "m", "--base-url", "http://x/v1", "--extra-body", '{"max_tokens": 9}'],
+            "may not set max_tokens",
+        ),
+        (
+            ["--instrument", "llm", "--model", "m", "--base-url", "http://x/v1", "--reasoning-tokens", "-1"],
+            "must be >= 0",
+        ),
     ],
 )
 def test_rap_build_llm_user_errors(
