@@ -208,3 +208,22 @@ def test_prompts_carry_phrases_categories_merged_names_and_whole_counts(tmp_path
     assert out_of_field not in set(result.assignments.loc[result.assignments["field_id"] == "f000", "arxiv_id"])
     assert entry["prompt_version"] == 2
     assert "judged not in the field and left out: 1" in (tmp_path / "review.md").read_text()
+
+
+def test_the_one_client_serves_two_event_loops_in_turn() -> None:
+    """``rap run`` and the instrument each run their own ``asyncio.run``; a pool closed after one
+    makes fresh clients (and its slot condition) in the next."""
+    import asyncio
+
+    from rap_benchmark.agents.endpoints import EndpointPool, call_with_failover
+
+    kwargs = {"model": "m", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 20}
+
+    async def once(pool: EndpointPool) -> str:
+        response, _ = await call_with_failover(pool, kwargs, max_attempts=1, backoff=lambda n: 0.0)
+        await pool.aclose()
+        return response.choices[0].finish_reason
+
+    with ServerThread(ScriptedApp()) as srv:
+        pool = EndpointPool(srv.url, timeout_s=10.0)
+        assert [asyncio.run(once(pool)) for _ in range(2)] == ["stop", "stop"]

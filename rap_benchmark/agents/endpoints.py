@@ -195,6 +195,7 @@ class EndpointPool:
                 if asyncio.iscoroutine(result):
                     await result
         self._clients = [None] * len(self.urls)
+        self._slot = None  # a later event loop makes its own clients and condition
 
 
 async def call_with_failover(
