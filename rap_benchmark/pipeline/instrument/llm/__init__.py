@@ -1,4 +1,4 @@
-"""The LLM instrument (SPEC 3.2-3.3): the paper's codebook construction and assignment through
+"""The LLM instrument: the paper's codebook construction and assignment (its sections 3.2-3.3) through
 any OpenAI-compatible endpoint, resumable, concurrent, priced.
 
 Verbs: :func:`run_llm_instrument` (send, or answer from the store, every request of the

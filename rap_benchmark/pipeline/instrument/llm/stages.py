@@ -1,4 +1,4 @@
-"""The paper's LLM construction, stage by stage (SPEC 3.2-3.3).
+"""The paper's LLM construction (its codebook and assignment sections), stage by stage.
 
 1. ``field_name``: each candidate field (a cluster of the offline field step) is named by a
    human phrase and defined, from a sample of its titles;
@@ -16,10 +16,14 @@
 9. ``assign``: every membership, several papers per request: primary, secondary, type.
 
 Every stage sends all its requests concurrently and reads answers back by request, so the
-result does not depend on completion order. An invalid reply is retried with the reason
-(``max_attempts`` in all); what stays invalid is recorded: a field keeps its offline name, a
-draft its unrevised form, a field without a valid consolidation is dropped, and a membership
-without a valid label is kept as ``low_evidence`` (never counted) and listed.
+result does not depend on completion order. Replies are read leniently (the first JSON object,
+whatever wraps it; :func:`~.validate.parse_json_reply`) and validated strictly; an invalid reply
+is retried with the reason (``max_attempts`` in all), a reply cut at max_tokens is asked again
+once with twice the budget. What stays invalid is a lost unit of its stage, and a stage that
+loses more than ``max_drop_share`` of its units stops the construction (:class:`StageLost`).
+With the offline fallback the build goes on instead: a field keeps its offline name, a draft
+its unrevised form, a field without a valid consolidation is dropped, and a membership without
+a valid label is kept as ``low_evidence`` (never counted) and listed.
 """
 
 from __future__ import annotations
