@@ -93,6 +93,8 @@ class LLMInstrument:
         endpoint serves, and a spend cap without prices (InputError)."""
         from rap_benchmark.agents.endpoints import check_url, parse_endpoint
 
+        if self.settings.fallback not in (None, *FALLBACKS):
+            raise InputError(f"--fallback: {self.settings.fallback!r} is not one of: {', '.join(FALLBACKS)}")
         bound = [parse_endpoint(u) for u in self.settings.base_urls]
         for _, url in bound:
             check_url(url)
