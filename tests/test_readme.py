@@ -56,7 +56,7 @@ REASONS = {
     "suite": "runs this test suite (make test); it would recurse",
 }
 DOCUMENTS = ("README.md", "docs/*.md")
-SESSION_TIMEOUT_S = 1800
+SESSION_TIMEOUT_S = 780  # below pytest-timeout's 900 s, so that the command still running is named
 FENCE = re.compile(r"^\s*```(\w*)\s*$")  # fences may be indented (inside a list item)
 HEADING = re.compile(r"^(#{1,6})\s+(.*)$")
 NEEDS = re.compile(r"\bneeds:\s*([a-z0-9-]+(?:\s*,\s*[a-z0-9-]+)*)")
@@ -456,6 +456,7 @@ def readme_results(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 @pytest.mark.xdist_group("readme")
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"{b.id} {b.section}" for b in BLOCKS])
 def test_readme_block(block: Block, readme_results: dict[str, list[Result]]) -> None:
