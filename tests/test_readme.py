@@ -377,6 +377,9 @@ def summary(results: list[Result]) -> str:
         lines.append(
             f"  skipped block {k} ({rs[0].block.section}): needs {', '.join(sorted({x for r in rs for x in r.skipped}))}"
         )
+    for r in results:
+        if not r.ok:
+            lines.append(f"  FAILED {r.block.doc}:{r.cmd.line} (exit {r.rc}, want {r.cmd.exit}): {r.cmd.text[:100]}")
     lines.append("")
     lines.append(f"{'where':<18} {'exit':>4} {'want':>4} {'time':>7}  command")
     for r in results:
@@ -441,14 +444,8 @@ def readme_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Res
 
 
 @pytest.fixture(scope="module")
-def readme_results(
-    readme_run: tuple[Path, list[Result]], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, list[Result]]:
+def readme_results(readme_run: tuple[Path, list[Result]]) -> dict[str, list[Result]]:
     results = readme_run[1]
-    text = summary(results)
-    (Path(os.environ.get("RAP_README_SUMMARY", tmp_path_factory.getbasetemp() / "readme-summary.txt"))).write_text(
-        text + "\n", encoding="utf-8"
-    )
     by_block: dict[str, list[Result]] = {}
     for r in results:
         by_block.setdefault(r.block.id, []).append(r)
@@ -472,6 +469,20 @@ def test_readme_block(block: Block, readme_results: dict[str, list[Result]]) -> 
     if all(r.skipped for r in results):
         reasons = sorted({x for r in results for x in r.skipped})
         pytest.skip(f"{block.id} ({block.section}) needs {', '.join(reasons)}: {len(results)} command(s)")
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("readme")
+def test_readme_summary(readme_run: tuple[Path, list[Result]], record_property) -> None:
+    """Blocks run, skipped (with reasons) and failed, for the end of ``make test`` (tests/conftest.py
+    prints the ``readme_contract`` property); every command's code and time go to readme-summary.txt."""
+    work, results = readme_run
+    text = summary(results)
+    table = Path(os.environ.get("RAP_README_SUMMARY", work / "readme-summary.txt"))
+    table.write_text(text + "\n", encoding="utf-8")
+    record_property("readme_contract", text.split("\n\n", 1)[0] + f"\nevery command, its exit code and time: {table}")
+    first = results[0]
+    assert first.cmd.text == "make demo" and not first.skipped, "the README's first command always runs"
 
 
 @pytest.mark.slow
