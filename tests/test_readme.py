@@ -28,11 +28,13 @@ command, its exit code and its time); ``python tests/test_readme.py --list`` onl
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -324,10 +326,17 @@ def run_blocks(blocks: list[Block], workdir: Path, timeout: float = SESSION_TIME
     logs = workdir / "logs"
     logs.mkdir()
     (workdir / "run.sh").write_text(script(blocks, logs), encoding="utf-8")
+    # its own process group: whatever a block left running (a server started with &) is stopped
+    proc = subprocess.Popen(["bash", str(workdir / "run.sh")], cwd=clone, env=clean_env(clone), start_new_session=True)
     try:
-        subprocess.run(["bash", str(workdir / "run.sh")], cwd=clone, env=clean_env(clone), timeout=timeout)
+        proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         pass  # the command that never ended has a start and no end: reported below
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=10)
     starts: dict[int, float] = {}
     ends: dict[int, tuple[int, float]] = {}
     if (logs / "status").exists():
@@ -460,12 +469,16 @@ def test_readme_block(block: Block, readme_results: dict[str, list[Result]]) -> 
     results = readme_results[block.id]
     failed = [r for r in results if not r.ok]
     if failed:
+        earlier = next((r for rs in readme_results.values() for r in rs if not r.ok), failed[0])
+        note = (
+            "" if earlier in failed else f" (an earlier command failed first: {earlier.block.doc}:{earlier.cmd.line})"
+        )
         detail = "\n\n".join(
             f"line {r.cmd.line}: {r.cmd.text}\n  exit {r.rc} (want {r.cmd.exit}) after {r.seconds:.1f} s\n"
             + "\n".join("  | " + x for x in r.log.strip().splitlines()[-25:])
             for r in failed
         )
-        pytest.fail(f"{block.id} ({block.section}): {len(failed)} command(s) failed\n{detail}", pytrace=False)
+        pytest.fail(f"{block.id} ({block.section}): {len(failed)} command(s) failed{note}\n{detail}", pytrace=False)
     if all(r.skipped for r in results):
         reasons = sorted({x for r in results for x in r.skipped})
         pytest.skip(f"{block.id} ({block.section}) needs {', '.join(reasons)}: {len(results)} command(s)")
