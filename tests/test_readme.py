@@ -446,6 +446,35 @@ def test_parser_reads_markers_continuations_and_sections(tmp_path: Path) -> None
     assert extra.skipped(extra.commands[0]) == ("api-key",)
 
 
+def test_runner_keeps_shell_state_records_codes_and_skips(tmp_path: Path) -> None:
+    """The harness itself: state carries over between commands, exit codes and markers are honoured."""
+    doc = tmp_path / "X.md"
+    doc.write_text(
+        "## A\n\n```bash\nmkdir -p sub && cd sub\nexport GREETING=hi\npwd > where.txt\n"
+        'test "$GREETING" = hi\nfalse   # exit: 1\nfalse\nnvidia-smi-not-here   # needs: gpu\n```\n\n'
+        "```bash\n# needs: network\ncurl https://example.org\n```\n\n```bash\nsleep 60 &\n```\n",
+        encoding="utf-8",
+    )
+    blocks = parse_document(doc, "X.md")
+    results = run_blocks(blocks, tmp_path / "work")
+    got = [(r.cmd.text, r.rc, r.skipped, r.ok) for r in results]
+    assert got == [
+        ("mkdir -p sub && cd sub", 0, (), True),
+        ("export GREETING=hi", 0, (), True),
+        ("pwd > where.txt", 0, (), True),
+        ('test "$GREETING" = hi', 0, (), True),
+        ("false", 1, (), True),
+        ("false", 1, (), False),
+        ("nvidia-smi-not-here", None, ("gpu",), True),
+        ("curl https://example.org", None, ("network",), True),
+        ("sleep 60 &", 0, (), True),
+    ]
+    clone = tmp_path / "work" / "rap_benchmark"
+    assert (clone / "sub" / "where.txt").read_text().strip() == str(clone / "sub")
+    text = summary(results)
+    assert "3 blocks, 2 run, 1 skipped, 1 failed" in text and "FAILED X.md:" in text and "gpu 1, network 1" in text
+
+
 @pytest.fixture(scope="module")
 def readme_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Result]]:
     work = tmp_path_factory.mktemp("readme")
