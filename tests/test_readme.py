@@ -5,7 +5,9 @@ into commands (a trailing ``\\`` joins lines) and the commands run one by one, v
 bash session (a ``cd`` or ``. .venv/bin/activate`` carries on, as in a reader's terminal), in a
 scratch copy of the repository (a fresh clone: no venv, no build), with nothing of this test's own
 environment on PATH: ``make demo`` creates the base venv, and the README's
-``. .venv/bin/activate`` is what puts ``rap`` on PATH.
+``. .venv/bin/activate`` is what puts ``rap`` on PATH. Each docs/*.md file is a walkthrough of its
+own: it runs in a fresh copy of its own, on the venv the README left active (so it builds what it
+uses, and never trips over the README's files).
 
 Each command must exit 0, or the code its marker names. Marker grammar (a shell comment; on a line
 of its own it applies to its whole block, at the end of a command to that command only)::
@@ -278,11 +280,28 @@ __rap_unlayer() { if [ -n "$__rap_prev" ]; then . "$__rap_prev/bin/activate"; __
 """
 
 
-def script(blocks: list[Block], logs: Path) -> str:
+def clone_dirs(blocks: list[Block], workdir: Path) -> dict[str, Path]:
+    """One fresh clone per document: README.md's, then one for each docs/*.md, so that a walkthrough
+    in docs/ never trips over what the README's commands left behind (it shares the README's venv)."""
+    docs = list(dict.fromkeys(b.doc for b in blocks))
+    return {
+        d: workdir / ("rap_benchmark" if k == 0 else f"rap_benchmark-{Path(d).stem.lower()}")
+        for k, d in enumerate(docs)
+    }
+
+
+def script(blocks: list[Block], logs: Path, clones: dict[str, Path]) -> str:
     """One bash script: each command verbatim, its output to logs/N.log, its code and times to logs/status."""
     out = ["set +e", f"__RAP_VENVS={shlex.quote(str(logs.parent / 'venvs'))}", LAYER]
     n = 0
+    doc = blocks[0].doc if blocks else ""
     for b in blocks:
+        if b.doc != doc:  # the next document: its own clone, the venv the README left active
+            doc = b.doc
+            out.append("__rap_base=${__rap_base:-$VIRTUAL_ENV}")
+            out.append(
+                f'cd {shlex.quote(str(clones[doc]))} && {{ [ -z "$__rap_base" ] || . "$__rap_base/bin/activate"; }}'
+            )
         runnable = [c for c in b.commands if not b.skipped(c)]
         layered = bool(b.extras and runnable)
         if layered:
@@ -314,18 +333,26 @@ def index_clone(clone: Path) -> bool:
     return True
 
 
-def unignored_changes(clone: Path) -> list[str]:
-    """Files the commands wrote that ``.gitignore`` does not cover, and files of the clone they changed."""
-    return [line for line in _git(clone, "status", "--porcelain", "-uall").splitlines() if not line.startswith("A  ")]
+def unignored_changes(workdir: Path) -> list[str]:
+    """Files the commands wrote that ``.gitignore`` does not cover, and files of a clone they changed."""
+    changes: list[str] = []
+    for clone in sorted(workdir.glob("rap_benchmark*")):
+        if (clone / ".git").is_dir():
+            lines = _git(clone, "status", "--porcelain", "-uall").splitlines()
+            changes += [f"{clone.name}: {line}" for line in lines if not line.startswith("A  ")]
+    return changes
 
 
 def run_blocks(blocks: list[Block], workdir: Path, timeout: float = SESSION_TIMEOUT_S) -> list[Result]:
     """Run every block in a fresh clone under ``workdir``; one Result per command, in order."""
-    clone = fresh_clone(workdir / "rap_benchmark")
-    index_clone(clone)
+    clones = clone_dirs(blocks, workdir)
+    for folder in clones.values():
+        index_clone(fresh_clone(folder))
+    clone = workdir / "rap_benchmark"
+    clone.mkdir(exist_ok=True)
     logs = workdir / "logs"
     logs.mkdir()
-    (workdir / "run.sh").write_text(script(blocks, logs), encoding="utf-8")
+    (workdir / "run.sh").write_text(script(blocks, logs, clones), encoding="utf-8")
     # its own process group: whatever a block left running (a server started with &) is stopped
     proc = subprocess.Popen(["bash", str(workdir / "run.sh")], cwd=clone, env=clean_env(clone), start_new_session=True)
     try:
@@ -455,7 +482,9 @@ def test_runner_keeps_shell_state_records_codes_and_skips(tmp_path: Path) -> Non
         "```bash\n# needs: network\ncurl https://example.org\n```\n\n```bash\nsleep 60 &\n```\n",
         encoding="utf-8",
     )
-    blocks = parse_document(doc, "X.md")
+    other = tmp_path / "Y.md"
+    other.write_text("## B\n\n```bash\ntest ! -e sub && test -e pyproject.toml\n```\n", encoding="utf-8")
+    blocks = parse_document(doc, "X.md") + parse_document(other, "docs/Y.md")
     results = run_blocks(blocks, tmp_path / "work")
     got = [(r.cmd.text, r.rc, r.skipped, r.ok) for r in results]
     assert got == [
@@ -468,11 +497,12 @@ def test_runner_keeps_shell_state_records_codes_and_skips(tmp_path: Path) -> Non
         ("nvidia-smi-not-here", None, ("gpu",), True),
         ("curl https://example.org", None, ("network",), True),
         ("sleep 60 &", 0, (), True),
+        ("test ! -e sub && test -e pyproject.toml", 0, (), True),  # docs/Y.md: a fresh clone of its own
     ]
     clone = tmp_path / "work" / "rap_benchmark"
     assert (clone / "sub" / "where.txt").read_text().strip() == str(clone / "sub")
     text = summary(results)
-    assert "3 blocks, 2 run, 1 skipped, 1 failed" in text and "FAILED X.md:" in text and "gpu 1, network 1" in text
+    assert "4 blocks, 3 run, 1 skipped, 1 failed" in text and "FAILED X.md:" in text and "gpu 1, network 1" in text
 
 
 @pytest.fixture(scope="module")
@@ -531,10 +561,9 @@ def test_readme_summary(readme_run: tuple[Path, list[Result]], record_property) 
 @pytest.mark.xdist_group("readme")
 def test_readme_writes_only_what_gitignore_covers(readme_run: tuple[Path, list[Result]]) -> None:
     """Every path a README command writes in the clone is in ``.gitignore``, and none changes a tracked file."""
-    clone = readme_run[0] / "rap_benchmark"
-    if not (clone / ".git").is_dir():
+    if not (readme_run[0] / "rap_benchmark" / ".git").is_dir():
         pytest.skip("git is not available")
-    changes = unignored_changes(clone)
+    changes = unignored_changes(readme_run[0])
     assert not changes, (
         "README commands wrote paths .gitignore does not cover, or changed the clone's files:\n"
         + "\n".join(changes[:40])
@@ -554,7 +583,7 @@ def main(argv: list[str]) -> int:
     t0 = time.monotonic()
     results = run_blocks(BLOCKS, work)
     print(summary(results))
-    changes = unignored_changes(work / "rap_benchmark") if (work / "rap_benchmark" / ".git").is_dir() else []
+    changes = unignored_changes(work)
     print(f"\nwritten outside .gitignore or changed: {len(changes)}")
     for line in changes[:40]:
         print("  " + line)
