@@ -1,7 +1,8 @@
 # The two entry points of the README, on a fresh machine with Python 3.11:
 #   make demo   create .venv, install the package, run `rap demo`: everything goes into ./rap-demo/
 #   make test   create .venv, install the package with its test/hf/llm extras, run the test suite
-#               on TEST_WORKERS processes (one line per finished test, then the 10 slowest tests)
+#               on TEST_WORKERS processes (one line per finished test, then every skipped test with
+#               its reason, then the 10 slowest tests); tests/test_readme.py runs every README block
 # Both are idempotent: the virtual environment and the installs are redone only when missing or
 # when pyproject.toml changed.
 
@@ -25,9 +26,10 @@ demo: $(VENV)/.installed
 	$(BIN)/rap demo --out $(DEMO_DIR)
 
 # -v names each test as it finishes, on either worker (a long real-model test on one worker never
-# leaves the run silent); --durations=10 ends the run with the 10 slowest tests.
+# leaves the run silent); -rs lists every skipped test with its reason (the README blocks that need
+# a GPU, the network, a key, ...); --durations=10 ends the run with the 10 slowest tests.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -v -n $(TEST_WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -v -rs -n $(TEST_WORKERS) --dist loadgroup --durations=10 $(PYTEST_ARGS)
 
 install: $(VENV)/.installed
 

@@ -43,6 +43,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    """The README contract (tests/test_readme.py): blocks run, skipped with their reasons, failed.
+    Read from the test report's properties, so that it also arrives from a pytest-xdist worker."""
+    for reports in terminalreporter.stats.values():
+        for rep in reports:
+            for key, value in getattr(rep, "user_properties", None) or ():
+                if key == "readme_contract":
+                    terminalreporter.section("README contract")
+                    terminalreporter.write_line(str(value))
+                    return
+
+
 ARXIV_GROUP = "arxiv_sample"
 
 

@@ -93,6 +93,19 @@ def test_html_is_self_contained(report_dir: Path) -> None:
     assert len(images) == 4 and all(src.startswith("data:image/png;base64,") for src in images)
 
 
+def test_report_has_a_table_of_contents_linking_every_section(report_dir: Path) -> None:
+    """Regression (issue 23): a page of about 9,000 px had no table of contents."""
+    html = (report_dir / "report.html").read_text(encoding="utf-8")
+    toc = re.search(r'<nav class="toc"[^>]*>(.*?)</nav>', html, re.DOTALL)
+    assert toc is not None and html.index("<nav") < html.index("<h2")
+    links = re.findall(r'<a href="#([^"]+)">([^<]+)</a>', toc.group(1))
+    headings = re.findall(r'<h2 id="([^"]+)">([^<]+)<a class="top" href="#top">', html)
+    assert len(headings) == html.count("<h2") and len(headings) >= 8
+    assert links == headings, "the contents list every section, in page order, with its heading"
+    assert len({i for i, _ in headings}) == len(headings), "section ids are unique"
+    assert '<h1 id="top">' in html
+
+
 def test_report_is_deterministic(mini_dir: Path, baselines_file: Path, report_dir: Path, tmp_path: Path) -> None:
     argv = ["report", str(mini_dir), str(baselines_file), "--out", str(tmp_path), "--resamples", RESAMPLES]
     assert main(argv) == 0

@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 EPILOG = """examples:
-  rap build --instance arxiv-sample --source data/ --freeze-instrument --out releases/v1
-  rap extend releases/v1 --source snapshot-2026-01.jsonl.gz --origin 2026-01-01 --out releases/v2
-  rap submit seal preds/my-model.jsonl --out seals/my-model.seal.json     # before 2026-01-01
-  rap resolve releases/v2 --source snapshot-2026-07.jsonl.gz              # once [T, T+6mo) is covered
+  rap build --instance arxiv-sample --freeze-instrument --out releases/v1   # its last origin: 2026-01-01
+  rap extend releases/v1 --source snapshot-2026-06.jsonl.gz --origin 2026-07-01 --out releases/v2
+  rap submit seal preds/my-model.jsonl --out seals/my-model.seal.json     # before 2026-07-01
+  rap resolve releases/v2 --source snapshot-2027-01.jsonl.gz              # once [T, T+6mo) is covered
   rap leaderboard score preds/*.jsonl --live --seals seals.jsonl --instance releases/v2 --out board/
 
 extend: new papers are read, deduplicated against the parent and labelled with the parent's frozen
