@@ -9,6 +9,7 @@ from pathlib import Path
 from rap_benchmark.core.records import Split, parse_enum
 
 SUBMIT_EPILOG = """examples:
+  rap submit prepare runs/my-model --out subs/my-model.jsonl --knowledge-cutoff 2024-10-01
   rap submit validate preds/my-model.jsonl --instance build/mini
   rap submit validate preds/my-model.parquet --meta preds/my-model.meta.json --instance build/mini
   rap submit split build/mini_predictions/baselines.jsonl --out subs/   # one submission per baseline
@@ -16,11 +17,18 @@ SUBMIT_EPILOG = """examples:
 
 A submission is a prediction file plus metadata in <file>.meta.json:
   {"model": "org/name", "knowledge_cutoff": "2024-10-01", "conditions": ["A1"],
-   "tools": ["search"], "attempts": 1, "manifest_hash": "<rap info / SHA256SUMS sha256>"}
-The checks are rap score's validator plus the metadata's. Exit status 1 when it is rejected.
+   "tools": ["search"], "attempts": 1, "manifest_hash": "<rap info / SHA256SUMS sha256>",
+   "usage": {"source": "...", "by_condition": {"A1": {"episodes": 40, "input_tokens": 812345,
+             "output_tokens": 20411, "search_calls": 212, "cost_usd": 2.23}}}}
+prepare: writes both from a rap run folder (run.json and its unit records: the predictions, and
+the tokens, Search calls and cost per condition; a cost the price table cannot tell is null,
+shown as unknown, never 0). The checks are rap score's validator plus the metadata's, usage
+included (episode counts, Search budget, sums of the rows' own columns). Exit status 1 when it
+is rejected. Walkthrough: docs/SUBMITTING.md.
 seal: writes a salted SHA-256 commitment of the canonical predictions with a UTC timestamp, one
 JSON row to append to a public log (e.g. seals.jsonl in a Hugging Face dataset repo) before the
 window opens; the salt goes to FILE.salt.hex (keep it secret). The reveal is FILE + its salt.
+An existing --out is never overwritten: a seal, once published, is the record.
 """
 
 LEADERBOARD_EPILOG = """examples:
@@ -46,6 +54,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "submit", help="check a leaderboard submission", epilog=SUBMIT_EPILOG, formatter_class=fmt
     )
     ssub = submit.add_subparsers(dest="submit_command", metavar="ACTION", required=True)
+    p = ssub.add_parser(
+        "prepare",
+        help="write a submission (predictions + .meta.json with tokens and cost) from a rap run folder",
+        epilog=SUBMIT_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("rundir", type=Path, help="a rap run folder (rap run --out; merged when sharded)")
+    p.add_argument("--out", type=Path, required=True, help="prediction file (.jsonl or .parquet); OUT.meta.json beside")
+    p.add_argument("--model", default=None, help="the run's model to take (default: run.json's)")
+    p.add_argument("--knowledge-cutoff", default=None, help="the model's knowledge cutoff, YYYY-MM-DD")
+    p.add_argument("--submitter", default=None, help="who submits (free text)")
+    p.add_argument("--notes", default=None, help="free-text notes")
+    p.add_argument("--prices", default=None, help="price table JSON for units without a cost (default: packaged)")
+    p.set_defaults(func=cmd_prepare)
     p = ssub.add_parser(
         "validate", help="validate a submission file and its metadata", epilog=SUBMIT_EPILOG, formatter_class=fmt
     )
@@ -132,12 +154,48 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0 if report.accepted else 1
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from rap_benchmark.agents.pricing import load_prices
+    from rap_benchmark.core.errors import InputError
+    from rap_benchmark.evaluation.submissions import prepare_submission
+
+    if args.out.suffix.lower() not in (".jsonl", ".parquet"):
+        raise InputError(f"--out must end in .jsonl or .parquet, got {args.out.name}")
+    if args.knowledge_cutoff is not None:
+        try:
+            dt.date.fromisoformat(args.knowledge_cutoff)
+        except ValueError:
+            raise InputError(f"--knowledge-cutoff must be YYYY-MM-DD, got {args.knowledge_cutoff!r}") from None
+    if not args.rundir.is_dir():
+        raise InputError(f"no run folder at {args.rundir}")
+    prices = load_prices(args.prices)
+    out, meta = prepare_submission(
+        args.rundir,
+        args.out,
+        model=args.model,
+        knowledge_cutoff=args.knowledge_cutoff,
+        submitter=args.submitter,
+        notes=args.notes,
+        prices=prices,
+    )
+    print(out)
+    print(meta)
+    return 0
+
+
 def cmd_seal(args: argparse.Namespace) -> int:
     import json
 
+    from rap_benchmark.core.errors import InputError
     from rap_benchmark.core.fsio import atomic_write_text
     from rap_benchmark.evaluation.live import parse_stamp, seal
 
+    if args.out.exists():
+        raise InputError(
+            f"{args.out} exists: a seal is never overwritten (it may already be published); choose another --out"
+        )
     sealed_at = parse_stamp(args.sealed_at) if args.sealed_at else None
     row, salt_path = seal(args.file, salt_file=args.salt_file, sealed_at=sealed_at)
     atomic_write_text(args.out, json.dumps(row, sort_keys=True) + "\n")
