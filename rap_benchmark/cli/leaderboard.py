@@ -36,6 +36,7 @@ LEADERBOARD_EPILOG = """examples:
   rap leaderboard score baselines.jsonl --split-models --instance build/mini --out board/
   rap leaderboard verify-reveal hub/rap/episodes --reveal revealed/_private
   rap leaderboard score reveals/*.jsonl --live --seals seals.jsonl --instance build/v2 --out board-live/
+  rap leaderboard export-hf board/ board-live/ --out hub/ --org rap    # then: rap publish hub/ --org rap ...
 
 score: every submission is validated and scored on its own with rap score's scorer (field-macro
 Spearman, 95% block-bootstrap intervals; State conditions against their State target x); a row
@@ -45,6 +46,11 @@ submissions.json (every verdict and problem). --live: each file is a reveal (FIL
 FILE.meta.json); it is scored on the Forecast-Live track only when its commitment is in the
 --seals log and was sealed before every origin it forecasts (one line per refusal). verify-reveal: checks revealed targets and salt
 against the salted SHA256 commitments published in a repo's *_heldout configs.
+Each board folder also holds contrasts.csv (model vs model), strict_vs_exposed.csv, board.json,
+forest.png, cost_vs_score.png and index.html (self-contained; open it offline).
+export-hf: writes board folders (retrospective and/or Forecast-Live) as the dataset repo
+HUB/ORG/leaderboard (configs retrospective, forecast_live, contrasts, submissions); rap publish
+pushes it with the instance repos. Walkthrough: docs/SUBMITTING.md.
 """
 
 
@@ -133,6 +139,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("repo", type=Path, help="an exported repo folder (e.g. hub/rap/episodes)")
     p.add_argument("--reveal", type=Path, required=True, help="the revealed private folder (salt.hex + targets)")
     p.set_defaults(func=cmd_verify_reveal)
+
+    p = bsub.add_parser(
+        "export-hf",
+        help="write board folders as a Hugging Face dataset repo (published by rap publish)",
+        epilog=LEADERBOARD_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "boards", type=Path, nargs="+", help="board folders (rap leaderboard score --out, with or without --live)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="hub folder (the repo goes to OUT/ORG/NAME)")
+    p.add_argument("--org", default="rap", help="organisation folder / Hub namespace (default rap)")
+    p.add_argument("--name", default="leaderboard", help="repo name (default leaderboard)")
+    p.set_defaults(func=cmd_export_hf)
 
 
 def _split(value: str) -> Split | None:
@@ -281,3 +301,11 @@ def cmd_verify_reveal(args: argparse.Namespace) -> int:
         print(p, file=sys.stderr)
     print(f"{report.checked} commitment(s) checked: {'all verified' if report.ok else 'FAILED'}")
     return 0 if report.ok else 1
+
+
+def cmd_export_hf(args: argparse.Namespace) -> int:
+    from rap_benchmark.hub.board import export_board
+
+    repo = export_board(list(args.boards), args.out, org=args.org, name=args.name)
+    print(repo)
+    return 0

@@ -640,13 +640,11 @@ BOARD_NOTE = (
 )
 
 
-def board_markdown(board: pd.DataFrame, extra: tuple[str, ...] = (), note: str = BOARD_NOTE) -> str:
-    """The leaderboard as a markdown table and its note (``extra``: kept for callers that name a
-    track or origins column; every column the board has is shown)."""
+def board_markdown(board: pd.DataFrame, note: str = BOARD_NOTE) -> str:
+    """The leaderboard as a markdown table (the cells of ``index.html``) and its note."""
     from rap_benchmark.evaluation.board.display import display_board
     from rap_benchmark.evaluation.report.tables import to_markdown
 
-    del extra
     if board.empty:
         return "No accepted submissions.\n"
     return to_markdown(display_board(board)) + f"\n{note}\n"
