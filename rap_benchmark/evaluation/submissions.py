@@ -615,7 +615,7 @@ def write_leaderboard(result: LeaderboardResult, out: str | Path, *, page: bool 
     ]
     atomic_write_text(out / "submissions.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
     for name, frame in (("contrasts", result.contrasts), ("strict_vs_exposed", result.exposure)):
-        atomic_write_text(out / f"{name}.csv", frame.to_csv(index=False, float_format="%.10g", lineterminator="\n"))
+        atomic_write_text(out / f"{name}.csv", frame.to_csv(index=False, lineterminator="\n"))
     atomic_write_text(out / "board.json", json.dumps(result.meta, indent=1, sort_keys=True) + "\n")
     if page:
         write_page(
