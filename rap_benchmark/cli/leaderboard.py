@@ -36,7 +36,7 @@ LEADERBOARD_EPILOG = """examples:
   rap leaderboard score baselines.jsonl --split-models --instance build/mini --out board/
   rap leaderboard verify-reveal hub/rap/episodes --reveal revealed/_private
   rap leaderboard score reveals/*.jsonl --live --seals seals.jsonl --instance build/v2 --out board-live/
-  rap leaderboard export-hf board/ board-live/ --out hub/ --org rap    # then: rap publish hub/ --org rap ...
+  rap leaderboard export-hf board/ board-live/ --out hub/ --org rap    # then rap publish, as for the instance
 
 score: every submission is validated and scored on its own with rap score's scorer (field-macro
 Spearman, 95% block-bootstrap intervals; State conditions against their State target x); a row
