@@ -58,30 +58,32 @@ def fmt_stratum(row: dict[str, Any], stratum: str) -> str:
     return f"{_num(row.get(f'spearman_{stratum}'))} ({int(cells)} cells)"
 
 
-DISPLAY: tuple[tuple[str, Any], ...] = (
-    ("track", "track"),
-    ("rank (95% CI)", fmt_rank),
-    ("model", "model"),
-    ("cond.", "condition"),
-    ("target", "target"),
-    ("coverage", "coverage"),
-    ("Spearman [95% block CI]", fmt_score),
-    ("TV", "tv"),
-    ("JSD", "jsd"),
-    ("State as Forecast", "state_as_forecast"),
-    ("strict", lambda r: fmt_stratum(r, "strict")),
-    ("exposed", lambda r: fmt_stratum(r, "exposed")),
-    ("in tokens/ep.", lambda r: fmt_usage(r.get("input_tokens_per_episode"))),
-    ("out tokens/ep.", lambda r: fmt_usage(r.get("output_tokens_per_episode"))),
-    ("searches/ep.", lambda r: fmt_usage(r.get("search_calls_per_episode"))),
-    ("USD/ep.", lambda r: fmt_cost(r.get("cost_usd_per_episode"))),
-    ("USD total", lambda r: fmt_cost(r.get("cost_usd"))),
-    ("tokens total", lambda r: _total_tokens(r)),
-    ("cutoff", lambda r: r.get("knowledge_cutoff") or "unknown"),
-    ("invalid", "n_invalid"),
-    ("origins", "origins"),
+DISPLAY: tuple[tuple[str, Any, str], ...] = (
+    ("track", "track", "track"),
+    ("rank (95% CI)", fmt_rank, "rank"),
+    ("model", "model", "model"),
+    ("cond.", "condition", "condition"),
+    ("target", "target", "target"),
+    ("coverage", "coverage", "coverage"),
+    ("Spearman [95% block CI]", fmt_score, "spearman"),
+    ("TV", "tv", "tv"),
+    ("JSD", "jsd", "jsd"),
+    ("State as Forecast", "state_as_forecast", "state_as_forecast"),
+    ("strict", lambda r: fmt_stratum(r, "strict"), "strict_cells"),
+    ("exposed", lambda r: fmt_stratum(r, "exposed"), "exposed_cells"),
+    ("in tokens/ep.", lambda r: fmt_usage(r.get("input_tokens_per_episode")), "input_tokens_per_episode"),
+    ("out tokens/ep.", lambda r: fmt_usage(r.get("output_tokens_per_episode")), "output_tokens_per_episode"),
+    ("searches/ep.", lambda r: fmt_usage(r.get("search_calls_per_episode")), "search_calls_per_episode"),
+    ("USD/ep.", lambda r: fmt_cost(r.get("cost_usd_per_episode")), "cost_usd_per_episode"),
+    ("USD total", lambda r: fmt_cost(r.get("cost_usd")), "cost_usd"),
+    ("tokens total", lambda r: _total_tokens(r), "input_tokens"),
+    ("cutoff", lambda r: r.get("knowledge_cutoff") or "unknown", "knowledge_cutoff"),
+    ("invalid", "n_invalid", "n_invalid"),
+    ("origins", "origins", "origins"),
 )
-"""(header, board column or function of a row); a column the board lacks is left out."""
+"""(header, board column or function of a row, the board column it needs): a column whose
+source the board lacks is left out, and so are columns no row has a value for (State as
+Forecast without State rows; strict/exposed when no model's cutoff is known)."""
 
 
 def _total_tokens(row: dict[str, Any]) -> str:
@@ -91,30 +93,14 @@ def _total_tokens(row: dict[str, Any]) -> str:
     return fmt_usage(float(a) + float(b))
 
 
-def _present(board: pd.DataFrame, spec: Any, header: str) -> bool:
-    if isinstance(spec, str):
-        return spec in board
-    needs = {
-        "rank (95% CI)": "rank",
-        "Spearman [95% block CI]": "spearman",
-        "strict": "strict_cells",
-        "exposed": "exposed_cells",
-        "tokens total": "input_tokens",
-        "cutoff": "knowledge_cutoff",
-    }
-    column = needs.get(header, "input_tokens")
-    return column in board
-
-
 def display_board(board: pd.DataFrame) -> pd.DataFrame:
     """Every board row as strings under human headers (intervals and units folded in)."""
     if board.empty:
         return pd.DataFrame()
-    columns = [(h, s) for h, s in DISPLAY if _present(board, s, h)]
-    if "state_as_forecast" in board and board["state_as_forecast"].isna().all():
-        columns = [(h, s) for h, s in columns if s != "state_as_forecast"]
-    if "strict_cells" in board and board["strict_cells"].isna().all():  # no model's cutoff is known
-        columns = [(h, s) for h, s in columns if h not in ("strict", "exposed")]
+    optional = ("state_as_forecast", "strict_cells", "exposed_cells")
+    columns = [
+        (h, s) for h, s, need in DISPLAY if need in board and not (need in optional and board[need].isna().all())
+    ]
     records = board.to_dict(orient="records")
     out = {h: [s(r) if callable(s) else _num(r.get(s)) for r in records] for h, s in columns}
     return pd.DataFrame(out)
