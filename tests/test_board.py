@@ -225,6 +225,27 @@ def test_contrasts_and_strata_agree_with_rap_report(runs, mini, tmp_path: Path) 
     assert rows["strict_cells"].xs("baseline/ewma").isna().all()  # no cutoff stated: no strata
 
 
+def test_registry_gives_strata_to_models_whose_metadata_states_no_cutoff(board_dir, runs, mini_dir, tmp_path) -> None:
+    registry = tmp_path / "registry.json"
+    entries = [
+        {"model": "baseline/ewma", "release_date": "2024-07-01", "source": "test"},
+        {"model": REFERENCE, "knowledge_cutoff": "2020-01-01", "source": "test: the metadata's cutoff wins"},
+    ]
+    registry.write_text(json.dumps(entries), encoding="utf-8")
+    out = tmp_path / "board"
+    files = [str(runs["subs"] / "reference.jsonl"), *map(str, sorted(runs["subs"].glob("baseline_ewma*.jsonl")))]
+    argv = ["leaderboard", "score", *files, "--instance", str(mini_dir), "--out", str(out), "--resamples", "200"]
+    assert main([*argv, "--registry", str(registry)]) == 0
+    rows = pd.read_csv(out / "leaderboard.csv").set_index(["model", "condition"])
+    before = pd.read_csv(board_dir / "leaderboard.csv").set_index(["model", "condition"])
+    assert rows.loc[("baseline/ewma", "A0"), "strict_cells"] > 0
+    assert rows.loc[(REFERENCE, "A1"), "strict_cells"] == before.loc[(REFERENCE, "A1"), "strict_cells"]
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{", encoding="utf-8")
+    assert main([*argv[:-2], "--out", str(tmp_path / "never"), "--registry", str(bad)]) == 2
+    assert not (tmp_path / "never").exists()
+
+
 def test_rank_intervals_match_ranking_each_models_own_bootstrap() -> None:
     """Oracle: the same draws through the module's own one-model statistic, ranked by hand."""
     from scipy.stats import rankdata

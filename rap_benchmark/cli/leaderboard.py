@@ -124,6 +124,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="score each model of a multi-model file (e.g. rap baselines') as its own submission",
     )
+    p.add_argument(
+        "--registry",
+        type=Path,
+        default=None,
+        help="model registry (JSON/YAML) for the strict/exposed strata of models whose metadata states no "
+        "knowledge_cutoff (e.g. rap_benchmark/data/models.json)",
+    )
     p.add_argument("--live", action="store_true", help="score reveals of sealed forecasts on the Forecast-Live track")
     p.add_argument(
         "--seals", type=Path, nargs="+", default=None, help="published seal log(s) (JSON lines or SEAL.json) for --live"
@@ -251,6 +258,11 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     from rap_benchmark.evaluation.submissions import score_submissions, write_leaderboard
 
+    registry = None
+    if args.registry is not None:
+        from rap_benchmark.evaluation.scoring import load_registry
+
+        registry = load_registry(args.registry)  # a bad registry is refused before any write
     inst = _instance(args.instance)
     files = list(args.files)
     if args.split_models:
@@ -266,7 +278,9 @@ def cmd_score(args: argparse.Namespace) -> int:
                 expanded.append(f)
         files = expanded
     files = list(tqdm(files, desc="submissions", file=sys.stderr, leave=False))
-    result = score_submissions(files, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed)
+    result = score_submissions(
+        files, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
+    )
     out = write_leaderboard(result, args.out)
     for r in result.reports:
         print(r.summary(), file=sys.stderr)

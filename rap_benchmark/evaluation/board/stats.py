@@ -128,9 +128,10 @@ def cutoff_registry(cutoffs: Mapping[str, str], registry: Any = None) -> list[di
         for m, c in sorted(cutoffs.items())
         if c
     ]
+    stated = {m for m, c in cutoffs.items() if c}
     if registry is not None:
         for entry in registry.entries:
-            if entry.model not in cutoffs or not cutoffs[entry.model]:
+            if stated.isdisjoint({entry.model, *entry.aliases}):  # else the metadata's own cutoff wins
                 records.append(
                     {
                         "model": entry.model,
