@@ -273,6 +273,21 @@ def test_rank_intervals_match_ranking_each_models_own_bootstrap() -> None:
     assert got[0, 0] == 1 and got[2, 0] >= 3  # clear winners and losers stay apart
 
 
+def test_exact_ties_share_a_rank() -> None:
+    """Regression: ARIMA tuned to phi = 0 forecasts exactly as Recent; the two were ranked 1 and 2 by
+    name while every bootstrap draw ranked both first, so rank 2 lay outside its own interval."""
+    from rap_benchmark.evaluation.submissions import apply_ranking_rule
+
+    board = pd.DataFrame({"model": ["b", "a", "c", "d"], "condition": ["A0"] * 4, "spearman": [0.8, 0.8, 0.7, 0.9]})
+    ranked = apply_ranking_rule(board, {("d", "A0"): ("f1@2025-01-01",)}, 10)
+    assert dict(zip(ranked["model"], ranked["rank"].astype(object), strict=True)) == {
+        "a": 1,
+        "b": 1,
+        "c": 3,
+        "d": pd.NA,
+    }
+
+
 def test_every_ranked_row_has_an_interval_around_its_rank(board_dir: Path) -> None:
     board = pd.read_csv(board_dir / "leaderboard.csv")
     ranked = board[board["rank"].notna()]

@@ -361,7 +361,7 @@ def apply_ranking_rule(
     """The ranking rule: a row is ranked only when it covers every expected episode of its split.
 
     Adds ``coverage`` (episodes covered, e.g. ``"2/40"``) and ``rank`` (1, 2, ... per condition
-    over complete rows by Spearman; missing for partial rows, which are reported but never
+    over complete rows by Spearman, exact ties sharing the better rank; missing for partial rows, which are reported but never
     ranked, e.g. a two-episode ``--limit`` run). Within a condition, complete rows come first.
     """
     if board.empty:
@@ -372,7 +372,8 @@ def apply_ranking_rule(
     board = board.assign(_complete=complete).sort_values(
         ["condition", "_complete", "spearman", "model"], ascending=[True, False, False, True], kind="stable"
     )
-    rank = board.groupby("condition", sort=False)["_complete"].cumsum().where(board["_complete"])
+    ranked = board["spearman"].where(board["_complete"])
+    rank = ranked.groupby(board["condition"], sort=False).rank(method="min", ascending=False)
     return board.drop(columns="_complete").assign(rank=rank.astype("Int64")).reset_index(drop=True)
 
 
