@@ -54,7 +54,7 @@ def fmt_stratum(row: dict[str, Any], stratum: str) -> str:
     if _missing(cells):
         return "unknown cutoff"
     if int(cells) == 0:
-        return "no cells"
+        return "no scored cell"
     return f"{_num(row.get(f'spearman_{stratum}'))} ({int(cells)} cells)"
 
 

@@ -81,6 +81,10 @@ def matrices(contrasts: pd.DataFrame) -> list[dict[str, Any]]:
     out = []
     for cond in sorted(set(contrasts["condition"])):
         m = contrast_matrix(contrasts, cond)
+        shared = [x for x in m.index if any(c is not None and finite(c[0]) for c in m.loc[x])]
+        m = m.loc[shared, shared]  # a model that shares no scored cell with any other has no contrast
+        if len(shared) < 2:
+            continue
         rows = []
         for cand in m.index:
             cells = []
@@ -176,16 +180,17 @@ def write_page(
     from rap_benchmark.evaluation.report.html import data_uri
     from rap_benchmark.evaluation.report.plots import plot_leaderboard
 
-    forecast = board[board["target"] == "y"] if "target" in board else board
+    scored = board[board["spearman"].notna()] if "spearman" in board else board  # no valid answer: no point
+    forecast = scored[scored["target"] == "y"] if "target" in scored else scored
     forest = plot_leaderboard(forecast, out / "forest.png", title=f"{title}: Forecast Spearman")
-    cost = plot_cost_vs_score(board, out / "cost_vs_score.png", title="score against cost per episode")
+    cost = plot_cost_vs_score(scored, out / "cost_vs_score.png", title="score against cost per episode")
     figures = [
         {
             "id": "forest",
             "src": data_uri(forest),
             "alt": "forest plot of field-macro Spearman with 95% block-bootstrap intervals",
             "caption": "Field-macro Forecast Spearman per model and condition with 95% block-bootstrap intervals "
-            "(grey: statistical baselines).",
+            "(grey: statistical baselines); rows without a scored episode are in the table only.",
         },
         {
             "id": "cost",
