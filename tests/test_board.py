@@ -371,3 +371,57 @@ def test_usage_formatting_never_prints_unknown_as_zero() -> None:
 
     assert fmt_cost(math.nan) == fmt_usage(None) == "unknown"
     assert fmt_cost(0.0) == "$0" and fmt_usage(0) == "0"
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_board_on_arxiv_sample(arxiv_sample_dir: Path, tmp_path: Path) -> None:
+    """The issue's board on arxiv-sample: the six baselines and the two reference agents from their
+    run stores; usage filled from the runs, contrasts equal to the report's, the page and the
+    dataset. (A SmolLM2 row is shown by hand in the report: minutes of CPU per episode.)"""
+    import datasets
+
+    import rap_benchmark as rap
+    from rap_benchmark.evaluation.predictions import validate_predictions
+    from rap_benchmark.evaluation.report import combine_validated, compute_tables
+    from rap_benchmark.evaluation.submissions import score_submissions
+
+    inst = rap.load(arxiv_sample_dir)
+    subs = tmp_path / "subs"
+    baselines = tmp_path / "baselines.jsonl"
+    assert main(["baselines", str(arxiv_sample_dir), "--out", str(baselines), "--tune-dev"]) == 0
+    assert main(["submit", "split", str(baselines), "--out", str(subs)]) == 0
+    for name, conditions in (("uniform", "A0,A1"), ("search-hits", "A1")):
+        run = tmp_path / "runs" / name
+        argv = ["run", str(arxiv_sample_dir), "--backend", "reference", "--model", f"reference/{name}"]
+        assert main([*argv, "--conditions", conditions, "--out", str(run), "--no-progress"]) == 0
+        assert main(["submit", "prepare", str(run), "--out", str(subs / f"reference-{name}.jsonl")]) == 0
+    board_dir = tmp_path / "board"
+    files = sorted(str(p) for p in subs.glob("*.jsonl"))
+    assert main(["leaderboard", "score", *files, "--instance", str(arxiv_sample_dir), "--out", str(board_dir)]) == 0
+    board = pd.read_csv(board_dir / "leaderboard.csv")
+    assert len(board) == 6 + 2 + 1 and board["rank"].notna().all()
+    hits = board[board["model"] == "reference/search-hits"].iloc[0]
+    assert hits["search_calls_per_episode"] > 0 and hits["cost_usd"] == 0.0
+
+    result = score_submissions(files, inst)
+    preds, _ = combine_validated([validate_predictions(p, inst) for p in [baselines, *subs.glob("reference-*.jsonl")]])
+    theirs = compute_tables(inst, preds).contrasts
+    theirs = theirs[theirs["contrast"] == "A0 vs baseline/ewma"]
+    ours = result.contrasts[
+        (result.contrasts["reference"] == "baseline/ewma") & (result.contrasts["condition"] == "A0")
+    ]
+    merged = ours.merge(theirs, left_on=["candidate", "metric"], right_on=["model", "metric"], suffixes=("", "_r"))
+    assert len(merged) == len(theirs) == 3 * 6
+    for col in ("estimate", "lo", "hi", "field_lo", "field_hi"):
+        np.testing.assert_allclose(merged[col], merged[f"{col}_r"], rtol=0, atol=1e-12)
+
+    if shutil.which("chromium"):
+        dom = _dump_dom(board_dir / "index.html")
+        for section in ("leaderboard", "figures", "contrasts", "submissions"):
+            assert f'<section id="{section}">' in dom
+        assert dom.count("<tr data-track=") == len(board)
+    hub = tmp_path / "hub"
+    assert main(["leaderboard", "export-hf", str(board_dir), "--out", str(hub)]) == 0
+    loaded = datasets.load_dataset(str(hub / "rap" / "leaderboard"), "retrospective", split="test")
+    assert loaded.num_rows == len(board)
