@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from rap_benchmark.cli import main
 
@@ -425,3 +427,48 @@ def test_board_on_arxiv_sample(arxiv_sample_dir: Path, tmp_path: Path) -> None:
     assert main(["leaderboard", "export-hf", str(board_dir), "--out", str(hub)]) == 0
     loaded = datasets.load_dataset(str(hub / "rap" / "leaderboard"), "retrospective", split="test")
     assert loaded.num_rows == len(board)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["A0", "A1", "A3"]),
+            st.integers(0, 10**7),
+            st.integers(0, 10**5),
+            st.integers(0, 20),
+            st.one_of(st.none(), st.floats(0, 50, allow_nan=False)),
+        ),
+        min_size=1,
+        max_size=30,
+    )
+)
+@example([("A0", 0, 0, 0, 1.0)])  # found by hypothesis: a price paid for no token
+@settings(max_examples=60, deadline=None)
+def test_usage_of_any_rows_passes_its_own_check(rows) -> None:
+    """Invariant: what ``usage_from_rows`` states about rows, ``check_usage`` accepts for them unless
+    the rows price a condition that used no token at all (then exactly that condition is refused); a
+    null cost anywhere makes the condition's cost unknown, never a partial sum."""
+    from rap_benchmark.core.records import Condition
+    from rap_benchmark.evaluation.usage import check_usage, usage_from_rows
+
+    frame = pd.DataFrame(
+        rows, columns=["condition", "prompt_tokens", "completion_tokens", "n_search_calls", "cost_usd"]
+    ).assign(model="org/m")
+    raw = usage_from_rows(frame, source="test")
+    conditions = tuple(sorted({Condition(c) for c in frame["condition"]}, key=lambda c: c.value))
+    usage, problems = check_usage(raw, conditions, frame, max_search_calls=20)
+    fatal = [p for p in problems if p.startswith("[fatal]")]
+    priced_without_tokens = {
+        c
+        for c, part in frame.groupby("condition")
+        if part["cost_usd"].notna().all()
+        and part["cost_usd"].sum() > 0
+        and part[["prompt_tokens", "completion_tokens"]].sum().sum() == 0
+    }
+    # the one implausible thing rows can say: a price paid for no token at all
+    assert sorted(p.split(":")[1].strip() for p in fatal) == sorted(priced_without_tokens), problems
+    assert (usage is None) == bool(priced_without_tokens)
+    for cond, part in frame.groupby("condition"):
+        entry = raw["by_condition"][cond]
+        assert entry["episodes"] == len(part) and entry["input_tokens"] == part["prompt_tokens"].sum()
+        assert (entry["cost_usd"] is None) == bool(part["cost_usd"].isna().any())
