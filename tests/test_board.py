@@ -73,6 +73,17 @@ def test_prepare_states_what_the_run_store_spent(runs: dict[str, Path]) -> None:
     assert usage["by_condition"]["A1"]["search_calls"] > 0
 
 
+def test_a_search_submission_that_also_has_a0_draws_no_tools_warning(runs, mini) -> None:
+    """Regression: every prepared run with A0 beside a Search condition was warned that 'A0 is
+    closed-book but tools are listed', though its tools are those of its Search conditions."""
+    from rap_benchmark.evaluation.submissions import validate_submission
+
+    report = validate_submission(runs["reference"], mini)
+    assert report.accepted and not [p for p in report.problems if "tools" in p]
+    only_a0 = _variant(runs, "a0_tools", lambda m: m.update(conditions=["A0"]))
+    assert any("closed-book, yet tools are listed" in p for p in validate_submission(only_a0, mini).problems)
+
+
 def test_board_rows_carry_usage_per_episode_and_total(board_dir: Path) -> None:
     board = pd.read_csv(board_dir / "leaderboard.csv")
     row = board[(board["model"] == REFERENCE) & (board["condition"] == "A1")].iloc[0]

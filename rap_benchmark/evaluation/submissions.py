@@ -207,8 +207,8 @@ def parse_metadata(data: dict[str, Any], *, instance_hash: str | None) -> tuple[
         problems.append(_meta_problem("attempts must be a positive integer"))
     if conditions and "search" not in tools and any(c.regime is not None for c in conditions):
         problems.append("[warning] metadata: a Search condition is declared but tools does not list 'search'")
-    if Condition.A0 in conditions and tools:
-        problems.append("[warning] metadata: A0 is closed-book but tools are listed")
+    if conditions and tools and all(c.regime is None for c in conditions):
+        problems.append("[warning] metadata: every declared condition is closed-book, yet tools are listed")
     if any(p.startswith("[fatal]") for p in problems):
         return None, problems
     meta = SubmissionMeta(
