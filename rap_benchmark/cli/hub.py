@@ -197,7 +197,9 @@ def cmd_lm_eval_predictions(args: argparse.Namespace) -> int:
 
     model = args.model or run_model_name(args.samples)
     frame = samples_to_predictions(args.samples, model=model)
-    out, meta = write_submission(frame, args.out, source="lm-eval samples", knowledge_cutoff=args.knowledge_cutoff)
+    out, meta = write_submission(
+        frame, args.out, source="lm-eval samples", knowledge_cutoff=args.knowledge_cutoff, tokens_known=False
+    )
     print(
         f"wrote {len(frame)} rows ({int(frame['valid'].sum())} valid) to {out}, metadata {meta.name}", file=sys.stderr
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 from rap_benchmark.core.records import Split, parse_enum
 
 SUBMIT_EPILOG = """examples:
+  rap submit prepare runs/my-model --out subs/my-model.jsonl --knowledge-cutoff 2024-10-01
   rap submit validate preds/my-model.jsonl --instance build/mini
   rap submit validate preds/my-model.parquet --meta preds/my-model.meta.json --instance build/mini
   rap submit split build/mini_predictions/baselines.jsonl --out subs/   # one submission per baseline
@@ -16,11 +17,18 @@ SUBMIT_EPILOG = """examples:
 
 A submission is a prediction file plus metadata in <file>.meta.json:
   {"model": "org/name", "knowledge_cutoff": "2024-10-01", "conditions": ["A1"],
-   "tools": ["search"], "attempts": 1, "manifest_hash": "<rap info / SHA256SUMS sha256>"}
-The checks are rap score's validator plus the metadata's. Exit status 1 when it is rejected.
+   "tools": ["search"], "attempts": 1, "manifest_hash": "<rap info / SHA256SUMS sha256>",
+   "usage": {"source": "...", "by_condition": {"A1": {"episodes": 40, "input_tokens": 812345,
+             "output_tokens": 20411, "search_calls": 212, "cost_usd": 2.23}}}}
+prepare: writes both from a rap run folder (run.json and its unit records: the predictions, and
+the tokens, Search calls and cost per condition; a cost the price table cannot tell is null,
+shown as unknown, never 0). The checks are rap score's validator plus the metadata's, usage
+included (episode counts, Search budget, sums of the rows' own columns). Exit status 1 when it
+is rejected. Walkthrough: docs/SUBMITTING.md.
 seal: writes a salted SHA-256 commitment of the canonical predictions with a UTC timestamp, one
 JSON row to append to a public log (e.g. seals.jsonl in a Hugging Face dataset repo) before the
 window opens; the salt goes to FILE.salt.hex (keep it secret). The reveal is FILE + its salt.
+An existing --out is never overwritten: a seal, once published, is the record.
 """
 
 LEADERBOARD_EPILOG = """examples:
@@ -28,6 +36,7 @@ LEADERBOARD_EPILOG = """examples:
   rap leaderboard score baselines.jsonl --split-models --instance build/mini --out board/
   rap leaderboard verify-reveal hub/rap/episodes --reveal revealed/_private
   rap leaderboard score reveals/*.jsonl --live --seals seals.jsonl --instance build/v2 --out board-live/
+  rap leaderboard export-hf board/ board-live/ --out hub/ --org rap    # then rap publish, as for the instance
 
 score: every submission is validated and scored on its own with rap score's scorer (field-macro
 Spearman, 95% block-bootstrap intervals; State conditions against their State target x); a row
@@ -37,6 +46,11 @@ submissions.json (every verdict and problem). --live: each file is a reveal (FIL
 FILE.meta.json); it is scored on the Forecast-Live track only when its commitment is in the
 --seals log and was sealed before every origin it forecasts (one line per refusal). verify-reveal: checks revealed targets and salt
 against the salted SHA256 commitments published in a repo's *_heldout configs.
+Each board folder also holds contrasts.csv (model vs model), strict_vs_exposed.csv, board.json,
+forest.png, cost_vs_score.png and index.html (self-contained; open it offline).
+export-hf: writes board folders (retrospective and/or Forecast-Live) as the dataset repo
+HUB/ORG/leaderboard (configs retrospective, forecast_live, contrasts, submissions); rap publish
+pushes it with the instance repos. Walkthrough: docs/SUBMITTING.md.
 """
 
 
@@ -46,6 +60,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "submit", help="check a leaderboard submission", epilog=SUBMIT_EPILOG, formatter_class=fmt
     )
     ssub = submit.add_subparsers(dest="submit_command", metavar="ACTION", required=True)
+    p = ssub.add_parser(
+        "prepare",
+        help="write a submission (predictions + .meta.json with tokens and cost) from a rap run folder",
+        epilog=SUBMIT_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument("rundir", type=Path, help="a rap run folder (rap run --out; merged when sharded)")
+    p.add_argument("--out", type=Path, required=True, help="prediction file (.jsonl or .parquet); OUT.meta.json beside")
+    p.add_argument("--model", default=None, help="the run's model to take (default: run.json's)")
+    p.add_argument("--knowledge-cutoff", default=None, help="the model's knowledge cutoff, YYYY-MM-DD")
+    p.add_argument("--submitter", default=None, help="who submits (free text)")
+    p.add_argument("--notes", default=None, help="free-text notes")
+    p.add_argument("--prices", default=None, help="price table JSON for units without a cost (default: packaged)")
+    p.set_defaults(func=cmd_prepare)
     p = ssub.add_parser(
         "validate", help="validate a submission file and its metadata", epilog=SUBMIT_EPILOG, formatter_class=fmt
     )
@@ -96,6 +124,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="score each model of a multi-model file (e.g. rap baselines') as its own submission",
     )
+    p.add_argument(
+        "--registry",
+        type=Path,
+        default=None,
+        help="model registry (JSON/YAML) for the strict/exposed strata of models whose metadata states no "
+        "knowledge_cutoff (e.g. rap_benchmark/data/models.json)",
+    )
     p.add_argument("--live", action="store_true", help="score reveals of sealed forecasts on the Forecast-Live track")
     p.add_argument(
         "--seals", type=Path, nargs="+", default=None, help="published seal log(s) (JSON lines or SEAL.json) for --live"
@@ -111,6 +146,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("repo", type=Path, help="an exported repo folder (e.g. hub/rap/episodes)")
     p.add_argument("--reveal", type=Path, required=True, help="the revealed private folder (salt.hex + targets)")
     p.set_defaults(func=cmd_verify_reveal)
+
+    p = bsub.add_parser(
+        "export-hf",
+        help="write board folders as a Hugging Face dataset repo (published by rap publish)",
+        epilog=LEADERBOARD_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "boards", type=Path, nargs="+", help="board folders (rap leaderboard score --out, with or without --live)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="hub folder (the repo goes to OUT/ORG/NAME)")
+    p.add_argument("--org", default="rap", help="organisation folder / Hub namespace (default rap)")
+    p.add_argument("--name", default="leaderboard", help="repo name (default leaderboard)")
+    p.set_defaults(func=cmd_export_hf)
 
 
 def _split(value: str) -> Split | None:
@@ -132,12 +181,48 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0 if report.accepted else 1
 
 
+def cmd_prepare(args: argparse.Namespace) -> int:
+    import datetime as dt
+
+    from rap_benchmark.agents.pricing import load_prices
+    from rap_benchmark.core.errors import InputError
+    from rap_benchmark.evaluation.submissions import prepare_submission
+
+    if args.out.suffix.lower() not in (".jsonl", ".parquet"):
+        raise InputError(f"--out must end in .jsonl or .parquet, got {args.out.name}")
+    if args.knowledge_cutoff is not None:
+        try:
+            dt.date.fromisoformat(args.knowledge_cutoff)
+        except ValueError:
+            raise InputError(f"--knowledge-cutoff must be YYYY-MM-DD, got {args.knowledge_cutoff!r}") from None
+    if not args.rundir.is_dir():
+        raise InputError(f"no run folder at {args.rundir}")
+    prices = load_prices(args.prices)
+    out, meta = prepare_submission(
+        args.rundir,
+        args.out,
+        model=args.model,
+        knowledge_cutoff=args.knowledge_cutoff,
+        submitter=args.submitter,
+        notes=args.notes,
+        prices=prices,
+    )
+    print(out)
+    print(meta)
+    return 0
+
+
 def cmd_seal(args: argparse.Namespace) -> int:
     import json
 
+    from rap_benchmark.core.errors import InputError
     from rap_benchmark.core.fsio import atomic_write_text
     from rap_benchmark.evaluation.live import parse_stamp, seal
 
+    if args.out.exists():
+        raise InputError(
+            f"{args.out} exists: a seal is never overwritten (it may already be published); choose another --out"
+        )
     sealed_at = parse_stamp(args.sealed_at) if args.sealed_at else None
     row, salt_path = seal(args.file, salt_file=args.salt_file, sealed_at=sealed_at)
     atomic_write_text(args.out, json.dumps(row, sort_keys=True) + "\n")
@@ -173,6 +258,11 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     from rap_benchmark.evaluation.submissions import score_submissions, write_leaderboard
 
+    registry = None
+    if args.registry is not None:
+        from rap_benchmark.evaluation.scoring import load_registry
+
+        registry = load_registry(args.registry)  # a bad registry is refused before any write
     inst = _instance(args.instance)
     files = list(args.files)
     if args.split_models:
@@ -188,7 +278,9 @@ def cmd_score(args: argparse.Namespace) -> int:
                 expanded.append(f)
         files = expanded
     files = list(tqdm(files, desc="submissions", file=sys.stderr, leave=False))
-    result = score_submissions(files, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed)
+    result = score_submissions(
+        files, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
+    )
     out = write_leaderboard(result, args.out)
     for r in result.reports:
         print(r.summary(), file=sys.stderr)
@@ -223,3 +315,11 @@ def cmd_verify_reveal(args: argparse.Namespace) -> int:
         print(p, file=sys.stderr)
     print(f"{report.checked} commitment(s) checked: {'all verified' if report.ok else 'FAILED'}")
     return 0 if report.ok else 1
+
+
+def cmd_export_hf(args: argparse.Namespace) -> int:
+    from rap_benchmark.hub.board import export_board
+
+    repo = export_board(list(args.boards), args.out, org=args.org, name=args.name)
+    print(repo)
+    return 0

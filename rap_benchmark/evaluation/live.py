@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +191,7 @@ def check_reveal(path: Path, seals: dict[str, dict[str, Any]], salt_file: Path |
 class LiveResult:
     verdicts: tuple[LiveVerdict, ...]
     board: pd.DataFrame
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def score_live(
@@ -229,7 +230,10 @@ def score_live(
         board = board.sort_values(["condition", "spearman", "model"], ascending=[True, False, True], kind="stable")
         board = board.reset_index(drop=True)
         board.insert(0, "track", LIVE_TRACK)
-    return LiveResult(tuple(verdicts), board)
+        board.insert(1, "split", split.value if split is not None else "all")
+    from rap_benchmark.evaluation.submissions import board_meta
+
+    return LiveResult(tuple(verdicts), board, board_meta(inst, split, n_resamples, seed))
 
 
 def _as_sealed_against(inst: Any, path: Path) -> Any:
@@ -275,8 +279,10 @@ def _score_origins(
     return board
 
 
-def write_live_board(result: LiveResult, out: str | Path) -> Path:
-    """``leaderboard_live.csv``, ``leaderboard_live.md`` and ``reveals.json`` (every verdict)."""
+def write_live_board(result: LiveResult, out: str | Path, *, page: bool = True) -> Path:
+    """``leaderboard_live.csv``, ``leaderboard_live.md``, ``reveals.json`` (every verdict),
+    ``board.json`` and, with ``page``, the figures and ``index.html`` of the Forecast-Live track."""
+    from rap_benchmark.evaluation.board.page import write_page
     from rap_benchmark.evaluation.submissions import board_markdown
 
     out = Path(out)
@@ -288,8 +294,20 @@ def write_live_board(result: LiveResult, out: str | Path) -> Path:
         "coverage counts the resolved episodes of those origins in the split. Sorted per condition by "
         "Spearman; 95% intervals: block bootstrap over dependency blocks; no multiplicity correction."
     )
-    board = board_markdown(result.board, extra=("track", "origins"), note=note)
+    board = board_markdown(result.board, note=note)
     atomic_write_text(out / "leaderboard_live.md", head + board)
     verdicts = [{"reveal": str(v.path), "accepted": v.accepted, "message": v.message} for v in result.verdicts]
     atomic_write_text(out / "reveals.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
+    if result.meta:
+        atomic_write_text(out / "board.json", json.dumps(result.meta, indent=1, sort_keys=True) + "\n")
+    if page and result.meta:
+        write_page(
+            out,
+            result.board,
+            meta=result.meta,
+            verdicts=verdicts,
+            contrasts=pd.DataFrame(),
+            note=note,
+            title=f"RAP leaderboard, {LIVE_TRACK}: {result.meta.get('instance', '')}",
+        )
     return out

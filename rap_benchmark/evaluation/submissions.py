@@ -7,7 +7,11 @@ key-value metadata under ``rap_submission``::
     {"model": "org/model-name", "knowledge_cutoff": "2024-10-01" | null,
      "conditions": ["A1"], "tools": ["search"], "attempts": 1,
      "manifest_hash": "<sha256 of the instance's SHA256SUMS>",
-     "submitter": "optional", "notes": "optional"}
+     "submitter": "optional", "notes": "optional",
+     "usage": {"source": "...", "prices_as_of": "...", "by_condition": {"A1": {"episodes": 40,
+               "input_tokens": 812345, "output_tokens": 20411, "search_calls": 212, "cost_usd": 2.23}}}}
+
+``usage`` (``rap_benchmark.evaluation.usage``) is what the run spent; a null is unknown, never 0.
 
 Validation is the prediction validator of ``rap score`` (``validate_predictions``) plus the
 metadata checks here (unknown keys rejected, one model per file, conditions and manifest hash
@@ -21,9 +25,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,7 @@ import pandas as pd
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Condition, Split
 from rap_benchmark.evaluation.predictions import (
+    BASELINE_PREFIX,
     DEFAULT_MAX_BYTES,
     Problem,
     ProblemKind,
@@ -39,13 +43,15 @@ from rap_benchmark.evaluation.predictions import (
     ValidationReport,
     validate_predictions,
 )
+from rap_benchmark.evaluation.usage import Usage, check_usage, unknown_columns, usage_from_rows
 
 META_SUFFIX = ".meta.json"
 PARQUET_META_KEY = b"rap_submission"
 MAX_META_BYTES = 64 * 1024
 REQUIRED_META = ("model", "conditions", "manifest_hash")
-OPTIONAL_META = ("knowledge_cutoff", "tools", "attempts", "submitter", "notes", "benchmark_version")
+OPTIONAL_META = ("knowledge_cutoff", "tools", "attempts", "submitter", "notes", "benchmark_version", "usage")
 KNOWN_TOOLS = frozenset({"search"})
+RETROSPECTIVE = "retrospective"
 
 
 @dataclass(frozen=True)
@@ -61,6 +67,7 @@ class SubmissionMeta:
     submitter: str | None = None
     notes: str | None = None
     benchmark_version: str | None = None
+    usage: Usage | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,7 +80,13 @@ class SubmissionMeta:
             "submitter": self.submitter,
             "notes": self.notes,
             "benchmark_version": self.benchmark_version,
+            "usage": self.usage.to_dict() if self.usage is not None else None,
         }
+
+    def usage_columns(self, condition: Condition | str) -> dict[str, float]:
+        """The board's token, Search-call and cost columns for one condition (NaN: unknown)."""
+        entry = self.usage.by_condition.get(Condition(condition)) if self.usage is not None else None
+        return entry.board_columns() if entry is not None else unknown_columns()
 
 
 @dataclass(frozen=True)
@@ -194,8 +207,8 @@ def parse_metadata(data: dict[str, Any], *, instance_hash: str | None) -> tuple[
         problems.append(_meta_problem("attempts must be a positive integer"))
     if conditions and "search" not in tools and any(c.regime is not None for c in conditions):
         problems.append("[warning] metadata: a Search condition is declared but tools does not list 'search'")
-    if Condition.A0 in conditions and tools:
-        problems.append("[warning] metadata: A0 is closed-book but tools are listed")
+    if conditions and tools and all(c.regime is None for c in conditions):
+        problems.append("[warning] metadata: every declared condition is closed-book, yet tools are listed")
     if any(p.startswith("[fatal]") for p in problems):
         return None, problems
     meta = SubmissionMeta(
@@ -254,6 +267,15 @@ def validate_submission(
             if row_problems:
                 problems += row_problems
                 meta = None
+        if meta is not None and data is not None:
+            usage, more = check_usage(
+                data.get("usage"),
+                meta.conditions,
+                validation.frame if validation.scorable else None,
+                max_search_calls=int(inst.spec.max_search_calls),
+            )
+            problems += more
+            meta = None if any(p.startswith("[fatal]") for p in more) else replace(meta, usage=usage)
         return SubmissionReport(path, meta, tuple(problems), validation)
     except Exception as exc:  # noqa: BLE001 - a submission must never take the leaderboard down
         problem = Problem(
@@ -262,49 +284,75 @@ def validate_submission(
         return SubmissionReport(path, None, (str(problem),), None)
 
 
-def score_submission(
-    report: SubmissionReport, inst: Any, *, split: Split | None = Split.TEST, **kwargs: Any
-) -> pd.DataFrame:
-    """``rap score``'s leaderboard rows for one accepted submission (empty when rejected).
-
-    Forecast conditions (A0, A1, A3) are scored against ``y``; State conditions (A2, A4) against
-    their State target ``x`` (the composition of [T-6mo, T)), with ``state_as_forecast`` (the
-    same outputs scored against ``y``) as a separate column. ``target`` says which.
-    """
+def episode_scores(report: SubmissionReport, inst: Any) -> pd.DataFrame:
+    """The per-episode scores of an accepted submission (empty when rejected): Forecast conditions
+    (A0, A1, A3) against ``y``, State conditions (A2, A4) against their State target ``x``;
+    ``target`` says which. The board's rows, contrasts and rank intervals all start here."""
     from rap_benchmark.core.records import Task
-    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
+    from rap_benchmark.evaluation.scoring import score_predictions
 
     if not report.accepted or report.validation is None or not len(report.validation.frame):
         return pd.DataFrame()
     preds = report.validation.frame.drop(columns=["_line"], errors="ignore")
     is_state = preds["condition"].map(lambda c: Condition(c).task is Task.STATE).to_numpy(bool)
-    boards = []
+    parts = []
     if (~is_state).any():
-        scores = score_predictions(inst, preds[~is_state])
-        boards.append(leaderboard(scores, inst, split=split, forecast_only=False, **kwargs).assign(target="y"))
+        parts.append(score_predictions(inst, preds[~is_state]).assign(target="y"))
     if is_state.any():
-        state = preds[is_state]
-        fidelity = leaderboard(
-            score_predictions(inst, state, target="x"), inst, split=split, forecast_only=False, **kwargs
-        )
+        parts.append(score_predictions(inst, preds[is_state], target="x").assign(target="x"))
+    return pd.concat(parts, ignore_index=True)
+
+
+def score_submission(
+    report: SubmissionReport,
+    inst: Any,
+    *,
+    split: Split | None = Split.TEST,
+    scores: pd.DataFrame | None = None,
+    **kwargs: Any,
+) -> pd.DataFrame:
+    """``rap score``'s leaderboard rows for one accepted submission (empty when rejected).
+
+    Forecast conditions (A0, A1, A3) are scored against ``y``; State conditions (A2, A4) against
+    their State target ``x`` (the composition of [T-6mo, T)), with ``state_as_forecast`` (the
+    same outputs scored against ``y``) as a separate column. ``target`` says which. ``scores``
+    are the submission's :func:`episode_scores` when already computed. Each row carries the
+    submission's stated usage for its condition (tokens, Search calls, USD; NaN when unknown).
+    """
+    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
+
+    if scores is None:
+        scores = episode_scores(report, inst)
+    if scores.empty:
+        return pd.DataFrame()
+    assert report.validation is not None and report.meta is not None
+    boards = []
+    forecast, state_scores = scores[scores["target"] == "y"], scores[scores["target"] == "x"]
+    if len(forecast):
+        boards.append(leaderboard(forecast, inst, split=split, forecast_only=False, **kwargs).assign(target="y"))
+    if len(state_scores):
+        fidelity = leaderboard(state_scores, inst, split=split, forecast_only=False, **kwargs)
+        preds = report.validation.frame.drop(columns=["_line"], errors="ignore")
+        state = preds[preds["condition"].isin(set(state_scores["condition"]))]
         as_forecast = leaderboard(
             score_predictions(inst, state, target="y"), inst, split=split, forecast_only=False, **kwargs
         )
-        fidelity = fidelity.merge(
-            as_forecast[["model", "condition", "spearman"]].rename(columns={"spearman": "state_as_forecast"}),
-            on=["model", "condition"],
-            how="left",
-        )
+        if len(fidelity) and len(as_forecast):
+            fidelity = fidelity.merge(
+                as_forecast[["model", "condition", "spearman"]].rename(columns={"spearman": "state_as_forecast"}),
+                on=["model", "condition"],
+                how="left",
+            )
         boards.append(fidelity.assign(target="x"))
     board = pd.concat([b for b in boards if len(b)], ignore_index=True) if boards else pd.DataFrame()
     if board.empty:
         return board
     meta = report.meta
-    assert meta is not None
     board.insert(2, "knowledge_cutoff", meta.knowledge_cutoff.isoformat() if meta.knowledge_cutoff else None)
     board.insert(3, "tools", ",".join(meta.tools))
     board.insert(4, "submission", report.path.name)
-    return board
+    usage = pd.DataFrame([meta.usage_columns(c) for c in board["condition"]], index=board.index)
+    return pd.concat([board, usage], axis=1)
 
 
 def apply_ranking_rule(
@@ -313,7 +361,7 @@ def apply_ranking_rule(
     """The ranking rule: a row is ranked only when it covers every expected episode of its split.
 
     Adds ``coverage`` (episodes covered, e.g. ``"2/40"``) and ``rank`` (1, 2, ... per condition
-    over complete rows by Spearman; missing for partial rows, which are reported but never
+    over complete rows by Spearman, exact ties sharing the better rank; missing for partial rows, which are reported but never
     ranked, e.g. a two-episode ``--limit`` run). Within a condition, complete rows come first.
     """
     if board.empty:
@@ -324,14 +372,44 @@ def apply_ranking_rule(
     board = board.assign(_complete=complete).sort_values(
         ["condition", "_complete", "spearman", "model"], ascending=[True, False, False, True], kind="stable"
     )
-    rank = board.groupby("condition", sort=False)["_complete"].cumsum().where(board["_complete"])
+    ranked = board["spearman"].where(board["_complete"])
+    rank = ranked.groupby(board["condition"], sort=False).rank(method="min", ascending=False)
     return board.drop(columns="_complete").assign(rank=rank.astype("Int64")).reset_index(drop=True)
 
 
 @dataclass(frozen=True)
 class LeaderboardResult:
+    """The scored board and what stands behind it.
+
+    ``board``: one row per (model, condition) with coverage, rank, rank interval, usage and the
+    strict/exposed strata; ``scores``: every accepted submission's episode scores; ``contrasts``:
+    model-vs-model paired contrasts per Forecast condition; ``exposure``: the strict-vs-exposed
+    table; ``meta``: what it was scored against (instance, manifest hash, split, resamples, seed).
+    """
+
     reports: tuple[SubmissionReport, ...]
     board: pd.DataFrame
+    scores: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    contrasts: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    exposure: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+def board_meta(inst: Any, split: Split | None, n_resamples: int | None, seed: int | None) -> dict[str, Any]:
+    """What a board was scored against, as its files and card state it."""
+    from rap_benchmark import __version__
+    from rap_benchmark.core.spec import BENCHMARK_VERSION
+
+    return {
+        "instance": inst.spec.name,
+        "instance_version": inst.spec.version,
+        "manifest_hash": inst.manifest_hash,
+        "benchmark_version": BENCHMARK_VERSION,
+        "scorer_version": __version__,
+        "split": split.value if split is not None else "all",
+        "n_resamples": int(inst.spec.bootstrap_resamples if n_resamples is None else n_resamples),
+        "seed": int(inst.spec.bootstrap_seed if seed is None else seed),
+    }
 
 
 def score_submissions(
@@ -342,18 +420,29 @@ def score_submissions(
     n_resamples: int | None = None,
     seed: int | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
+    registry: Any = None,
+    contrasts: bool = True,
 ) -> LeaderboardResult:
     """Validate and score each submission on its own; the board stacks the accepted ones.
 
     A submission whose model and condition were already given by an earlier accepted submission
     is refused (the earlier one is kept): a file can never remove or replace another's scores.
-    Rows are ranked per condition under :func:`apply_ranking_rule` (complete coverage only).
+    Rows are ranked per condition under :func:`apply_ranking_rule` (complete coverage only), with
+    bootstrap rank intervals; model-vs-model contrasts (``contrasts``) and the strict/exposed
+    strata (cutoffs from the metadata, else ``registry``, a ``ModelRegistry``) come with them.
     """
+    from rap_benchmark.evaluation.board.stats import (
+        exposure_strata,
+        model_contrasts,
+        with_rank_intervals,
+        with_strata,
+    )
     from rap_benchmark.evaluation.predictions import n_expected_episodes
 
-    reports, boards = [], []
+    reports, boards, all_scores = [], [], []
     owners: dict[tuple[str, Condition], Path] = {}
     missing: dict[tuple[str, str], tuple[str, ...]] = {}
+    cutoffs: dict[str, str | None] = {}
     for p in paths:
         rep = validate_submission(p, inst, split=split, max_bytes=max_bytes)
         if rep.accepted and rep.meta is not None:
@@ -368,9 +457,14 @@ def score_submissions(
                 )
         if rep.accepted and rep.meta is not None:
             try:
-                boards.append(score_submission(rep, inst, split=split, n_resamples=n_resamples, seed=seed))
+                scores = episode_scores(rep, inst)
+                boards.append(
+                    score_submission(rep, inst, split=split, scores=scores, n_resamples=n_resamples, seed=seed)
+                )
+                all_scores.append(scores)
                 owners.update({(rep.meta.model, c): rep.path for c in rep.meta.conditions})
                 missing.update(rep.validation.missing if rep.validation else {})
+                cutoffs[rep.meta.model] = rep.meta.knowledge_cutoff.isoformat() if rep.meta.knowledge_cutoff else None
             except Exception as exc:  # noqa: BLE001 - reported, never fatal to the other submissions
                 rep = SubmissionReport(
                     rep.path, None, (*rep.problems, f"[fatal] scoring failed: {exc}"), rep.validation
@@ -379,8 +473,17 @@ def score_submissions(
     board = (
         pd.concat([b for b in boards if len(b)], ignore_index=True) if any(len(b) for b in boards) else pd.DataFrame()
     )
+    scores = pd.concat(all_scores, ignore_index=True) if all_scores else pd.DataFrame()
     board = apply_ranking_rule(board, missing, n_expected_episodes(inst, split))
-    return LeaderboardResult(tuple(reports), board)
+    if len(board):
+        board.insert(0, "track", RETROSPECTIVE)
+        board.insert(1, "split", split.value if split is not None else "all")
+    kw: dict[str, Any] = {"split": split, "n_resamples": n_resamples, "seed": seed}
+    board = with_rank_intervals(board, scores, inst, **kw)
+    strata = exposure_strata(scores, inst, cutoffs, registry=registry, **kw) if len(scores) else pd.DataFrame()
+    board = with_strata(board, strata)
+    table = model_contrasts(scores, inst, **kw) if contrasts and len(scores) else pd.DataFrame()
+    return LeaderboardResult(tuple(reports), board, scores, table, strata, board_meta(inst, split, n_resamples, seed))
 
 
 def split_by_model(
@@ -403,12 +506,13 @@ def split_by_model(
     if meta is None:
         meta, _ = read_metadata(Path(path))
     out = Path(out_dir)
-    extra = {k: v for k, v in (meta or {}).items() if k in OPTIONAL_META and k != "tools"}
+    extra = {k: v for k, v in (meta or {}).items() if k in OPTIONAL_META and k not in ("tools", "usage")}
     written = []
     for model, rows in frame.groupby("model", sort=True):
         conditions = sorted(set(rows["condition"]))
         hashes = sorted(set(rows["manifest_hash"]))
         target = write_predictions(rows.reset_index(drop=True), out / f"{slug(str(model))}.jsonl")
+        baseline = str(model).startswith(BASELINE_PREFIX)
         sidecar = {
             "model": model,
             "conditions": conditions,
@@ -416,18 +520,91 @@ def split_by_model(
             "tools": ["search"] if any(Condition(c).regime is not None for c in conditions) else [],
             "knowledge_cutoff": None,
             **extra,
+            "usage": usage_from_rows(
+                rows,
+                source=f"statistical baseline in {Path(path).name}: no model calls" if baseline else Path(path).name,
+                no_model_calls=baseline,
+            ),
         }
         atomic_write_text(target.with_name(target.name + META_SUFFIX), json.dumps(sidecar, indent=1) + "\n")
         written.append(target)
     return written
 
 
-def write_leaderboard(result: LeaderboardResult, out: str | Path) -> Path:
-    """``leaderboard.csv``, ``leaderboard.md`` and ``submissions.json`` (every verdict and problem)."""
+def prepare_submission(
+    run_dir: str | Path,
+    out: str | Path,
+    *,
+    model: str | None = None,
+    knowledge_cutoff: str | dt.date | None = None,
+    submitter: str | None = None,
+    notes: str | None = None,
+    prices: Any = None,
+) -> tuple[Path, Path]:
+    """A submission from a ``rap run`` folder: ``out`` (the predictions of its units) and
+    ``out.meta.json`` (model, conditions, tools, manifest hash from ``run.json``, and the usage
+    the unit records hold: tokens, Search calls and cost per condition; a unit's cost is unknown
+    when the price table did not know its model, and so is then the condition's total).
+
+    Every input is checked before anything is written; both files are replaced atomically.
+    """
+    from rap_benchmark.agents.runner import predictions_frame
+    from rap_benchmark.agents.store import RunStore
+    from rap_benchmark.core.errors import InputError
+    from rap_benchmark.core.spec import BENCHMARK_VERSION
+    from rap_benchmark.evaluation.predictions import write_predictions
+
+    store = RunStore(run_dir)
+    run = store.read_run()
+    if run is None:
+        raise InputError(f"{run_dir} is not a rap run folder (no run.json)")
+    name = model or run.get("model")
+    frame = predictions_frame(store, str(run["manifest_hash"]), model=name)
+    if frame.empty:
+        found = sorted({str(r["key"].get("model")) for r in store.iter_units()})
+        raise InputError(
+            f"{run_dir} holds no finished RAP unit of model {name!r}"
+            + (f" (models found: {', '.join(found)})" if found else "")
+        )
+    if run.get("shard") not in (None, "0/1"):
+        raise InputError(f"{run_dir} is shard {run['shard']} of a run: rap merge-runs the shards first")
+    conditions = sorted({Condition(c) for c in frame["condition"]}, key=lambda c: c.value)
+    backend = run.get("backend") or "unknown backend"
+    source = f"rap run store {Path(run_dir).name} (backend {backend}, prompt {run.get('prompt_version')})"
+    meta = {
+        "model": name,
+        "conditions": [c.value for c in conditions],
+        "manifest_hash": run["manifest_hash"],
+        "knowledge_cutoff": None
+        if knowledge_cutoff is None
+        else dt.date.fromisoformat(str(knowledge_cutoff)).isoformat(),
+        "tools": ["search"] if any(c.regime is not None for c in conditions) else [],
+        "attempts": 1,
+        "submitter": submitter,
+        "notes": notes,
+        "benchmark_version": run.get("benchmark_version") or BENCHMARK_VERSION,
+        "usage": usage_from_rows(frame, source=source, prices=prices),
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_predictions(frame, out)
+    meta_path = atomic_write_text(
+        out.with_name(out.name + META_SUFFIX), json.dumps(meta, indent=1, ensure_ascii=False) + "\n"
+    )
+    return out, Path(meta_path)
+
+
+def write_leaderboard(result: LeaderboardResult, out: str | Path, *, page: bool = True) -> Path:
+    """Write the board folder: ``leaderboard.csv`` and ``.md``, ``submissions.json`` (every verdict
+    and problem, metadata and usage included), ``contrasts.csv`` (model vs model),
+    ``strict_vs_exposed.csv``, ``board.json`` (what it was scored against) and, with ``page``,
+    ``forest.png``, ``cost_vs_score.png`` and the self-contained ``index.html``."""
+    from rap_benchmark.evaluation.board.page import write_page
+
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "leaderboard.csv", result.board.to_csv(index=False, lineterminator="\n"))
-    atomic_write_text(out / "leaderboard.md", _markdown(result.board))
+    atomic_write_text(out / "leaderboard.md", board_markdown(result.board))
     verdicts = [
         {
             "submission": str(r.path),
@@ -438,53 +615,37 @@ def write_leaderboard(result: LeaderboardResult, out: str | Path) -> Path:
         for r in result.reports
     ]
     atomic_write_text(out / "submissions.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
+    for name, frame in (("contrasts", result.contrasts), ("strict_vs_exposed", result.exposure)):
+        atomic_write_text(out / f"{name}.csv", frame.to_csv(index=False, lineterminator="\n"))
+    atomic_write_text(out / "board.json", json.dumps(result.meta, indent=1, sort_keys=True) + "\n")
+    if page:
+        write_page(
+            out,
+            result.board,
+            meta=result.meta,
+            verdicts=verdicts,
+            contrasts=result.contrasts,
+            note=BOARD_NOTE,
+            title=f"RAP leaderboard: {result.meta.get('instance', '')}",
+        )
     return out
 
 
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "" if math.isnan(v) else f"{v:.3f}"
-    return "" if v is None else str(v)
-
-
-def _markdown(board: pd.DataFrame) -> str:
-    return board_markdown(board)
-
-
 BOARD_NOTE = (
-    "Ranked per condition; a row without a rank covers only part of the split (reported, not ranked). "
-    "Target y: Forecast Spearman; target x: State fidelity (state_as_forecast scores the same outputs "
-    "against y). 95% intervals: block bootstrap over dependency blocks; no multiplicity correction."
+    "Ranked per condition; a row without a rank covers only part of the split (reported, not ranked); in "
+    "brackets the rank's 95% block-bootstrap interval (rows whose intervals overlap are not told apart). "
+    "Target y: Forecast Spearman; target x: State fidelity (State as Forecast scores the same outputs "
+    "against y). Strict/exposed: Spearman on the cells whose origin is on or after / before the model's "
+    "knowledge cutoff. Usage as the submission's metadata states it (per episode; unknown is never 0). "
+    "95% intervals: block bootstrap over dependency blocks; no multiplicity correction."
 )
 
 
-def board_markdown(board: pd.DataFrame, extra: tuple[str, ...] = (), note: str = BOARD_NOTE) -> str:
-    """The leaderboard as a markdown table (``extra`` columns first, e.g. a track) and its note."""
+def board_markdown(board: pd.DataFrame, note: str = BOARD_NOTE) -> str:
+    """The leaderboard as a markdown table (the cells of ``index.html``) and its note."""
+    from rap_benchmark.evaluation.board.display import display_board
+    from rap_benchmark.evaluation.report.tables import to_markdown
+
     if board.empty:
         return "No accepted submissions.\n"
-    cols = [
-        c
-        for c in (
-            *extra,
-            "rank",
-            "model",
-            "condition",
-            "target",
-            "coverage",
-            "knowledge_cutoff",
-            "n_fields",
-            "n_episodes",
-            "n_invalid",
-            "spearman",
-            "spearman_lo",
-            "spearman_hi",
-            "tv",
-            "jsd",
-            "state_as_forecast",
-        )
-        if c in board
-    ]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in board[cols].itertuples(index=False):
-        lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
-    return "\n".join(lines) + f"\n\n{note}\n"
+    return to_markdown(display_board(board)) + f"\n{note}\n"

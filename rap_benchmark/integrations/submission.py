@@ -4,7 +4,10 @@ Both converters (``rap lm-eval-predictions`` and ``rap inspect-predictions``) en
 harness run becomes exactly what ``rap submit validate`` and ``rap leaderboard score`` read: the
 prediction file and ``<file>.meta.json`` beside it, whose ``model``, ``conditions`` and
 ``manifest_hash`` are read from the rows themselves (one model, one instance), so they cannot
-disagree with them.
+disagree with them. The metadata's ``usage`` (tokens, Search calls, cost per condition) is summed
+from the episode records the harness logged: Inspect reports each reply's tokens, lm-eval does
+not (its tokens are unknown, never 0); the cost comes from the packaged price table and is
+unknown for a model it does not list.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ def prediction_row(model: str, episode: dict[str, Any], answer: str | None, reco
     row["manifest_hash"] = episode["manifest_hash"]
     row["n_search_calls"] = int(record.get("n_search_calls", 0))
     row["attempts"] = int(record.get("attempts", 0))
+    for column in ("prompt_tokens", "completion_tokens"):
+        value = record.get(column)
+        row[column] = int(value) if isinstance(value, int) and not isinstance(value, bool) else None
     return row
 
 
@@ -56,10 +62,17 @@ def prediction_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def submission_meta(
-    frame: pd.DataFrame, *, source: str, knowledge_cutoff: str | dt.date | None = None
+    frame: pd.DataFrame,
+    *,
+    source: str,
+    knowledge_cutoff: str | dt.date | None = None,
+    tokens_known: bool = True,
 ) -> dict[str, Any]:
-    """The metadata of a converted prediction frame (the keys ``rap submit validate`` checks)."""
+    """The metadata of a converted prediction frame (the keys ``rap submit validate`` checks),
+    with its ``usage`` summed from the rows (tokens unknown unless ``tokens_known``)."""
+    from rap_benchmark.agents.pricing import default_prices
     from rap_benchmark.evaluation.submissions import SubmissionMeta
+    from rap_benchmark.evaluation.usage import usage_from_rows
 
     if not len(frame):
         raise InputError("no predictions to submit")
@@ -84,20 +97,32 @@ def submission_meta(
         notes=f"converted from {source}",
         benchmark_version=BENCHMARK_VERSION,
     )
-    return meta.to_dict()
+    usage = usage_from_rows(frame, source=source, prices=default_prices(), tokens_known=tokens_known)
+    return {**meta.to_dict(), "usage": usage}
 
 
 def write_submission(
-    frame: pd.DataFrame, out: str | Path, *, source: str, knowledge_cutoff: str | dt.date | None = None
+    frame: pd.DataFrame,
+    out: str | Path,
+    *,
+    source: str,
+    knowledge_cutoff: str | dt.date | None = None,
+    tokens_known: bool = True,
 ) -> tuple[Path, Path]:
     """Write the prediction file ``out`` and ``out.meta.json``; return both paths.
 
-    The metadata is checked before anything is written, and each file is replaced atomically."""
+    ``tokens_known`` False (a harness that does not count tokens, e.g. lm-eval): the rows' token
+    columns are written as null and the usage states them as unknown. The metadata is checked
+    before anything is written, and each file is replaced atomically."""
     from rap_benchmark.evaluation.predictions import write_predictions
     from rap_benchmark.evaluation.submissions import META_SUFFIX
 
     out = Path(out)
-    meta = submission_meta(frame, source=source, knowledge_cutoff=knowledge_cutoff)
+    if not tokens_known:
+        frame = frame.assign(
+            **{c: pd.array([None] * len(frame), "Int64") for c in ("prompt_tokens", "completion_tokens") if c in frame}
+        )
+    meta = submission_meta(frame, source=source, knowledge_cutoff=knowledge_cutoff, tokens_known=tokens_known)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
     write_predictions(frame, tmp)

@@ -9,11 +9,13 @@ outside this package uses; every other function is private to its module (``pars
 
 from rap_benchmark.evaluation.scoring.aggregate import field_macro
 from rap_benchmark.evaluation.scoring.baselines import BASELINE_NAMES, baseline_forecasts, tune_baselines
+from rap_benchmark.evaluation.scoring.bootstrap import rank_intervals
 from rap_benchmark.evaluation.scoring.exposure import exposure_masks, load_registry, strict_lookup
 from rap_benchmark.evaluation.scoring.metrics import rank_correlation, spearman
 from rap_benchmark.evaluation.scoring.parse import parse_answer
 from rap_benchmark.evaluation.scoring.reliability import reliability
 from rap_benchmark.evaluation.scoring.score import (
+    block_of_field,
     episode_arrays,
     exposure_table,
     leaderboard,
@@ -29,6 +31,7 @@ from rap_benchmark.evaluation.scoring.score import (
 __all__ = [
     "BASELINE_NAMES",
     "baseline_forecasts",
+    "block_of_field",
     "episode_arrays",
     "exposure_masks",
     "exposure_table",
@@ -40,6 +43,7 @@ __all__ = [
     "per_origin_table",
     "policy_table",
     "prediction_weights",
+    "rank_intervals",
     "rank_correlation",
     "reliability",
     "revision_table",

@@ -14,7 +14,7 @@ are not resampling units. Randomness comes only from ``np.random.default_rng(see
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,6 +58,22 @@ class Interval:
         }
 
 
+def draw_weights(n_units: int, n_resamples: int, seed: int) -> Iterator[NDArray[np.float64]]:
+    """The bootstrap's unit draws, in chunks: row r counts how often each of ``n_units`` units was
+    drawn in resample r (``n_units`` draws with replacement). Every statistic of this module, and
+    the rank intervals, see the same draws for the same (n_units, n_resamples, seed)."""
+    if n_units == 0:
+        raise ValueError("no resampling unit carries data")
+    if n_resamples < 1:
+        raise ValueError("n_resamples must be >= 1")
+    rng = np.random.default_rng(seed)
+    for start in range(0, n_resamples, _CHUNK):
+        size = min(_CHUNK, n_resamples - start)
+        draws = rng.integers(0, n_units, size=(size, n_units))
+        flat = (draws + (np.arange(size) * n_units)[:, None]).ravel()
+        yield np.bincount(flat, minlength=size * n_units).reshape(size, n_units).astype(np.float64)
+
+
 def resample_statistics(
     unit_sums: NDArray[np.float64], unit_counts: NDArray[np.float64], *, n_resamples: int, seed: int
 ) -> NDArray[np.float64]:
@@ -66,20 +82,52 @@ def resample_statistics(
     ``unit_sums[b]`` is the sum of the field means in unit b and ``unit_counts[b]`` its number of
     fields; each resample draws len(units) units with replacement.
     """
-    n_units = unit_sums.shape[0]
-    if n_units == 0:
-        raise ValueError("no resampling unit carries data")
-    if n_resamples < 1:
-        raise ValueError("n_resamples must be >= 1")
-    rng = np.random.default_rng(seed)
     out = np.empty(n_resamples, dtype=np.float64)
-    for start in range(0, n_resamples, _CHUNK):
-        size = min(_CHUNK, n_resamples - start)
-        draws = rng.integers(0, n_units, size=(size, n_units))
-        flat = (draws + (np.arange(size) * n_units)[:, None]).ravel()
-        weights = np.bincount(flat, minlength=size * n_units).reshape(size, n_units).astype(np.float64)
-        out[start : start + size] = (weights @ unit_sums) / (weights @ unit_counts)
+    start = 0
+    for weights in draw_weights(unit_sums.shape[0], n_resamples, seed):
+        out[start : start + len(weights)] = (weights @ unit_sums) / (weights @ unit_counts)
+        start += len(weights)
     return out
+
+
+def rank_intervals(
+    values: Sequence[ArrayLike],
+    field_ids: Sequence[ArrayLike],
+    block_of_field: Mapping[str, str],
+    *,
+    n_resamples: int,
+    seed: int,
+    level: float = 0.95,
+) -> NDArray[np.int64]:
+    """Percentile intervals of each entry's rank (1 = highest field-macro mean) under the block
+    bootstrap: every entry is recomputed on the same block draws in each resample, ranked there
+    (ties share the better rank; an entry without data in a draw ranks last), and the interval is
+    the ``level`` quantiles of its ranks. Returns an (n, 2) integer array of (lo, hi) ranks.
+    """
+    from scipy.stats import rankdata
+
+    if len(values) != len(field_ids):
+        raise ValueError("values and field_ids differ in length")
+    tables = [field_table(v, f) for v, f in zip(values, field_ids, strict=True)]
+    blocks = sorted({str(block_of_field[str(f)]) for t in tables for f in t.field_ids[t.has_data].tolist()})
+    index = {b: i for i, b in enumerate(blocks)}
+    sums = np.zeros((len(tables), len(blocks)))
+    counts = np.zeros((len(tables), len(blocks)))
+    for k, t in enumerate(tables):
+        for f, m in zip(t.field_ids[t.has_data].tolist(), t.means[t.has_data].tolist(), strict=True):
+            b = index[str(block_of_field[str(f)])]
+            sums[k, b] += m
+            counts[k, b] += 1
+    ranks = np.empty((n_resamples, len(tables)))
+    start = 0
+    for weights in draw_weights(len(blocks), n_resamples, seed):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            stats = (weights @ sums.T) / (weights @ counts.T)
+        ranks[start : start + len(weights)] = rankdata(np.where(np.isnan(stats), np.inf, -stats), "min", axis=1)
+        start += len(weights)
+    lo = np.quantile(ranks, (1 - level) / 2, axis=0, method="lower")
+    hi = np.quantile(ranks, (1 + level) / 2, axis=0, method="higher")
+    return np.column_stack([lo, hi]).astype(np.int64)
 
 
 def _interval(

@@ -1,0 +1,214 @@
+"""The leaderboard as a Hugging Face dataset repo: ``rap leaderboard export-hf``.
+
+Layout, the same as the instance repos (``rap_manifest.json`` verified before ``rap publish``
+uploads it, so the board is published by the same path)::
+
+    <HUB_DIR>/<org>/<name>/README.md                       card; YAML ``configs:`` per track and table
+    <HUB_DIR>/<org>/<name>/data/<config>/<split>.parquet   retrospective, forecast_live, contrasts,
+                                                           submissions (one row per submission and condition)
+    <HUB_DIR>/<org>/<name>/rap_manifest.json               rows, content hash and sha256 per file; the board's meta
+
+The card states what every number was computed against: the instance and its manifest hash, the
+benchmark and scorer versions, the bootstrap resamples and seed, and each submission's metadata.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.fsio import atomic_write_text
+from rap_benchmark.hub.layout import MANIFEST_FILE
+
+BOARD_REPO = "leaderboard"
+TRACK_CONFIGS = {"leaderboard.csv": "retrospective", "leaderboard_live.csv": "forecast_live"}
+USAGE_FIELDS = ("episodes", "input_tokens", "output_tokens", "search_calls", "cost_usd")
+
+
+def split_name(split: str) -> str:
+    """A Hugging Face split name for a board's split (``all`` is reserved by ``datasets``)."""
+    return "all_splits" if split == "all" else split
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    if not path.is_file() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    try:
+        return pd.read_csv(path, keep_default_na=True)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def submission_rows(verdicts: list[dict[str, Any]], track: str) -> pd.DataFrame:
+    """One row per (submission, declared condition): verdict, metadata and stated usage (null: unknown)."""
+    rows = []
+    for v in verdicts:
+        meta = v.get("meta") or {}
+        usage = meta.get("usage") or {}
+        by = usage.get("by_condition") or {}
+        for cond in meta.get("conditions") or [None]:
+            entry = by.get(cond) or {}
+            rows.append(
+                {
+                    "track": track,
+                    "submission": Path(str(v.get("submission") or v.get("reveal") or "")).name,
+                    "accepted": bool(v.get("accepted")),
+                    "model": meta.get("model"),
+                    "condition": cond,
+                    "knowledge_cutoff": meta.get("knowledge_cutoff"),
+                    "tools": ",".join(meta.get("tools") or []),
+                    "submitter": meta.get("submitter"),
+                    "benchmark_version": meta.get("benchmark_version"),
+                    "usage_source": usage.get("source"),
+                    "prices_as_of": usage.get("prices_as_of"),
+                    **{f"usage_{k}": entry.get(k) for k in USAGE_FIELDS},
+                    "problems": len(v.get("problems") or []),
+                }
+            )
+    frame = pd.DataFrame(rows)
+    for k in USAGE_FIELDS:
+        column = f"usage_{k}"
+        if column in frame:
+            frame[column] = frame[column].astype("float64")
+    return frame
+
+
+def board_tables(board_dirs: list[Path]) -> tuple[dict[str, dict[str, pd.DataFrame]], dict[str, Any]]:
+    """config -> split -> table from one or more board folders (``rap leaderboard score --out``,
+    with or without ``--live``), and the board's meta (from ``board.json``)."""
+    configs: dict[str, dict[str, pd.DataFrame]] = {}
+    meta: dict[str, Any] = {}
+    subs: list[pd.DataFrame] = []
+    for folder in board_dirs:
+        if not folder.is_dir():
+            raise InputError(f"no board folder at {folder}")
+        found = [n for n in TRACK_CONFIGS if (folder / n).is_file()]
+        if not found:
+            raise InputError(f"{folder} holds no leaderboard.csv or leaderboard_live.csv (run rap leaderboard score)")
+        if (folder / "board.json").is_file():
+            this = json.loads((folder / "board.json").read_text(encoding="utf-8"))
+            if meta and this.get("manifest_hash") != meta.get("manifest_hash"):
+                raise InputError(f"{folder} was scored against another instance than {board_dirs[0]}")
+            meta = meta or this
+        for name in found:
+            config = TRACK_CONFIGS[name]
+            board = _read_csv(folder / name)
+            split = split_name(
+                str(board["split"].iloc[0]) if "split" in board and len(board) else str(meta.get("split", "test"))
+            )
+            if config in configs and split in configs[config]:
+                raise InputError(f"two boards of track {config}, split {split}")
+            configs.setdefault(config, {})[split] = board
+            verdict_file = folder / ("submissions.json" if config == "retrospective" else "reveals.json")
+            if verdict_file.is_file():
+                subs.append(submission_rows(json.loads(verdict_file.read_text(encoding="utf-8")), config))
+        contrasts = _read_csv(folder / "contrasts.csv")
+        if len(contrasts):
+            configs.setdefault("contrasts", {})[split_name(str(meta.get("split", "test")))] = contrasts
+    if subs:
+        configs["submissions"] = {"submissions": pd.concat(subs, ignore_index=True)}
+    return configs, meta
+
+
+def _card(repo: str, configs: dict[str, dict[str, Any]], meta: dict[str, Any], subs: pd.DataFrame) -> str:
+    import yaml
+
+    front = {
+        "pretty_name": "RAP leaderboard",
+        "license": "cc-by-4.0",
+        "language": ["en"],
+        "tags": ["rap-benchmark", "leaderboard", "forecasting"],
+        "configs": [
+            {
+                "config_name": name,
+                **({"default": True} if name == "retrospective" else {}),
+                "data_files": [{"split": s, "path": info["path"]} for s, info in splits.items()],
+            }
+            for name, splits in configs.items()
+        ],
+    }
+    lines = [
+        "---",
+        yaml.safe_dump(front, sort_keys=False).rstrip(),
+        "---",
+        "",
+        "# RAP leaderboard",
+        "",
+        "Scores of the submissions to the RAP benchmark (research forecasting with LLM agents), one row per "
+        "model and condition, with their cost beside them.",
+        "",
+        "## Scored against",
+        "",
+        f"- instance: `{meta.get('instance')}` (version {meta.get('instance_version')})",
+        f"- instance manifest hash: `{meta.get('manifest_hash')}`",
+        f"- benchmark version: {meta.get('benchmark_version')}; scorer: rap_benchmark {meta.get('scorer_version')}",
+        f"- split: {meta.get('split')}; bootstrap: {meta.get('n_resamples')} block resamples, seed {meta.get('seed')}",
+        "",
+        "## Configs",
+        "",
+        "- `retrospective`: the retrospective track (`rap leaderboard score`); `forecast_live`: the Forecast-Live "
+        "track (sealed forecasts, `rap leaderboard score --live`).",
+        "- Columns: `rank` (complete rows only) with `rank_lo`/`rank_hi` (95% block-bootstrap rank interval), "
+        "`spearman` with `spearman_lo`/`spearman_hi` (field-macro, 95% block bootstrap), `tv`, `jsd`, "
+        "`spearman_strict`/`spearman_exposed` (cells on or after / before the stated knowledge cutoff), and the "
+        "usage as the submission stated it: `input_tokens`, `output_tokens`, `search_calls`, `cost_usd`, each in "
+        "total and `_per_episode`. A null is unknown, never zero.",
+        "- `contrasts`: candidate minus reference on the cells both cover (the same block bootstrap as the scores).",
+        "- `submissions`: every submission's verdict and metadata, one row per declared condition.",
+        "",
+        "## Submissions",
+        "",
+        "| submission | model | condition | accepted | knowledge cutoff | usage from |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in subs.to_dict(orient="records") if len(subs) else []:
+        lines.append(
+            f"| {r['submission']} | {r['model']} | {r['condition']} | {'yes' if r['accepted'] else 'no'} | "
+            f"{r['knowledge_cutoff'] or 'unknown'} | {r['usage_source'] or 'unknown'} |"
+        )
+    lines += [
+        "",
+        "## Load",
+        "",
+        "```python",
+        "import datasets",
+        f'board = datasets.load_dataset("{repo}", "retrospective")',
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def export_board(
+    board_dirs: list[str | Path], hub_dir: str | Path, *, org: str = "rap", name: str = BOARD_REPO
+) -> Path:
+    """Write the board folders as one dataset repo ``<hub_dir>/<org>/<name>``; return its folder."""
+    from rap_benchmark.hub.export import _write_table
+
+    configs, meta = board_tables([Path(d) for d in board_dirs])
+    repo_dir = Path(hub_dir) / org / name
+    staging = repo_dir.with_name(f".{name}.building")
+    if staging.exists():
+        shutil.rmtree(staging)
+    staging.mkdir(parents=True)
+    manifest: dict[str, Any] = {
+        "repo": f"{org}/{name}",
+        "benchmark_version": meta.get("benchmark_version"),
+        "manifest_hash": meta.get("manifest_hash"),
+        "instance": meta.get("instance"),
+        "board": meta,
+        "configs": {c: {s: _write_table(staging, c, s, f) for s, f in splits.items()} for c, splits in configs.items()},
+        "withheld": {},
+    }
+    atomic_write_text(staging / MANIFEST_FILE, json.dumps(manifest, sort_keys=True, indent=1) + "\n")
+    subs = configs.get("submissions", {}).get("submissions", pd.DataFrame())
+    atomic_write_text(staging / "README.md", _card(f"{org}/{name}", manifest["configs"], meta, subs))
+    if repo_dir.exists():
+        shutil.rmtree(repo_dir)
+    staging.rename(repo_dir)
+    return repo_dir
