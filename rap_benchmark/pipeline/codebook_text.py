@@ -24,7 +24,12 @@ import numpy as np
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Direction
 from rap_benchmark.pipeline.phrases import PhraseTable, maximal_phrases, rank_phrases
 
-__all__ = ["N_EXEMPLARS", "write_directions"]
+__all__ = ["N_EXEMPLARS", "FieldUnfit", "write_directions"]
+
+
+class FieldUnfit(ValueError):
+    """A field whose pre-cutoff papers cannot hold eight directions (the build drops it)."""
+
 
 N_EXEMPLARS = 5
 DEFINITION_PHRASES = 3
@@ -52,7 +57,7 @@ def _pick_names(field_name: str, ranked: list[list[str]]) -> list[str]:
         free = [k for k in options if k not in taken]
         pick = next((k for k in free if not any(_nested(k, t) for t in taken)), free[0] if free else None)
         if pick is None:
-            raise ValueError(f"no distinct phrase names a direction of {field_name!r}")
+            raise FieldUnfit(f"no distinct phrase names a direction of {field_name!r}")
         taken.append(pick)
         keys.append(pick)
     return keys
