@@ -254,3 +254,33 @@ def test_a_field_that_cannot_hold_eight_directions_is_dropped_and_listed_never_r
     assert sorted(d["field_id"] for d in summary["least_cohesive"]) == ["f000", "f001"]
     pd.testing.assert_frame_equal(frozen.label(papers), asg, check_dtype=False)
 
+
+def test_name_fit_counts_precision_coverage_and_field_share_by_hand() -> None:
+    from rap_benchmark.audit.codebook import name_fit
+
+    names = ["Graph Neural Networks", "speech recognition"] + [f"topic {k}" for k in DIRECTION_KEYS[2:]]
+    cb = Codebook(
+        "f000", "F", "d", tuple(Direction(k, n, "d", "i", "e", ()) for k, n in zip(DIRECTION_KEYS, names, strict=True))
+    )
+    texts = [
+        ("graph neural networks for molecules", "D0"),
+        ("Graph Neural Networks at scale", "D0"),
+        ("message passing", "D0"),
+        ("speech recognition with graph neural networks", "D1"),
+        ("spoken language", "D1"),
+        ("late paper on graph neural networks", "D1"),  # after the cutoff: not counted
+    ]
+    papers = pd.DataFrame(
+        {
+            "arxiv_id": [f"p{i}" for i in range(6)],
+            "title": [t for t, _ in texts],
+            "abstract": "",
+            "date": ["2024-01-01"] * 5 + ["2025-01-01"],
+        }
+    )
+    asg = papers[["arxiv_id", "date"]].assign(field_id="f000", primary=[p for _, p in texts])
+    fit = name_fit(papers, asg, {"f000": cb}, CUTOFF).set_index("key")
+    assert fit.loc["D0", "precision"] == pytest.approx(2 / 3) and fit.loc["D0", "coverage"] == pytest.approx(2 / 3)
+    assert fit.loc["D0", "field_share"] == pytest.approx(3 / 5)
+    assert fit.loc["D1", "precision"] == 1.0 and fit.loc["D1", "coverage"] == pytest.approx(1 / 2)
+    assert np.isnan(fit.loc["D2", "precision"]) and np.isnan(fit.loc["D2", "coverage"])
