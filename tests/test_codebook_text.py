@@ -284,3 +284,40 @@ def test_name_fit_counts_precision_coverage_and_field_share_by_hand() -> None:
     assert fit.loc["D0", "field_share"] == pytest.approx(3 / 5)
     assert fit.loc["D1", "precision"] == 1.0 and fit.loc["D1", "coverage"] == pytest.approx(1 / 2)
     assert np.isnan(fit.loc["D2", "precision"]) and np.isnan(fit.loc["D2", "coverage"])
+
+
+@pytest.mark.parametrize(
+    "fragment",
+    ["shown remarkable", "simple yet", "may help", "become increasingly", "building upon", "proposed method"],
+)
+def test_fragments_readers_flagged_are_not_names(fragment: str) -> None:
+    from rap_benchmark.pipeline.phrases import names_a_thing
+
+    assert not names_a_thing(fragment)
+
+
+@pytest.mark.parametrize(
+    "name", ["anomaly detection", "large language models", "retrieval-augmented generation", "model predictive control"]
+)
+def test_noun_phrases_are_names(name: str) -> None:
+    from rap_benchmark.pipeline.phrases import names_a_thing
+
+    assert names_a_thing(name)
+
+
+def test_inclusion_phrases_do_not_repeat_one_another() -> None:
+    from rap_benchmark.pipeline.codebook_text import _diverse
+
+    keys = ["graph neural networks", "graph neural network", "message passing", "neural networks", "node labels"]
+    assert _diverse(keys, ["graph neural networks"], 3) == ["message passing", "node labels"]
+    assert _diverse(keys, [], 2) == ["graph neural networks", "message passing"]
+
+
+def test_names_are_noun_phrases_no_field_wide_phrase_and_exclusions_avoid_the_field_name(built) -> None:
+    from rap_benchmark.pipeline.phrases import names_a_thing
+
+    _, _, codebooks = built
+    for cb in codebooks:
+        for d in cb.directions:
+            assert names_a_thing(d.name.lower()), d.name
+            assert cb.name.lower() not in d.exclusion.lower()

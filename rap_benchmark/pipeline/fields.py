@@ -485,12 +485,13 @@ def _field_names(
     """A distinct verbatim phrase naming each kept field, and a one-sentence definition.
 
     Phrases are ranked by class-based TF-IDF of the field's pre-cutoff papers against all other
-    pre-cutoff papers (:mod:`rap_benchmark.pipeline.phrases`); a field takes its best phrase no
+    pre-cutoff papers (:mod:`rap_benchmark.pipeline.phrases`), noun phrases only
+    (:func:`~rap_benchmark.pipeline.phrases.names_a_thing`); a field takes its best phrase no
     larger field took already (fields pick in order of pre-cutoff size).
     """
     from collections import Counter
 
-    from rap_benchmark.pipeline.phrases import phrase_table
+    from rap_benchmark.pipeline.phrases import names_a_thing, phrase_table
 
     pre_rows = np.flatnonzero(pre_mask)
     texts = (papers["title"].iloc[pre_rows] + ". " + papers["abstract"].iloc[pre_rows]).tolist()
@@ -508,7 +509,7 @@ def _field_names(
             (
                 (-(m / n_in) * math.log1p((m / n_in) / ((total[key] - m) / n_out + 1.0 / n_out)), key)
                 for key, m in inside.items()
-                if m >= 3
+                if m >= 3 and names_a_thing(key)
             ),
         )
         ranked = [key for _, key in scored]
