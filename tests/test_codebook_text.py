@@ -321,3 +321,13 @@ def test_names_are_noun_phrases_no_field_wide_phrase_and_exclusions_avoid_the_fi
         for d in cb.directions:
             assert names_a_thing(d.name.lower()), d.name
             assert cb.name.lower() not in d.exclusion.lower()
+
+
+def test_common_phrases_are_those_spread_over_the_fields() -> None:
+    from rap_benchmark.pipeline.codebook_text import common_phrases
+
+    texts = [f"Future research on {topic} models." for topic in ("protein folding", "speech coding", "graph cuts")] * 4
+    table = phrase_table(texts)
+    fields = [np.array([i, i + 3, i + 6, i + 9]) for i in range(3)]
+    common = common_phrases(table, fields)
+    assert "future research" in common and "protein folding" not in common

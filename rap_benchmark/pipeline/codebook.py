@@ -188,7 +188,7 @@ def build_codebooks(
     """
     from tqdm import tqdm
 
-    from rap_benchmark.pipeline.codebook_text import write_directions
+    from rap_benchmark.pipeline.codebook_text import common_phrases, write_directions
     from rap_benchmark.pipeline.phrases import phrase_table
 
     pre, docs = _pre_cutoff(papers, spec)
@@ -198,6 +198,7 @@ def build_codebooks(
     titles = pre["title"].astype(str).to_numpy(dtype=object)
     table = phrase_table((pre["title"] + ". " + pre["abstract"]).tolist())
     rows_by_field = _field_rows(pre, memberships)
+    common = common_phrases(table, [rows_by_field.get(fid, np.zeros(0, np.int64)) for fid in sorted(field_info)])
     codebooks: list[Codebook] = []
     spaces: dict[str, LocalSpace] = {}
     centroids: dict[str, np.ndarray] = {}
@@ -224,7 +225,9 @@ def build_codebooks(
         labels = np.argsort(order)[labels]
         info = field_info[fid]
         try:
-            directions = write_directions(info.name, table, rows, labels, sims, ids[rows], titles[rows], cents)
+            directions = write_directions(
+                info.name, table, rows, labels, sims, ids[rows], titles[rows], cents, common=common
+            )
         except FieldUnfit as exc:
             unfit[fid] = str(exc)
             continue

@@ -7,10 +7,11 @@ Given a field's pre-cutoff papers grouped into eight directions, each direction 
   completed to the longer phrase its papers actually use ("Segment Anything Model", not "Anything
   Model": :func:`~rap_benchmark.pipeline.phrases.maximal_phrases`), and kept only when they are
   noun phrases (:func:`~rap_benchmark.pipeline.phrases.names_a_thing`: no "shown remarkable", "may
-  help") used by at most ``GENERIC_SHARE`` of the field's papers. The name is the candidate that
-  best picks out the group within the field: the harmonic mean of its precision (of the field's
-  papers using it, the share in the group) and its coverage (of the group, the share using it),
-  distinct from (and not nested in) the names of larger siblings and the field's own name;
+  help") used by at most ``GENERIC_SHARE`` of the field's papers and not common to the corpus's
+  fields (:func:`common_phrases`: "future research", "deep learning"). The name is the candidate
+  that best picks out the group within the field: the F-score (beta 0.5, precision first) of its
+  precision (of the field's papers using it, the share in the group) and its coverage (of the
+  group, the share using it), distinct from (and not nested in) the names of larger siblings and the field's own name;
 * a **definition** built from its next distinguishing phrases and its most representative title;
 * an **inclusion** listing the direction's distinguishing phrases, taken by maximal marginal
   relevance so they do not repeat one another, and naming the phrase that best separates it from
@@ -23,14 +24,14 @@ Given a field's pre-cutoff papers grouped into eight directions, each direction 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Direction
 from rap_benchmark.pipeline.phrases import PhraseTable, maximal_phrases, names_a_thing, rank_phrases
 
-__all__ = ["N_EXEMPLARS", "FieldUnfit", "write_directions"]
+__all__ = ["N_EXEMPLARS", "FieldUnfit", "common_phrases", "write_directions"]
 
 
 class FieldUnfit(ValueError):
@@ -44,6 +45,11 @@ CANDIDATES = 60
 """Phrases ranked per direction (class-based TF-IDF against its siblings) before filtering."""
 GENERIC_SHARE = 0.20
 """A phrase used by more than this share of the field's papers names nothing within it."""
+COMMON_IN_FIELD = 0.01
+COMMON_FIELDS = 0.25
+"""A phrase in at least COMMON_IN_FIELD of the papers of COMMON_FIELDS of the fields is common."""
+NAME_BETA2 = 0.25
+"""beta squared of the name's F-score: precision counts more than coverage (beta = 0.5)."""
 MMR_OVERLAP = 0.5
 """Inclusion phrases sharing this much of their words (Jaccard) with an earlier one are skipped."""
 EXEMPLAR_POOL = 4 * N_EXEMPLARS
@@ -61,15 +67,19 @@ def _nested(a: str, b: str) -> bool:
     return f" {a} " in f" {b} " or f" {b} " in f" {a} "
 
 
+def _same_or_nested(a: str, b: str) -> bool:
+    return _nested(a, b) or _word_set(a) == _word_set(b)
+
+
 def _pick_names(field_name: str, ranked: list[list[str]]) -> list[str]:
-    """One phrase key per direction: the best not equal to or nested in a larger sibling's name
-    or the field's name (directions pick in key order, D0 first); the best unused one if every
+    """One phrase key per direction: the best not equal to (in singular form) or nested in a larger
+    sibling's name or the field's name (directions pick in key order, D0 first); the best unused one if every
     phrase is nested."""
     taken: list[str] = [field_name.lower()]
     keys: list[str] = []
     for options in ranked:
         free = [k for k in options if k not in taken]
-        pick = next((k for k in free if not any(_nested(k, t) for t in taken)), free[0] if free else None)
+        pick = next((k for k in free if not any(_same_or_nested(k, t) for t in taken)), free[0] if free else None)
         if pick is None:
             raise FieldUnfit(f"no distinct phrase names a direction of {field_name!r}")
         taken.append(pick)
@@ -77,10 +87,30 @@ def _pick_names(field_name: str, ranked: list[list[str]]) -> list[str]:
     return keys
 
 
-def _usable(key: str, field_counts: Counter[str], n_field: int, field_key: str) -> bool:
+def _usable(key: str, field_counts: Counter[str], n_field: int, field_key: str, common: Collection[str]) -> bool:
     """A phrase that can name or describe a direction: a noun phrase (not a fragment), used by at
-    most GENERIC_SHARE of the field's papers, and not the field's own name."""
-    return names_a_thing(key) and field_counts[key] <= GENERIC_SHARE * n_field and not _nested(key, field_key)
+    most GENERIC_SHARE of the field's papers, not a phrase common to the corpus's fields, and not
+    the field's own name."""
+    return (
+        names_a_thing(key)
+        and field_counts[key] <= GENERIC_SHARE * n_field
+        and key not in common
+        and not _nested(key, field_key)
+    )
+
+
+def common_phrases(table: PhraseTable, fields: Sequence[np.ndarray]) -> frozenset[str]:
+    """Phrases the whole corpus uses: found in at least COMMON_IN_FIELD of the papers of at least
+    COMMON_FIELDS of the fields (``fields``: each field's papers as rows of ``table``). Academic
+    filler ("future research", "superior performance") and umbrella terms ("deep learning",
+    "large language models") are spread over many fields; a field's topics are not."""
+    spread: Counter[str] = Counter()
+    for docs in fields:
+        counts: Counter[str] = Counter(key for d in docs for key in table.doc_keys[d])
+        floor = max(2.0, COMMON_IN_FIELD * len(docs))
+        spread.update(key for key, c in counts.items() if c >= floor)
+    need = max(2.0, COMMON_FIELDS * len(fields))
+    return frozenset(key for key, c in spread.items() if c >= need)
 
 
 def _word_set(key: str) -> frozenset[str]:
@@ -113,12 +143,14 @@ def write_directions(
     ids: np.ndarray,
     titles: np.ndarray,
     centroids: np.ndarray,
+    common: Collection[str] = frozenset(),
 ) -> tuple[Direction, ...]:
     """The eight written directions of one field.
 
     ``docs``: the field's pre-cutoff papers as rows of ``table``; ``labels``: their direction
     (0..7); ``sims``: their cosine to each prototype; ``ids``/``titles`` aligned with ``docs``;
-    ``centroids``: the 8 prototypes (to find each direction's nearest sibling).
+    ``centroids``: the 8 prototypes (to find each direction's nearest sibling); ``common``: the
+    corpus's common phrases (:func:`common_phrases`), which name nothing.
     """
     groups = [np.flatnonzero(labels == k) for k in range(N_DIRECTIONS)]
     members = [docs[g] for g in groups]
@@ -133,14 +165,14 @@ def write_directions(
             options = [key for key, _, _ in rank_phrases(table, members[k], rest, min_docs=1, top=CANDIDATES)]
         complete = maximal_phrases(table, members[k])
         completed = list(dict.fromkeys(complete(key) for key in options))
-        usable = [key for key in completed if _usable(key, field_counts, n_field, field_key)] or completed
+        usable = [key for key in completed if _usable(key, field_counts, n_field, field_key, common)] or completed
         ranked.append(usable)
-        # the name: the phrase that best picks out the group within the field, the harmonic mean
-        # of its precision (in_k / field) and its coverage (in_k / n_k), i.e. 2 in_k / (field + n_k)
+        # the name: the phrase that best picks out the group within the field, F_beta of its
+        # precision p = in_k / field and coverage c = in_k / n_k, (1 + b2) in_k / (b2 n_k + field)
         wanted = set(usable)
         in_k: Counter[str] = Counter(key for d in members[k] for key in table.doc_keys[d] if key in wanted)
         n_k = len(members[k])
-        best = sorted(usable, key=lambda key: -2 * in_k[key] / (field_counts[key] + n_k))
+        best = sorted(usable, key=lambda key: -in_k[key] / (NAME_BETA2 * n_k + field_counts[key]))
         naming.append(best + [key for key in completed if key not in wanted])  # fallbacks, last
     keys = _pick_names(field_name, naming)
     names = [table.surface(key, members[k]) for k, key in enumerate(keys)]
@@ -158,7 +190,7 @@ def write_directions(
         exclude = {keys[k], keys[near], field_key}
 
         def usable(key: str) -> bool:
-            return _usable(key, field_counts, n_field, field_key)
+            return _usable(key, field_counts, n_field, field_key, common)
 
         own = _separating(table, members[k], members[near], exclude=exclude, usable=usable)
         theirs = _separating(table, members[near], members[k], exclude=exclude, usable=usable)

@@ -55,7 +55,8 @@ EDGE_WORDS: frozenset[str] = frozenset(
     yielding offer offers offering obtain obtains obtained obtaining propose proposes proposed
     proposing called known given based build builds building built aim aims aiming seek seeks
     consider considers considered considering focus focuses focusing address addresses addressing
-    tackle tackles remarkable impressive promising powerful various numerous diverse further crucial
+    tackle tackles suggest suggests indicate indicates highlight highlights reveal reveals due
+    findings shed remarkable impressive promising powerful various numerous diverse further crucial
     important significant challenging difficult limited able capable potential possible successful
     comprehensive prior previous current traditional conventional popular""".split()
 )
@@ -66,7 +67,7 @@ help", "become increasingly", "Building upon" are fragments, not names)."""
 END_WORDS: frozenset[str] = EDGE_WORDS | frozenset(
     """simple new large small high low better best good great strong key main major common general
     unified standard typical emerging growing fundamental critical open future efficient robust
-    accurate scalable novel effective""".split()
+    accurate scalable novel effective superior rapid promise number baselines years""".split()
 )
 """Adjectives that may start a name ("large language models") but never end one."""
 
