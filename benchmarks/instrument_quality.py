@@ -13,6 +13,9 @@ reports, side by side with the paper's figures:
   34/62 exact on single items);
 * the codebook's form: smallest direction share of a field's pre-cutoff papers (>= 0.03), names
   verbatim in their direction's pre-cutoff papers, names distinct within a field;
+* the names' fit (``rap_benchmark.audit.codebook.name_fit``): median precision (>= 0.80) and
+  coverage (>= 0.40) of the names on pre-cutoff memberships, the share of names found in more than
+  20% of their field's papers (<= 0.02), and the ten least cohesive fields of the build summary;
 * headroom on Test: reliability ceiling minus the best of Recent and EWMA (field-macro Spearman
   of the canonical target; paper 0.911 - 0.803 = 0.108), and the share of Test episodes where
   Recent already scores >= 0.95;
@@ -46,7 +49,14 @@ def field_macro(values: np.ndarray, fields: np.ndarray) -> float:
 
 
 def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
-    from rap_benchmark.audit.codebook import codebook_only_primary, direction_shares, names_distinct, names_verbatim
+    from rap_benchmark.audit.codebook import (
+        GENERIC_NAME_SHARE,
+        codebook_only_primary,
+        direction_shares,
+        name_fit,
+        names_distinct,
+        names_verbatim,
+    )
     from rap_benchmark.audit.parallel import parallel_agreement, second_instrument, slots_as_primary
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.evaluation.scoring.baselines import composition_array, ewma, fill_history, history_array, recent
@@ -79,6 +89,8 @@ def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
     shares = direction_shares(asg, cutoff)
     verbatim = names_verbatim(inst.papers, asg, inst.codebooks, cutoff)
     distinct = names_distinct(inst.codebooks)
+    fit = name_fit(inst.papers, asg, inst.codebooks, cutoff)
+    least = inst.ledger.get("derived", {}).get("fields", {}).get("least_cohesive")
 
     eps = inst.episodes
     test = eps.loc[(eps["policy"] == "canonical") & (eps["split"] == "test")].reset_index(drop=True)
@@ -103,6 +115,10 @@ def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
         "min_direction_share": float(np.nanmin(shares.to_numpy())),
         "names_verbatim_share": float(verbatim["verbatim"].mean()),
         "names_distinct_share": float(distinct.mean()),
+        "name_precision_median": float(fit["precision"].median()),
+        "name_coverage_median": float(fit["coverage"].median()),
+        "generic_name_share": float((fit["field_share"] > GENERIC_NAME_SHARE).mean()),
+        "least_cohesive_fields": None if least is None else [f"{d['name']} ({d['cohesion']:.3f})" for d in least],
         "recent_test": recent_test,
         "ewma_test": ewma_test,
         "ceiling_test": rel.ceiling,
@@ -119,6 +135,8 @@ def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
             "test_episodes": len(test),
             "parallel_s": round(t_parallel, 1),
             "median_n_x_test": float(test["n_x"].median()),
+            "name_precision_p10": float(fit["precision"].quantile(0.10)),
+            "name_coverage_p25": float(fit["coverage"].quantile(0.25)),
         },
     }
 

@@ -204,3 +204,94 @@ def test_report_carries_the_instrument_audit_table(mini, tmp_path) -> None:
     assert any(m.startswith("frozen instrument vs latent truth: exact") for m in measures)
     assert ((table["lo"] <= table["estimate"]) & (table["estimate"] <= table["hi"])).all()
     assert "Instrument audit" in result.html.read_text(encoding="utf-8")
+
+
+def test_audit_sheet_asks_for_a_rating_of_every_direction_of_every_sampled_field(mini, tmp_path) -> None:
+    from rap_benchmark.audit.human import save_sample
+    from rap_benchmark.audit.readability import RATINGS
+
+    fields = mini.field_ids[:3]
+    sample = design_sample(mini.papers, mini.assignments, mini.codebooks, fields, mini.spec.codebook_cutoff, seed=3)
+    d = sample.directions
+    assert d[["field_id", "key"]].values.tolist() == [[f, k] for f in fields for k in DIRECTION_KEYS]
+    assert d["rating"].eq("").all() and d["name"].tolist()[:8] == [x.name for x in mini.codebooks[fields[0]].directions]
+    paths = save_sample(sample, tmp_path / "sheet")
+    back = pd.read_csv(paths["directions"], dtype=str, keep_default_na=False)
+    assert len(back) == 8 * len(fields) and "rating" in back.columns
+    form = (tmp_path / "sheet" / "sheet.html").read_text(encoding="utf-8")
+    assert form.count('<select name="rating">') == 8 * len(fields)
+    assert all(f"<option>{r}</option>" in form for r in RATINGS) and "downloadRatings()" in form
+    for aid in sample.key["arxiv_id"]:
+        assert aid not in form
+
+
+def _write(path, rows: list[tuple], columns: tuple[str, ...]) -> str:
+    pd.DataFrame(rows, columns=list(columns)).to_csv(path, index=False)
+    return str(path)
+
+
+def test_audit_analyse_two_readers_gives_the_hand_computed_shares(mini_dir, tmp_path, capsys) -> None:
+    """Two made-up readers of six items in two fields and of their sixteen directions, through the CLI;
+    every share below is counted by hand from the rows."""
+    import json
+
+    from rap_benchmark.cli import main
+
+    key = _write(
+        tmp_path / "key.csv",
+        [
+            ("i1", "f000", "p1", "cell:single/pre", "single/pre", "D0", "", "single"),
+            ("i2", "f000", "p2", "cell:single/post", "single/post", "D1", "", "single"),
+            ("i3", "f000", "p3", "cell:boundary/pre", "boundary/pre", "D2", "D3", "boundary"),
+            ("i4", "f001", "p4", "cell:single/pre", "single/pre", "D0", "", "single"),
+            ("i5", "f001", "p5", "cell:boundary/post", "boundary/post", "D1", "D2", "boundary"),
+            ("i6", "f001", "p6", "population", "boundary/post", "D4", "D5", "bridge"),
+        ],
+        ("item_id", "field_id", "arxiv_id", "stratum", "cell", "primary", "secondary", "type"),
+    )
+    cols = ("item_id", "member", "primary", "secondary", "clarity", "confidence")
+    # reader a: exact on i1, i4, i5; i3 inside the pair; i2 and i6 wrong
+    a = _write(
+        tmp_path / "a.csv",
+        [(f"i{i}", "yes", p, "", "clear", "high") for i, p in enumerate(["D0", "D2", "D3", "D0", "D1", "D6"], 1)],
+        cols,
+    )
+    # reader b agrees with a on i1, i5, i6
+    b = _write(
+        tmp_path / "b.csv",
+        [(f"i{i}", "yes", p, "", "clear", "high") for i, p in enumerate(["D0", "D1", "D2", "D7", "D1", "D6"], 1)],
+        cols,
+    )
+    c, p, n = "coherent", "partly", "not a direction"
+    ra = [c] * 5 + [p, p, n] + [c] * 6 + [p, n]
+    rb = [c] * 4 + [n, p, p, p] + [c] * 8
+    slots = [(f, k) for f in ("f000", "f001") for k in DIRECTION_KEYS]
+    rcols = ("field_id", "key", "rating")
+    ra_path = _write(tmp_path / "ra.csv", [(*s, r) for s, r in zip(slots, ra, strict=True)], rcols)
+    rb_path = _write(tmp_path / "rb.csv", [(*s, r.upper()) for s, r in zip(slots, rb, strict=True)], rcols)
+
+    argv = ["audit", "analyse", str(mini_dir), key, a, b, "--ratings", ra_path, "--ratings", rb_path]
+    assert main([*argv, "--json", "--resamples", "50", "--permutations", "99"]) == 0
+    out = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    r1 = out["reader_1"]
+    assert r1["exact_primary_match"]["estimate"] == pytest.approx(3 / 6)
+    assert r1["exact_primary_match_single"]["estimate"] == pytest.approx(2 / 3)
+    assert r1["within_pair_match"]["estimate"] == pytest.approx(2 / 3)
+    assert out["readers"]["readers_primary_agree"]["estimate"] == pytest.approx(3 / 6)
+    assert out["readers"]["readers_primary_agree_single"]["estimate"] == pytest.approx(1 / 3)
+    assert out["readers"]["readers_primary_agree_others"]["estimate"] == pytest.approx(2 / 3)
+    shares = out["direction_ratings"]
+    assert shares["coherent_by_both"]["estimate"] == pytest.approx(10 / 16)
+    assert shares["not_a_direction_by_either"]["estimate"] == pytest.approx(3 / 16)
+    assert shares["readers_rate_alike"]["estimate"] == pytest.approx(12 / 16)
+    assert shares["coherent_by_both"]["lo"] <= 10 / 16 <= shares["coherent_by_both"]["hi"]
+    # one reader alone: plain shares
+    assert main(["audit", "analyse", str(mini_dir), key, a, "--ratings", ra_path, "--json", "--resamples", "50"]) == 0
+    one = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["direction_ratings"]
+    assert [one[k]["estimate"] for k in ("coherent", "partly", "not_a_direction")] == pytest.approx(
+        [11 / 16, 3 / 16, 2 / 16]
+    )
+    # a rating outside the three is one line, exit 2
+    bad = _write(tmp_path / "bad.csv", [("f000", "D0", "great")], rcols)
+    assert main(["audit", "analyse", str(mini_dir), key, a, "--ratings", bad]) == 2
+    assert "unknown rating" in capsys.readouterr().err

@@ -66,7 +66,7 @@ def _one_field(papers: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, FieldInfo]
 def built() -> tuple[pd.DataFrame, pd.DataFrame, list[Codebook]]:
     papers = _corpus(30, seed=1)
     mem, info = _one_field(papers)
-    codebooks, protos = build_codebooks(papers, mem, info, SPEC)
+    codebooks, protos, _ = build_codebooks(papers, mem, info, SPEC)
     asg = assign_offline(papers, mem, codebooks, protos, SPEC)
     return papers, asg, codebooks
 
@@ -152,10 +152,10 @@ def test_codebooks_never_read_a_paper_dated_at_or_after_the_cutoff(seed: int, n_
     """Changing or dropping every paper dated >= cutoff leaves codebooks and prototypes unchanged."""
     papers = _corpus(n_per_topic, seed, n_topics=n_topics)
     mem, info = _one_field(papers)
-    codebooks, protos = build_codebooks(papers, mem, info, SPEC)
+    codebooks, protos, _ = build_codebooks(papers, mem, info, SPEC)
     garbled = garble_after(papers, CUTOFF, abstract="zzleak qqleak wwleak " * 10, keep_every=3)
     mem2, _ = _one_field(garbled)
-    codebooks2, protos2 = build_codebooks(garbled, mem2, info, SPEC)
+    codebooks2, protos2, _ = build_codebooks(garbled, mem2, info, SPEC)
     assert codebooks2 == codebooks
     assert protos2.features == protos.features and "zzleak" not in protos.features.unigrams
     np.testing.assert_array_equal(protos2.centroids["f000"], protos.centroids["f000"])
@@ -168,7 +168,7 @@ def test_two_builds_give_byte_identical_instrument_outputs(tmp_path: Path) -> No
     mem, info = _one_field(papers)
     digests = []
     for run in ("a", "b"):
-        codebooks, protos = build_codebooks(papers.sample(frac=1.0, random_state=len(run)), mem, info, SPEC)
+        codebooks, protos, _ = build_codebooks(papers.sample(frac=1.0, random_state=len(run)), mem, info, SPEC)
         asg = assign_offline(papers, mem, codebooks, protos, SPEC)
         (tmp_path / run).mkdir()
         write_json(tmp_path / run / "codebooks.json", [codebook_to_dict(cb) for cb in codebooks])
@@ -208,7 +208,7 @@ def test_frozen_real_text_instrument_labels_as_the_build_did(tmp_path: Path) -> 
     spec = SPEC.replace(n_fields=2, min_field_papers=20, extra={"field_lsa_dims": 20})
     mem, info, model = fit_fields(papers, spec)
     assert 1 <= len(info) <= 2 and all(fi.definition.startswith(f"Research on {fi.name}") for fi in info.values())
-    codebooks, protos = build_codebooks(papers, mem, info, spec)
+    codebooks, protos, _ = build_codebooks(papers, mem, info, spec)
     asg, calibration = calibrate_and_assign(papers, mem, codebooks, protos, spec)
     inst = frozen.FrozenInstrument(
         fields=model,
@@ -223,3 +223,111 @@ def test_frozen_real_text_instrument_labels_as_the_build_did(tmp_path: Path) -> 
     pd.testing.assert_frame_equal(
         again.label(papers).reset_index(drop=True), asg.reset_index(drop=True), check_dtype=False
     )
+
+
+def test_a_field_that_cannot_hold_eight_directions_is_dropped_and_listed_never_raised() -> None:
+    """Regression: at full scale ``eight_directions`` raised 'no eight directions of at least 8 papers
+    after 40 rounds' and took the whole build down. A field of identical papers cannot be split;
+    the build drops it, renumbers the rest, lists it in the summary and labels with the rest."""
+    from rap_benchmark.pipeline.build import _fit_offline_instrument
+
+    papers = _corpus(30, seed=2)
+    clones = pd.DataFrame(
+        {
+            "arxiv_id": [f"2399.{i:05d}" for i in range(60)],
+            "title": "Hamstring strain injuries in amateur football players",
+            "abstract": "Hamstring strain injuries recur in amateur football players; squad rotation lowers recurrence.",
+            "date": [(pd.Timestamp("2023-01-01") + pd.Timedelta(days=7 * i)).strftime("%Y-%m-%d") for i in range(60)],
+        }
+    )
+    papers = pd.concat([papers, clones]).sort_values(["date", "arxiv_id"]).reset_index(drop=True)
+    spec = SPEC.replace(n_fields=4, min_field_papers=20, extra={"field_lsa_dims": 20})
+    frozen, codebooks, asg = _fit_offline_instrument(papers, spec, progress=False)
+    summary = frozen.summary
+    assert summary["n_candidates"] == 3  # the fourth cluster is too small to be a candidate
+    assert len(summary["dropped"]) == 1 and "football" in summary["dropped"][0]["name"].lower()
+    assert "eight directions" in summary["dropped"][0]["reason"]
+    assert [cb.field_id for cb in codebooks] == ["f000", "f001"]
+    assert all(len(cb.directions) == 8 for cb in codebooks)
+    assert set(asg["field_id"]) == {"f000", "f001"} and not asg["arxiv_id"].str.startswith("2399.").any()
+    assert sorted(frozen.fields.memberships(papers)["field_id"].unique()) == ["f000", "f001"]
+    assert sorted(d["field_id"] for d in summary["least_cohesive"]) == ["f000", "f001"]
+    pd.testing.assert_frame_equal(frozen.label(papers), asg, check_dtype=False)
+
+
+def test_name_fit_counts_precision_coverage_and_field_share_by_hand() -> None:
+    from rap_benchmark.audit.codebook import name_fit
+
+    names = ["Graph Neural Networks", "speech recognition"] + [f"topic {k}" for k in DIRECTION_KEYS[2:]]
+    cb = Codebook(
+        "f000", "F", "d", tuple(Direction(k, n, "d", "i", "e", ()) for k, n in zip(DIRECTION_KEYS, names, strict=True))
+    )
+    texts = [
+        ("graph neural networks for molecules", "D0"),
+        ("Graph Neural Networks at scale", "D0"),
+        ("message passing", "D0"),
+        ("speech recognition with graph neural networks", "D1"),
+        ("spoken language", "D1"),
+        ("late paper on graph neural networks", "D1"),  # after the cutoff: not counted
+    ]
+    papers = pd.DataFrame(
+        {
+            "arxiv_id": [f"p{i}" for i in range(6)],
+            "title": [t for t, _ in texts],
+            "abstract": "",
+            "date": ["2024-01-01"] * 5 + ["2025-01-01"],
+        }
+    )
+    asg = papers[["arxiv_id", "date"]].assign(field_id="f000", primary=[p for _, p in texts])
+    fit = name_fit(papers, asg, {"f000": cb}, CUTOFF).set_index("key")
+    assert fit.loc["D0", "precision"] == pytest.approx(2 / 3) and fit.loc["D0", "coverage"] == pytest.approx(2 / 3)
+    assert fit.loc["D0", "field_share"] == pytest.approx(3 / 5)
+    assert fit.loc["D1", "precision"] == 1.0 and fit.loc["D1", "coverage"] == pytest.approx(1 / 2)
+    assert np.isnan(fit.loc["D2", "precision"]) and np.isnan(fit.loc["D2", "coverage"])
+
+
+@pytest.mark.parametrize(
+    "fragment",
+    ["shown remarkable", "simple yet", "may help", "become increasingly", "building upon", "proposed method"],
+)
+def test_fragments_readers_flagged_are_not_names(fragment: str) -> None:
+    from rap_benchmark.pipeline.phrases import names_a_thing
+
+    assert not names_a_thing(fragment)
+
+
+@pytest.mark.parametrize(
+    "name", ["anomaly detection", "large language models", "retrieval-augmented generation", "model predictive control"]
+)
+def test_noun_phrases_are_names(name: str) -> None:
+    from rap_benchmark.pipeline.phrases import names_a_thing
+
+    assert names_a_thing(name)
+
+
+def test_inclusion_phrases_do_not_repeat_one_another() -> None:
+    from rap_benchmark.pipeline.codebook_text import _diverse
+
+    keys = ["graph neural networks", "graph neural network", "message passing", "neural networks", "node labels"]
+    assert _diverse(keys, ["graph neural networks"], 3) == ["message passing", "node labels"]
+    assert _diverse(keys, [], 2) == ["graph neural networks", "message passing"]
+
+
+def test_names_are_noun_phrases_no_field_wide_phrase_and_exclusions_avoid_the_field_name(built) -> None:
+    from rap_benchmark.pipeline.phrases import names_a_thing
+
+    _, _, codebooks = built
+    for cb in codebooks:
+        for d in cb.directions:
+            assert names_a_thing(d.name.lower()), d.name
+            assert cb.name.lower() not in d.exclusion.lower()
+
+
+def test_common_phrases_are_those_spread_over_the_fields() -> None:
+    from rap_benchmark.pipeline.codebook_text import common_phrases
+
+    texts = [f"Future research on {topic} models." for topic in ("protein folding", "speech coding", "graph cuts")] * 4
+    table = phrase_table(texts)
+    fields = [np.array([i, i + 3, i + 6, i + 9]) for i in range(3)]
+    common = common_phrases(table, fields)
+    assert "future research" in common and "protein folding" not in common

@@ -164,10 +164,10 @@ def test_offline_codebooks_use_no_paper_at_or_after_the_cutoff(corpus: MiniCorpu
     fields = sorted(corpus.field_info)[:4]
     mem = corpus.memberships.loc[corpus.memberships["field_id"].isin(fields)]
     info = {f: corpus.field_info[f] for f in fields}
-    codebooks, protos = build_codebooks(corpus.papers, mem, info, SPEC)
+    codebooks, protos, _ = build_codebooks(corpus.papers, mem, info, SPEC)
     garbled = garble_after(corpus.papers, SPEC.codebook_cutoff, abstract="zzleak qqleak " * 20, keep_every=2)
     mem2 = mem.loc[mem["arxiv_id"].isin(set(garbled["arxiv_id"]))]
-    codebooks2, protos2 = build_codebooks(garbled, mem2, info, SPEC)
+    codebooks2, protos2, _ = build_codebooks(garbled, mem2, info, SPEC)
     assert codebooks2 == codebooks
     assert protos2.features == protos.features and "zzleak" not in protos.features.unigrams
     for f in fields:
@@ -189,7 +189,7 @@ def test_offline_codebook_directions_recover_the_latent_directions(corpus: MiniC
     """k-means directions match the generator's directions after Hungarian alignment."""
     fid = "f002"
     mem = corpus.memberships.loc[corpus.memberships["field_id"] == fid]
-    _, protos = build_codebooks(corpus.papers, mem, {fid: corpus.field_info[fid]}, SPEC)
+    _, protos, _ = build_codebooks(corpus.papers, mem, {fid: corpus.field_info[fid]}, SPEC)
     pre = corpus.papers.loc[corpus.papers["date"] < SPEC.codebook_cutoff]
     t = corpus.truth.loc[corpus.truth["field_id"] == fid].merge(pre[["arxiv_id"]])
     sub = pre.set_index("arxiv_id").loc[t["arxiv_id"]].reset_index()

@@ -10,6 +10,11 @@
 * :func:`names_verbatim`: whether each direction's name occurs verbatim in the title or abstract
   of a pre-cutoff paper whose frozen primary it is.
 * :func:`names_distinct`: whether a field's eight names are distinct (case-insensitive).
+* :func:`name_fit`: how well each name picks out its direction's papers: precision (of the
+  field's pre-cutoff papers whose title or abstract contains the name, the share whose frozen
+  primary is the direction), coverage (of the direction's pre-cutoff papers, the share that
+  contain its name) and the share of all the field's pre-cutoff papers that contain it (a name
+  found in much of the field separates nothing).
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ import pandas as pd
 
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook
 
-__all__ = ["codebook_only_primary", "direction_shares", "names_distinct", "names_verbatim"]
+__all__ = ["codebook_only_primary", "direction_shares", "name_fit", "names_distinct", "names_verbatim"]
+
+GENERIC_NAME_SHARE = 0.20
+"""A name found in more than this share of its field's pre-cutoff papers is generic."""
 
 EXCLUSION_WEIGHT = 0.5
 
@@ -111,3 +119,34 @@ def names_distinct(codebooks: dict[str, Codebook]) -> pd.Series:
     return pd.Series(
         {fid: len({d.name.lower() for d in cb.directions}) == len(cb.directions) for fid, cb in codebooks.items()}
     )
+
+
+def name_fit(
+    papers: pd.DataFrame, assignments: pd.DataFrame, codebooks: dict[str, Codebook], cutoff: str
+) -> pd.DataFrame:
+    """One row per direction: field_id, key, name, precision, coverage, field_share (see the module
+    docstring; case-insensitive, on pre-cutoff memberships; precision is NaN when no paper of the
+    field contains the name)."""
+    text = papers.set_index("arxiv_id")
+    pre = assignments.loc[assignments["date"].astype(str) < cutoff, ["arxiv_id", "field_id", "primary"]]
+    rows = []
+    for fid, g in pre.groupby("field_id", sort=True):
+        if fid not in codebooks:
+            continue
+        sub = text.loc[g["arxiv_id"]]
+        docs = (sub["title"].astype(str) + " \n " + sub["abstract"].astype(str)).str.lower()
+        primary = g["primary"].to_numpy()
+        for d in codebooks[fid].directions:
+            has = docs.str.contains(d.name.lower(), regex=False).to_numpy()
+            mine = primary == d.key
+            rows.append(
+                {
+                    "field_id": fid,
+                    "key": d.key,
+                    "name": d.name,
+                    "precision": float((has & mine).sum() / has.sum()) if has.any() else float("nan"),
+                    "coverage": float((has & mine).sum() / mine.sum()) if mine.any() else float("nan"),
+                    "field_share": float(has.mean()) if has.size else float("nan"),
+                }
+            )
+    return pd.DataFrame(rows, columns=["field_id", "key", "name", "precision", "coverage", "field_share"])

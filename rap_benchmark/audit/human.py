@@ -8,6 +8,8 @@ Three pieces, each pure over tables:
   but whose frozen primary is another direction). Returns the blind sheet (what the annotator
   sees: title, abstract, field definition, eight directions; never the frozen label, stratum or
   scoring rule) and a private key.
+  It also writes the direction sheet (:mod:`rap_benchmark.audit.readability`): every direction of
+  every sampled field, to be rated coherent / partly / not a direction.
 - ``analyse``: joins annotations with the key; membership reproduction, exact primary match,
   match within the instrument's declared pair, corpus-reweighted estimates sum_c pi_c zbar_c
   (and the Forecast version renormalised over the cells from the cutoff), field-resampled
@@ -28,6 +30,8 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.audit.align import direction_index
+from rap_benchmark.audit.intervals import Estimate, field_bootstrap
+from rap_benchmark.audit.readability import RATINGS, direction_sheet
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Codebook
 
@@ -71,6 +75,7 @@ def _directions_text(cb: Codebook) -> str:
 class AuditSample:
     sheet: pd.DataFrame  # blind: SHEET_COLUMNS only, answers blank
     key: pd.DataFrame  # private: item_id, field_id, arxiv_id, stratum, cell, primary, secondary, type
+    directions: pd.DataFrame  # blind: every direction of the sampled fields, ``rating`` blank
 
 
 def design_sample(
@@ -149,11 +154,36 @@ def design_sample(
     )
     for col in ANSWER_COLUMNS:
         sheet[col] = ""
-    return AuditSample(sheet=sheet[list(SHEET_COLUMNS)], key=key)
+    return AuditSample(
+        sheet=sheet[list(SHEET_COLUMNS)],
+        key=key,
+        directions=direction_sheet(codebooks, fields, paper["title"].to_dict(), hide=set(key["arxiv_id"])),
+    )
 
 
-def sheet_html(sheet: pd.DataFrame) -> str:
-    """A self-contained annotation form (no network): fill in, then download the answers CSV."""
+def _ratings_html(directions: pd.DataFrame) -> str:
+    """The direction-rating part of the form: each field's eight directions, one rating each."""
+    options = "".join(f"<option>{html.escape(r)}</option>" for r in RATINGS)
+    parts = []
+    for fid, group in directions.groupby("field_id", sort=False):
+        first = group.iloc[0]
+        rows = "".join(
+            f"""<div class="dir" data-field="{html.escape(fid)}" data-key="{html.escape(r.key)}">
+<h3>{html.escape(r.key)}: {html.escape(r.name)}</h3><p>{html.escape(r.definition)}</p>
+<p>{html.escape(r.inclusion)}</p><p>{html.escape(r.exclusion)}</p><pre>{html.escape(r.exemplars)}</pre>
+<label>A research direction? <select name="rating"><option></option>{options}</select></label></div>"""
+            for r in group.itertuples(index=False)
+        )
+        parts.append(
+            f"""<section class="field"><h2>Field: {html.escape(first.field_name)}</h2>
+<p>{html.escape(first.field_definition)}</p>{rows}</section>"""
+        )
+    return "".join(parts)
+
+
+def sheet_html(sheet: pd.DataFrame, directions: pd.DataFrame | None = None) -> str:
+    """A self-contained annotation form (no network): fill in, then download the answers CSV
+    (and, with ``directions``, the direction ratings CSV)."""
     items = []
     for r in sheet.itertuples(index=False):
         options = "".join(f'<option value="{k}">{k}</option>' for k in (*DIRECTION_KEYS, "other"))
@@ -181,23 +211,33 @@ function download(){
   const a=document.createElement("a");
   a.href=URL.createObjectURL(new Blob([lines.join("\\n")+"\\n"],{type:"text/csv"}));
   a.download="annotations.csv"; a.click();
+}
+function downloadRatings(){
+  const q=v=>'"'+String(v).replace(/"/g,'""')+'"';
+  const lines=["field_id,key,rating"];
+  document.querySelectorAll(".dir").forEach(d=>{
+    lines.push([q(d.dataset.field),q(d.dataset.key),q(d.querySelector("[name=rating]").value)].join(","));
+  });
+  const a=document.createElement("a");
+  a.href=URL.createObjectURL(new Blob([lines.join("\n")+"\n"],{type:"text/csv"}));
+  a.download="ratings.csv"; a.click();
 }"""
+    rating_part = ""
+    if directions is not None and len(directions):
+        rating_part = f"""<h1>Part 1: the directions ({len(directions)})</h1>
+<p>Rate each direction: <b>coherent</b> (one research programme a domain expert recognises and could
+sort papers by), <b>partly</b>, or <b>not a direction</b>.</p>
+{_ratings_html(directions)}
+<button onclick="downloadRatings()">Download direction ratings (CSV)</button>
+<h1>Part 2: the papers</h1>"""
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>RAP annotation sheet</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:auto}} .item{{border-bottom:1px solid #ccc;padding:1em 0}}
 label{{display:block;margin:.3em 0}} pre{{white-space:pre-wrap;background:#f6f6f6;padding:.5em}}</style>
-</head><body><h1>RAP annotation sheet ({len(sheet)} items)</h1>
+</head><body>{rating_part}<h1>RAP annotation sheet ({len(sheet)} items)</h1>
 <p>Judge each paper from its title and abstract against the field and its eight written directions.</p>
 {"".join(items)}
 <button onclick="download()">Download answers (CSV)</button><script>{script}</script></body></html>
 """
-
-
-@dataclass(frozen=True)
-class Estimate:
-    estimate: float
-    lo: float
-    hi: float
-    n: int
 
 
 def _reweighted(z: np.ndarray, cells: np.ndarray, pi: dict[str, float], keep: tuple[str, ...]) -> float:
@@ -208,6 +248,11 @@ def _reweighted(z: np.ndarray, cells: np.ndarray, pi: dict[str, float], keep: tu
     return float(
         sum(w * np.nanmean(z[cells == c]) for c, w in weights.items() if np.isfinite(z[cells == c]).any()) / total
     )
+
+
+def _mean(z: np.ndarray) -> float:
+    """Mean of the finite entries (NaN when there are none)."""
+    return float(np.nanmean(z)) if np.isfinite(z).any() else float("nan")
 
 
 def corpus_cell_shares(assignments: pd.DataFrame, cutoff: str) -> dict[str, float]:
@@ -227,7 +272,10 @@ def analyse(
     """Audit statistics with field-resampled percentile intervals.
 
     ``answers`` has item_id, member (yes/no), primary, secondary. Frozen-positive items are the
-    cell strata (every key row is a frozen membership).
+    cell strata (every key row is a frozen membership). On the items the reader accepts as
+    members: ``exact_primary_match`` (the reader's primary is the frozen one), the same on
+    ``single`` memberships (``exact_primary_match_single``), and ``within_pair_match``: on the
+    memberships with a declared pair (boundary and bridge), the reader's primary is one of the two.
     """
     df = key.merge(answers[["item_id", *ANSWER_COLUMNS]], on="item_id", how="inner", validate="one_to_one")
     member = (df["member"].astype(str).str.lower() == "yes").to_numpy(dtype=float)
@@ -243,26 +291,18 @@ def analyse(
     fields = df["field_id"].to_numpy()
     all_cells, post_cells = CELLS, tuple(c for c in CELLS if c.endswith("/post"))
 
+    single = df["type"].astype(str).to_numpy() == "single"
+    exact_single = np.where(single, exact, np.nan)
     stats: dict[str, Callable[[np.ndarray], float]] = {
         "membership_reproduction": lambda i: float(np.mean(member[i])) if i.size else float("nan"),
-        "exact_primary_match": lambda i: float(np.nanmean(exact[i])) if np.isfinite(exact[i]).any() else float("nan"),
-        "within_pair_match": lambda i: float(np.nanmean(in_pair[i])) if np.isfinite(in_pair[i]).any() else float("nan"),
+        "exact_primary_match": lambda i: _mean(exact[i]),
+        "exact_primary_match_single": lambda i: _mean(exact_single[i]),
+        "within_pair_match": lambda i: _mean(in_pair[i]),
         "exact_match_reweighted": lambda i: _reweighted(exact[i], cells[i], pi, all_cells),
         "exact_match_reweighted_forecast": lambda i: _reweighted(exact[i], cells[i], pi, post_cells),
         "membership_reweighted": lambda i: _reweighted(member[i], cells[i], pi, all_cells),
     }
-    uniq = np.unique(fields)
-    by_field = [np.flatnonzero(fields == f) for f in uniq]
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(uniq), size=(n_resamples, len(uniq)))
-    out: dict[str, Estimate] = {}
-    everything = np.arange(len(df))
-    for name, fn in stats.items():
-        boot = np.array([fn(np.concatenate([by_field[j] for j in row])) for row in draws])
-        boot = boot[np.isfinite(boot)]
-        lo, hi = np.percentile(boot, [2.5, 97.5]) if boot.size else (np.nan, np.nan)
-        out[name] = Estimate(fn(everything), float(lo), float(hi), len(df))
-    return out
+    return field_bootstrap(fields, stats, n_resamples=n_resamples, seed=seed)
 
 
 def marginals(labels: np.ndarray) -> np.ndarray:
@@ -317,9 +357,20 @@ def save_sample(sample: AuditSample, out_dir) -> dict[str, str]:
     out.mkdir(parents=True, exist_ok=True)
     with atomic_path(out / "sheet.csv") as tmp:
         sample.sheet.to_csv(tmp, index=False)
-    atomic_write_text(out / "sheet.html", sheet_html(sample.sheet))
+    with atomic_path(out / "directions.csv") as tmp:
+        sample.directions.to_csv(tmp, index=False)
+    atomic_write_text(out / "sheet.html", sheet_html(sample.sheet, sample.directions))
     with atomic_path(out / "key.private.csv") as tmp:
         sample.key.to_csv(tmp, index=False)
-    meta = {"n_items": len(sample.sheet), "fields": sorted(set(sample.key["field_id"]))}
+    meta = {
+        "n_items": len(sample.sheet),
+        "n_directions": len(sample.directions),
+        "fields": sorted(set(sample.directions["field_id"]) | set(sample.key["field_id"])),
+    }
     atomic_write_text(out / "sample.json", json.dumps(meta, indent=1, sort_keys=True) + "\n")
-    return {"sheet": str(out / "sheet.csv"), "form": str(out / "sheet.html"), "key": str(out / "key.private.csv")}
+    return {
+        "sheet": str(out / "sheet.csv"),
+        "directions": str(out / "directions.csv"),
+        "form": str(out / "sheet.html"),
+        "key": str(out / "key.private.csv"),
+    }

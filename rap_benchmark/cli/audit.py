@@ -13,7 +13,8 @@ EPILOG = """examples:
   rap audit parallel build/mini --out audit/parallel.csv
   rap audit truth build/mini
   rap audit sample build/mini --out audit/sheet --fields 6 --per-cell 2
-  rap audit analyse build/mini audit/sheet/key.private.csv annotations.csv
+  rap audit analyse build/mini audit/sheet/key.private.csv annotations.csv --ratings ratings.csv
+  rap audit analyse build/mini audit/sheet/key.private.csv a.csv b.csv --ratings ra.csv --ratings rb.csv
 """
 
 
@@ -108,6 +109,7 @@ def _analyse(args: argparse.Namespace) -> int:
 
     from rap_benchmark.audit.align import direction_index
     from rap_benchmark.audit.human import ANSWER_COLUMNS, KEY_COLUMNS, analyse, corpus_cell_shares, tv_permutation_test
+    from rap_benchmark.audit.readability import rating_shares, read_ratings, reader_agreement
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.errors import FileFormatError
 
@@ -117,32 +119,73 @@ def _analyse(args: argparse.Namespace) -> int:
         except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser and empty-data errors are ValueErrors
             raise FileFormatError(path, f"not a readable CSV ({exc})") from exc
 
+    if len(args.answers) > 2:
+        raise InputError(f"at most two readers' answers, not {len(args.answers)}")
+    if len(args.ratings or []) > 2:
+        raise InputError(f"at most two readers' --ratings, not {len(args.ratings)}")
     key = read_csv(args.key).replace({"": None})
-    answers = read_csv(args.answers)
-    for path, table, needed in ((args.key, key, KEY_COLUMNS), (args.answers, answers, ("item_id", *ANSWER_COLUMNS))):
-        missing = [c for c in needed if c not in table.columns]
+    missing = [c for c in KEY_COLUMNS if c not in key.columns]
+    if missing:
+        raise FileFormatError(args.key, f"missing column(s) {', '.join(missing)} (expected {', '.join(KEY_COLUMNS)})")
+    readers = []
+    for path in args.answers:
+        answers = read_csv(path)
+        needed = ("item_id", *ANSWER_COLUMNS)
+        missing = [c for c in needed if c not in answers.columns]
         if missing:
             raise FileFormatError(path, f"missing column(s) {', '.join(missing)} (expected {', '.join(needed)})")
+        unknown = sorted(set(answers["item_id"]) - set(key["item_id"]))
+        if unknown:
+            raise InputError(f"{path}: {len(unknown)} answered items are not in the key (e.g. {unknown[:3]})")
+        readers.append(answers)
+    ratings = []
+    for path in args.ratings or []:
+        try:
+            ratings.append(read_ratings(read_csv(path)))
+        except ValueError as exc:
+            raise FileFormatError(path, str(exc)) from exc
     inst = load_instance(args.dir)
-    unknown = sorted(set(answers["item_id"]) - set(key["item_id"]))
-    if unknown:
-        raise InputError(f"{len(unknown)} answered items are not in the key (e.g. {unknown[:3]})")
+    for path, table in zip(args.ratings or [], ratings, strict=True):
+        known = {(cb.field_id, d.key) for cb in inst.codebooks.values() for d in cb.directions}
+        stray = [f"{f} {k}" for f, k in zip(table["field_id"], table["key"], strict=True) if (f, k) not in known]
+        if stray:
+            raise InputError(f"{path}: {len(stray)} rated directions are not in {args.dir} (e.g. {stray[0]})")
     pi = corpus_cell_shares(inst.assignments, inst.spec.codebook_cutoff)
-    res = analyse(key, answers, pi, n_resamples=args.resamples, seed=args.seed)
-    out = {name: vars(est) for name, est in res.items()}
-    for name, est in res.items():
-        print(f"  {name:34s} {_fmt(est)}  (n={est.n})")
-    merged = key.merge(answers, on="item_id", suffixes=("_frozen", "_annotator"))
-    a = direction_index(merged["primary_frozen"].to_numpy())
-    b = direction_index(merged["primary_annotator"].to_numpy())
-    both = (a >= 0) & (b >= 0)
-    if both.sum() > 0:
-        perm = tv_permutation_test(a[both], b[both], n_permutations=args.permutations, seed=args.seed)
-        print(
-            f"  TV(instrument, annotator marginals) = {perm.tv:.3f}, exchangeable-disagreement p = {perm.p_value:.3f}"
-            f" (null 95th percentile {perm.null_q95:.3f}, {perm.n_items} paired items)"
-        )
-        out["tv_permutation"] = vars(perm)
+    out: dict[str, object] = {}
+    for r, answers in enumerate(readers):
+        res = analyse(key, answers, pi, n_resamples=args.resamples, seed=args.seed)
+        if len(readers) > 1:
+            print(f"reader {r + 1} ({args.answers[r]}):")
+        for name, est in res.items():
+            print(f"  {name:34s} {_fmt(est)}  (n={est.n})")
+        merged = key.merge(answers, on="item_id", suffixes=("_frozen", "_annotator"))
+        a = direction_index(merged["primary_frozen"].to_numpy())
+        b = direction_index(merged["primary_annotator"].to_numpy())
+        both = (a >= 0) & (b >= 0)
+        block: dict[str, object] = {name: vars(est) for name, est in res.items()}
+        if both.sum() > 0:
+            perm = tv_permutation_test(a[both], b[both], n_permutations=args.permutations, seed=args.seed)
+            print(
+                f"  TV(instrument, annotator marginals) = {perm.tv:.3f}, exchangeable-disagreement p = "
+                f"{perm.p_value:.3f} (null 95th percentile {perm.null_q95:.3f}, {perm.n_items} paired items)"
+            )
+            block["tv_permutation"] = vars(perm)
+        if len(readers) == 1:
+            out.update(block)
+        else:
+            out[f"reader_{r + 1}"] = block
+    if len(readers) == 2:
+        agree = reader_agreement(key, readers[0], readers[1], n_resamples=args.resamples, seed=args.seed)
+        print("reader against reader:")
+        for name, est in agree.items():
+            print(f"  {name:34s} {_fmt(est)}  (n={est.n})")
+        out["readers"] = {name: vars(est) for name, est in agree.items()}
+    if ratings:
+        shares = rating_shares(ratings, n_resamples=args.resamples, seed=args.seed)
+        print(f"directions rated ({len(ratings)} reader{'s' if len(ratings) > 1 else ''}):")
+        for name, est in shares.items():
+            print(f"  {name:34s} {_fmt(est)}  (n={est.n} directions)")
+        out["direction_ratings"] = {name: vars(est) for name, est in shares.items()}
     if args.json:
         print(json.dumps(out, sort_keys=True, default=float))
     return 0
@@ -201,7 +244,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument("dir")
     q.add_argument("key", help="key.private.csv written by `rap audit sample`")
-    q.add_argument("answers", help="annotations CSV (item_id, member, primary, secondary, clarity, confidence)")
+    q.add_argument(
+        "answers",
+        nargs="+",
+        help="annotations CSV (item_id, member, primary, secondary, clarity, confidence); "
+        "two readers' files also give reader-reader agreement",
+    )
+    q.add_argument(
+        "--ratings",
+        action="append",
+        metavar="CSV",
+        help="a reader's direction ratings (field_id, key, rating: the filled directions.csv or the "
+        "form's ratings.csv); give it twice for two readers",
+    )
     q.add_argument("--resamples", type=int, default=2000)
     q.add_argument("--permutations", type=int, default=9999)
     q.add_argument("--seed", type=int, default=0)

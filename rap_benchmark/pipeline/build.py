@@ -144,6 +144,7 @@ def _source_inputs(
         "truth": None,
         "corpus": corpus,
         "frozen": frozen if freeze else None,
+        "fields_summary": frozen.summary,
     }
 
 
@@ -174,13 +175,22 @@ def _offline_instrument(
 def _fit_offline_instrument(
     papers: pd.DataFrame, spec: BenchmarkSpec, progress: bool
 ) -> tuple[Any, list[Codebook], pd.DataFrame]:
-    from rap_benchmark.pipeline.codebook import build_codebooks
+    from rap_benchmark.core.errors import InputError
+    from rap_benchmark.pipeline.codebook import build_codebooks, drop_fields, field_summary
     from rap_benchmark.pipeline.fields import fit_fields
     from rap_benchmark.pipeline.instrument.frozen import FrozenInstrument
     from rap_benchmark.pipeline.instrument.offline import AssignRules, calibrate_and_assign
 
-    memberships, field_info, field_model = fit_fields(papers, spec, progress=progress)
-    codebooks, prototypes = build_codebooks(papers, memberships, field_info, spec, progress=progress)
+    memberships, candidates, field_model = fit_fields(papers, spec, progress=progress)
+    codebooks, prototypes, unfit = build_codebooks(papers, memberships, candidates, spec, progress=progress)
+    memberships, field_info, field_model, codebooks, prototypes = drop_fields(
+        sorted(unfit), memberships, candidates, field_model, codebooks, prototypes
+    )
+    if not codebooks:
+        raise InputError(
+            f"no field of {len(candidates)} candidates could hold eight directions (too few papers before "
+            f"{spec.codebook_cutoff}); nothing was built"
+        )
     assignments, calibration = calibrate_and_assign(papers, memberships, codebooks, prototypes, spec)
     frozen = FrozenInstrument(
         fields=field_model,
@@ -189,6 +199,7 @@ def _fit_offline_instrument(
         calibration=calibration,
         codebooks=tuple(codebook_to_dict(cb) for cb in sorted(codebooks, key=lambda cb: cb.field_id)),
         codebook_cutoff=spec.codebook_cutoff,
+        summary=field_summary(candidates, unfit, field_info),
     )
     return frozen, codebooks, assignments
 
@@ -208,6 +219,7 @@ def _derived(
     episodes: pd.DataFrame,
     corpus: dict[str, Any],
     instrument: dict[str, Any] | None = None,
+    fields_summary: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     from rap_benchmark.pipeline.blocks import dev_seed_fields
 
@@ -229,6 +241,7 @@ def _derived(
         "n_blocks_by_split": {s.value: int(split_blocks.get(s.value, 0)) for s in Split},
         "n_episodes_by_split": {s.value: int((canonical["split"] == s.value).sum()) for s in Split},
         "canonical_episode_flags": {str(k): int(v) for k, v in sorted(flags.items())},
+        **({"fields": fields_summary} if fields_summary else {}),
     }
 
 
@@ -309,7 +322,15 @@ def build_instance(
             write_table(tmp, "truth", inputs["truth"])
         ledger = spec.ledger()
         ledger["derived"] = _derived(
-            spec, papers, codebooks, assignments, blocks, episodes, inputs["corpus"], inputs.get("instrument")
+            spec,
+            papers,
+            codebooks,
+            assignments,
+            blocks,
+            episodes,
+            inputs["corpus"],
+            inputs.get("instrument"),
+            inputs.get("fields_summary"),
         )
         if inputs.get("frozen") is not None:
             from rap_benchmark.pipeline.instrument.frozen import instrument_hash, save
@@ -348,6 +369,7 @@ def instance_info(instance: Instance) -> dict[str, Any]:
             "episodes": int((canonical["split"] == split.value).sum()),
         }
     flags = pd.Series([f for fl in canonical["flags"] for f in fl], dtype=object).value_counts()
+    fields_summary = instance.ledger.get("derived", {}).get("fields", {})
     return {
         "name": spec.name,
         "benchmark_version": instance.ledger.get("benchmark_version"),
@@ -369,6 +391,8 @@ def instance_info(instance: Instance) -> dict[str, Any]:
             str(regime): _spread(group["n_papers"])
             for regime, group in instance.search_manifest.groupby("regime", sort=True)
         },
+        "fields_dropped": list(fields_summary.get("dropped", [])),
+        "least_cohesive_fields": list(fields_summary.get("least_cohesive", [])),
     }
 
 
@@ -400,4 +424,12 @@ def format_info(info: dict[str, Any]) -> str:
     lines.append(f"search universes   {info['search_universes']:,}")
     for regime, s in info["papers_per_universe"].items():
         lines.append(f"  {regime:<16} min {s['min']:,.0f}, median {s['median']:,.1f}, max {s['max']:,.0f} papers")
+    dropped = info.get("fields_dropped", [])
+    if dropped:
+        lines.append(f"fields dropped     {len(dropped)} candidate(s) could not hold eight directions:")
+        lines.extend(f"  {d['name']}: {d['reason']}" for d in dropped)
+    least = info.get("least_cohesive_fields", [])
+    if least:
+        lines.append(f"least cohesive     {len(least)} fields (mean cosine of papers to their field's centre):")
+        lines.extend(f"  {d['field_id']} {d['cohesion']:.3f} {d['name']}" for d in least)
     return "\n".join(lines)

@@ -19,6 +19,7 @@ any text is tokenised.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -32,6 +33,7 @@ from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.features import Features, LocalSpace
 from rap_benchmark.pipeline.fields import (
     FieldInfo,
+    FieldModel,
     TfidfSpace,
     TokenizedCorpus,
     _normalise_dense_rows,
@@ -41,9 +43,18 @@ from rap_benchmark.pipeline.fields import (
 if TYPE_CHECKING:
     from rap_benchmark.pipeline.synth import MiniCorpus
 
-__all__ = ["N_EXEMPLARS", "LocalPrototypes", "Prototypes", "build_codebooks", "codebooks_from_blueprint"]
+__all__ = [
+    "N_EXEMPLARS",
+    "FieldUnfit",
+    "LocalPrototypes",
+    "Prototypes",
+    "build_codebooks",
+    "codebooks_from_blueprint",
+    "drop_fields",
+    "field_summary",
+]
 
-from rap_benchmark.pipeline.codebook_text import N_EXEMPLARS
+from rap_benchmark.pipeline.codebook_text import N_EXEMPLARS, FieldUnfit
 
 
 @dataclass(frozen=True)
@@ -138,13 +149,13 @@ def eight_directions(y: np.ndarray, seed: Sequence[int], *, min_size: int, n_ini
     """Eight centroids over the rows ``y`` (L2-normalised) whose argmax groups all hold >= ``min_size``.
 
     Seeded spherical k-means; while a group is too small, it is dissolved and the largest group
-    is split in two by 2-means (up to REBALANCE_ROUNDS times). Raises ValueError if the field
-    cannot hold eight such groups.
+    is split in two by 2-means (up to REBALANCE_ROUNDS times). Raises :class:`FieldUnfit` if the
+    field cannot hold eight such groups.
     """
     from rap_benchmark.pipeline.features import spherical_kmeans_dense
 
     if y.shape[0] < N_DIRECTIONS * max(min_size, 1):
-        raise ValueError(f"{y.shape[0]} papers cannot hold eight directions of {min_size} papers")
+        raise FieldUnfit(f"{y.shape[0]} papers cannot hold eight directions of {min_size} papers")
     rng = np.random.default_rng(list(seed))
     _, cents = spherical_kmeans_dense(y, N_DIRECTIONS, rng, n_init=n_init)
     for _ in range(REBALANCE_ROUNDS):
@@ -157,7 +168,7 @@ def eight_directions(y: np.ndarray, seed: Sequence[int], *, min_size: int, n_ini
         _, halves = spherical_kmeans_dense(members, 2, rng, n_init=3)
         cents = cents.copy()
         cents[small], cents[big] = halves[0], halves[1]
-    raise ValueError(f"no eight directions of at least {min_size} papers after {REBALANCE_ROUNDS} rounds")
+    raise FieldUnfit(f"no eight directions of at least {min_size} papers after {REBALANCE_ROUNDS} rounds")
 
 
 def build_codebooks(
@@ -167,14 +178,17 @@ def build_codebooks(
     spec: BenchmarkSpec,
     *,
     progress: bool = False,
-) -> tuple[list[Codebook], LocalPrototypes]:
+) -> tuple[list[Codebook], LocalPrototypes, dict[str, str]]:
     """Offline codebooks from real pre-cutoff text (see the module docstring).
 
-    Raises ValueError when a field's pre-cutoff papers cannot hold eight directions.
+    Returns (codebooks, prototypes, unfit): a field whose pre-cutoff papers cannot hold eight
+    directions of at least ``MIN_DIRECTION_SHARE`` each (or cannot name them apart) gets no
+    codebook; ``unfit`` maps its id to the reason (:func:`drop_fields` removes it). Never raises
+    for a field's shape.
     """
     from tqdm import tqdm
 
-    from rap_benchmark.pipeline.codebook_text import write_directions
+    from rap_benchmark.pipeline.codebook_text import common_phrases, write_directions
     from rap_benchmark.pipeline.phrases import phrase_table
 
     pre, docs = _pre_cutoff(papers, spec)
@@ -184,17 +198,24 @@ def build_codebooks(
     titles = pre["title"].astype(str).to_numpy(dtype=object)
     table = phrase_table((pre["title"] + ". " + pre["abstract"]).tolist())
     rows_by_field = _field_rows(pre, memberships)
+    common = common_phrases(table, [rows_by_field.get(fid, np.zeros(0, np.int64)) for fid in sorted(field_info)])
     codebooks: list[Codebook] = []
     spaces: dict[str, LocalSpace] = {}
     centroids: dict[str, np.ndarray] = {}
+    unfit: dict[str, str] = {}
     for i, fid in enumerate(tqdm(sorted(field_info), desc="codebooks", disable=not progress)):
         rows = rows_by_field.get(fid, np.zeros(0, np.int64))
         min_size = max(1, int(np.ceil(MIN_DIRECTION_SHARE * rows.size)))
-        if rows.size < N_DIRECTIONS * min_size:
-            raise ValueError(f"field {fid} has {rows.size} pre-cutoff papers; eight directions need more")
+        if rows.size < N_DIRECTIONS * min_size or rows.size <= LOCAL_DIMS:
+            unfit[fid] = f"{rows.size} pre-cutoff papers cannot hold eight directions"
+            continue
         space = LocalSpace.fit(counts[rows], dims=LOCAL_DIMS, seed=spec.seed + i)
         y = space.embed(counts[rows])
-        cents = eight_directions(y, (spec.seed, 3, i), min_size=min_size)
+        try:
+            cents = eight_directions(y, (spec.seed, 3, i), min_size=min_size)
+        except FieldUnfit as exc:
+            unfit[fid] = str(exc)
+            continue
         sims = y @ cents.T
         labels = sims.argmax(axis=1)
         sizes = np.bincount(labels, minlength=N_DIRECTIONS)
@@ -203,11 +224,72 @@ def build_codebooks(
         sims = sims[:, order]
         labels = np.argsort(order)[labels]
         info = field_info[fid]
-        directions = write_directions(info.name, table, rows, labels, sims, ids[rows], titles[rows], cents)
+        try:
+            directions = write_directions(
+                info.name, table, rows, labels, sims, ids[rows], titles[rows], cents, common=common
+            )
+        except FieldUnfit as exc:
+            unfit[fid] = str(exc)
+            continue
         codebooks.append(Codebook(fid, info.name, info.definition, directions))
         spaces[fid] = space
         centroids[fid] = cents
-    return codebooks, LocalPrototypes(features=features, spaces=spaces, centroids=centroids)
+    return codebooks, LocalPrototypes(features=features, spaces=spaces, centroids=centroids), unfit
+
+
+def drop_fields(
+    unfit: Sequence[str],
+    memberships: pd.DataFrame,
+    field_info: dict[str, FieldInfo],
+    field_model: FieldModel,
+    codebooks: list[Codebook],
+    prototypes: LocalPrototypes,
+) -> tuple[pd.DataFrame, dict[str, FieldInfo], FieldModel, list[Codebook], LocalPrototypes]:
+    """Remove the fields ``unfit`` everywhere and renumber the rest ``f000``, ``f001``, ... in order.
+
+    The dropped fields' memberships go (a paper keeps its other fields); the field model no
+    longer places papers in them, so later papers are labelled the same way.
+    """
+    if not unfit:
+        return memberships, field_info, field_model, codebooks, prototypes
+    gone = set(unfit)
+    survivors = [fid for fid in sorted(field_info) if fid not in gone]
+    new = {old: f"f{j:03d}" for j, old in enumerate(survivors)}
+    m = memberships.loc[memberships["field_id"].isin(new)].copy()
+    m["field_id"] = m["field_id"].map(new).astype(object)
+    m = m.sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
+    info = {new[f]: dataclasses.replace(field_info[f], field_id=new[f]) for f in survivors}
+    books = [dataclasses.replace(cb, field_id=new[cb.field_id]) for cb in codebooks if cb.field_id in new]
+    protos = LocalPrototypes(
+        features=prototypes.features,
+        spaces={new[f]: s for f, s in prototypes.spaces.items() if f in new},
+        centroids={new[f]: c for f, c in prototypes.centroids.items() if f in new},
+    )
+    return m, info, field_model.dropping(sorted(gone)), books, protos
+
+
+LEAST_COHESIVE = 10
+"""How many of the least cohesive kept fields the build summary names."""
+
+
+def field_summary(candidates: dict[str, FieldInfo], unfit: dict[str, str], kept: dict[str, FieldInfo]) -> dict:
+    """The build summary's account of the fields: each candidate dropped (its name and why), and the
+    ``LEAST_COHESIVE`` kept fields whose papers share the least of one topic (lowest
+    :attr:`FieldInfo.cohesion` first), so a maintainer sees both."""
+
+    def rounded(v: float) -> float | None:
+        return round(float(v), 4) if np.isfinite(v) else None
+
+    measured = [f for f in kept.values() if np.isfinite(f.cohesion)]
+    least = sorted(measured, key=lambda f: (f.cohesion, f.field_id))[:LEAST_COHESIVE]
+    return {
+        "n_candidates": len(candidates),
+        "dropped": [
+            {"name": candidates[f].name, "cohesion": rounded(candidates[f].cohesion), "reason": reason}
+            for f, reason in sorted(unfit.items())
+        ],
+        "least_cohesive": [{"field_id": f.field_id, "name": f.name, "cohesion": rounded(f.cohesion)} for f in least],
+    }
 
 
 def codebooks_from_blueprint(mini: MiniCorpus, spec: BenchmarkSpec) -> tuple[list[Codebook], Prototypes]:

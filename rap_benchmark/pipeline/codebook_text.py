@@ -2,33 +2,58 @@
 
 Given a field's pre-cutoff papers grouped into eight directions, each direction gets
 
-* a **name**: its best verbatim phrase by class-based TF-IDF against its seven siblings
-  (:func:`rap_benchmark.pipeline.phrases.rank_phrases`), completed to the longer phrase its
-  papers actually use ("Segment Anything Model", not "Anything Model":
-  :func:`~rap_benchmark.pipeline.phrases.maximal_phrases`), distinct from (and not nested in) the
-  names of larger siblings and the field's own name;
+* a **name**: a verbatim phrase of its papers. Candidates are its phrases ranked by class-based
+  TF-IDF against its seven siblings (:func:`rap_benchmark.pipeline.phrases.rank_phrases`),
+  completed to the longer phrase its papers actually use ("Segment Anything Model", not "Anything
+  Model": :func:`~rap_benchmark.pipeline.phrases.maximal_phrases`), and kept only when they are
+  noun phrases (:func:`~rap_benchmark.pipeline.phrases.names_a_thing`: no "shown remarkable", "may
+  help") used by at most ``GENERIC_SHARE`` of the field's papers and not common to the corpus's
+  fields (:func:`common_phrases`: "future research", "deep learning"). The name is the candidate
+  that best picks out the group within the field: the F-score (beta 0.5, precision first) of its
+  precision (of the field's papers using it, the share in the group) and its coverage (of the
+  group, the share using it), distinct from (and not nested in) the names of larger siblings and the field's own name;
 * a **definition** built from its next distinguishing phrases and its most representative title;
-* an **inclusion** listing the direction's distinguishing phrases (what a paper of it is about)
-  and naming the phrase that best separates it from its nearest sibling (closest prototype), and
-  an **exclusion** naming that sibling's name and separating phrase (the sibling's own words
-  stay out of the inclusion, so a reader, or a classifier, is not pointed at them twice);
-* five **exemplars**: the group's papers closest to its prototype, with ids and titles.
+* an **inclusion** listing the direction's distinguishing phrases, taken by maximal marginal
+  relevance so they do not repeat one another, and naming the phrase that best separates it from
+  its nearest sibling (closest prototype), and an **exclusion** naming that sibling's name and
+  separating phrase (never a phrase the whole field uses);
+* five **exemplars**: papers central to the group (among those closest to its prototype, the ones
+  that use its name first), with ids and titles.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Direction
-from rap_benchmark.pipeline.phrases import PhraseTable, maximal_phrases, rank_phrases
+from rap_benchmark.pipeline.phrases import PhraseTable, maximal_phrases, names_a_thing, rank_phrases
 
-__all__ = ["N_EXEMPLARS", "write_directions"]
+__all__ = ["N_EXEMPLARS", "FieldUnfit", "common_phrases", "write_directions"]
+
+
+class FieldUnfit(ValueError):
+    """A field whose pre-cutoff papers cannot hold eight directions (the build drops it)."""
+
 
 N_EXEMPLARS = 5
 DEFINITION_PHRASES = 3
 INCLUSION_PHRASES = 8
+CANDIDATES = 60
+"""Phrases ranked per direction (class-based TF-IDF against its siblings) before filtering."""
+GENERIC_SHARE = 0.20
+"""A phrase used by more than this share of the field's papers names nothing within it."""
+COMMON_IN_FIELD = 0.01
+COMMON_FIELDS = 0.25
+"""A phrase in at least COMMON_IN_FIELD of the papers of COMMON_FIELDS of the fields is common."""
+NAME_BETA2 = 0.25
+"""beta squared of the name's F-score: precision counts more than coverage (beta = 0.5)."""
+MMR_OVERLAP = 0.5
+"""Inclusion phrases sharing this much of their words (Jaccard) with an earlier one are skipped."""
+EXEMPLAR_POOL = 4 * N_EXEMPLARS
+"""Exemplars come from this many papers closest to the direction's prototype."""
 
 
 def _listing(items: Sequence[str]) -> str:
@@ -42,20 +67,71 @@ def _nested(a: str, b: str) -> bool:
     return f" {a} " in f" {b} " or f" {b} " in f" {a} "
 
 
+def _same_or_nested(a: str, b: str) -> bool:
+    return _nested(a, b) or _word_set(a) == _word_set(b)
+
+
 def _pick_names(field_name: str, ranked: list[list[str]]) -> list[str]:
-    """One phrase key per direction: the best not equal to or nested in a larger sibling's name
-    or the field's name (directions pick in key order, D0 first); the best unused one if every
+    """One phrase key per direction: the best not equal to (in singular form) or nested in a larger
+    sibling's name or the field's name (directions pick in key order, D0 first); the best unused one if every
     phrase is nested."""
     taken: list[str] = [field_name.lower()]
     keys: list[str] = []
     for options in ranked:
         free = [k for k in options if k not in taken]
-        pick = next((k for k in free if not any(_nested(k, t) for t in taken)), free[0] if free else None)
+        pick = next((k for k in free if not any(_same_or_nested(k, t) for t in taken)), free[0] if free else None)
         if pick is None:
-            raise ValueError(f"no distinct phrase names a direction of {field_name!r}")
+            raise FieldUnfit(f"no distinct phrase names a direction of {field_name!r}")
         taken.append(pick)
         keys.append(pick)
     return keys
+
+
+def _usable(key: str, field_counts: Counter[str], n_field: int, field_key: str, common: Collection[str]) -> bool:
+    """A phrase that can name or describe a direction: a noun phrase (not a fragment), used by at
+    most GENERIC_SHARE of the field's papers, not a phrase common to the corpus's fields, and not
+    the field's own name."""
+    return (
+        names_a_thing(key)
+        and field_counts[key] <= GENERIC_SHARE * n_field
+        and key not in common
+        and not _nested(key, field_key)
+    )
+
+
+def common_phrases(table: PhraseTable, fields: Sequence[np.ndarray]) -> frozenset[str]:
+    """Phrases the whole corpus uses: found in at least COMMON_IN_FIELD of the papers of at least
+    COMMON_FIELDS of the fields (``fields``: each field's papers as rows of ``table``). Academic
+    filler ("future research", "superior performance") and umbrella terms ("deep learning",
+    "large language models") are spread over many fields; a field's topics are not."""
+    spread: Counter[str] = Counter()
+    for docs in fields:
+        counts: Counter[str] = Counter(key for d in docs for key in table.doc_keys[d])
+        floor = max(2.0, COMMON_IN_FIELD * len(docs))
+        spread.update(key for key, c in counts.items() if c >= floor)
+    need = max(2.0, COMMON_FIELDS * len(fields))
+    return frozenset(key for key, c in spread.items() if c >= need)
+
+
+def _word_set(key: str) -> frozenset[str]:
+    return frozenset(w[:-1] if w.endswith("s") and len(w) > 3 else w for w in key.split(" "))
+
+
+def _diverse(keys: Sequence[str], avoid: Sequence[str], n: int) -> list[str]:
+    """Up to ``n`` of ``keys`` (best first) by maximal marginal relevance: each next pick is the
+    best-ranked one whose words overlap no earlier pick (nor ``avoid``) by MMR_OVERLAP or more
+    (Jaccard over singular word forms), so the list does not repeat itself."""
+    picked: list[str] = []
+    seen = [_word_set(a) for a in avoid]
+    for key in keys:
+        words = _word_set(key)
+        if any(len(words & s) / len(words | s) >= MMR_OVERLAP for s in seen):
+            continue
+        picked.append(key)
+        seen.append(words)
+        if len(picked) == n:
+            break
+    return picked
 
 
 def write_directions(
@@ -67,24 +143,38 @@ def write_directions(
     ids: np.ndarray,
     titles: np.ndarray,
     centroids: np.ndarray,
+    common: Collection[str] = frozenset(),
 ) -> tuple[Direction, ...]:
     """The eight written directions of one field.
 
     ``docs``: the field's pre-cutoff papers as rows of ``table``; ``labels``: their direction
     (0..7); ``sims``: their cosine to each prototype; ``ids``/``titles`` aligned with ``docs``;
-    ``centroids``: the 8 prototypes (to find each direction's nearest sibling).
+    ``centroids``: the 8 prototypes (to find each direction's nearest sibling); ``common``: the
+    corpus's common phrases (:func:`common_phrases`), which name nothing.
     """
     groups = [np.flatnonzero(labels == k) for k in range(N_DIRECTIONS)]
     members = [docs[g] for g in groups]
-    ranked = []
+    field_counts: Counter[str] = Counter(key for d in docs for key in table.doc_keys[d])
+    n_field = len(docs)
+    field_key = field_name.lower()
+    ranked, naming = [], []
     for k in range(N_DIRECTIONS):
         rest = np.concatenate([members[j] for j in range(N_DIRECTIONS) if j != k])
-        options = [key for key, _, _ in rank_phrases(table, members[k], rest, min_docs=2, top=40)]
+        options = [key for key, _, _ in rank_phrases(table, members[k], rest, min_docs=2, top=CANDIDATES)]
         if not options:
-            options = [key for key, _, _ in rank_phrases(table, members[k], rest, min_docs=1, top=40)]
+            options = [key for key, _, _ in rank_phrases(table, members[k], rest, min_docs=1, top=CANDIDATES)]
         complete = maximal_phrases(table, members[k])
-        ranked.append(list(dict.fromkeys(complete(key) for key in options)))
-    keys = _pick_names(field_name, ranked)
+        completed = list(dict.fromkeys(complete(key) for key in options))
+        usable = [key for key in completed if _usable(key, field_counts, n_field, field_key, common)] or completed
+        ranked.append(usable)
+        # the name: the phrase that best picks out the group within the field, F_beta of its
+        # precision p = in_k / field and coverage c = in_k / n_k, (1 + b2) in_k / (b2 n_k + field)
+        wanted = set(usable)
+        in_k: Counter[str] = Counter(key for d in members[k] for key in table.doc_keys[d] if key in wanted)
+        n_k = len(members[k])
+        best = sorted(usable, key=lambda key: -in_k[key] / (NAME_BETA2 * n_k + field_counts[key]))
+        naming.append(best + [key for key in completed if key not in wanted])  # fallbacks, last
+    keys = _pick_names(field_name, naming)
     names = [table.surface(key, members[k]) for k, key in enumerate(keys)]
     near_sims = centroids @ centroids.T
     np.fill_diagonal(near_sims, -np.inf)
@@ -92,14 +182,18 @@ def write_directions(
     for k in range(N_DIRECTIONS):
         near = int(np.argmax(near_sims[k]))
         g = groups[k]
-        order = np.lexsort((ids[g].astype(str), -sims[g, k]))[:N_EXEMPLARS]
-        ex_ids = tuple(str(ids[g[i]]) for i in order)
-        ex_titles = tuple(str(titles[g[i]]) for i in order)
-        rest_keys = [x for x in ranked[k] if x != keys[k] and not _nested(x, keys[k])]
-        phrases = [table.surface(key, members[k]) for key in rest_keys[:DEFINITION_PHRASES]]
-        listed = [table.surface(key, members[k]) for key in rest_keys[:INCLUSION_PHRASES]]
-        own = _separating(table, members[k], members[near], exclude={keys[k], keys[near]})
-        theirs = _separating(table, members[near], members[k], exclude={keys[k], keys[near]})
+        ex_ids, ex_titles = _exemplars(table, docs, g, sims[:, k], ids, titles, keys[k])
+        rest_keys = [x for x in ranked[k] if x != keys[k] and not _nested(x, keys[k]) and x not in keys]
+        listed_keys = _diverse(rest_keys, [keys[k]], INCLUSION_PHRASES)
+        phrases = [table.surface(key, members[k]) for key in listed_keys[:DEFINITION_PHRASES]]
+        listed = [table.surface(key, members[k]) for key in listed_keys]
+        exclude = {keys[k], keys[near], field_key}
+
+        def usable(key: str) -> bool:
+            return _usable(key, field_counts, n_field, field_key, common)
+
+        own = _separating(table, members[k], members[near], exclude=exclude, usable=usable)
+        theirs = _separating(table, members[near], members[k], exclude=exclude, usable=usable)
         definition = f"Work in {field_name} on {names[k]}"
         definition += f", notably {_listing(phrases)}." if phrases else "."
         definition += f" Representative: \u201c{ex_titles[0]}\u201d." if ex_titles else ""
@@ -123,9 +217,28 @@ def write_directions(
     return tuple(out)
 
 
-def _separating(table: PhraseTable, docs: np.ndarray, other: np.ndarray, *, exclude: set[str]) -> str:
-    """The phrase that best tells ``docs`` from ``other`` (surface form), or '' if none."""
-    for key, _, _ in rank_phrases(table, docs, other, min_docs=2, top=10):
-        if key not in exclude and not any(_nested(key, e) for e in exclude):
+def _exemplars(
+    table: PhraseTable,
+    docs: np.ndarray,
+    group: np.ndarray,
+    sim: np.ndarray,
+    ids: np.ndarray,
+    titles: np.ndarray,
+    name_key: str,
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """N_EXEMPLARS papers central to the group: among its EXEMPLAR_POOL papers closest to the
+    prototype, those that use the direction's name first, each by closeness (ties by id)."""
+    central = group[np.lexsort((ids[group].astype(str), -sim[group]))[:EXEMPLAR_POOL]]
+    uses = np.array([name_key in table.doc_keys[docs[i]] for i in central], dtype=bool)
+    chosen = np.concatenate([central[uses], central[~uses]])[:N_EXEMPLARS]
+    return tuple(str(ids[i]) for i in chosen), tuple(str(titles[i]) for i in chosen)
+
+
+def _separating(
+    table: PhraseTable, docs: np.ndarray, other: np.ndarray, *, exclude: set[str], usable: Callable[[str], bool]
+) -> str:
+    """The usable phrase that best tells ``docs`` from ``other`` (surface form), or '' if none."""
+    for key, _, _ in rank_phrases(table, docs, other, min_docs=2, top=20):
+        if usable(key) and key not in exclude and not any(_nested(key, e) for e in exclude):
             return table.surface(key, docs)
     return ""

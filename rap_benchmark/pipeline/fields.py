@@ -15,6 +15,7 @@ the offline assignment instrument.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Sequence
@@ -44,11 +45,16 @@ __all__ = [
 
 @dataclass(frozen=True)
 class FieldInfo:
-    """A field's identity and written description."""
+    """A field's identity and written description.
+
+    ``cohesion``: the mean cosine of the field's eligible papers to its centroid in the clustering
+    space (how much of one topic its papers share; NaN when not measured).
+    """
 
     field_id: str
     name: str
     definition: str
+    cohesion: float = float("nan")
 
 
 # --------------------------------------------------------------------------------------------
@@ -368,6 +374,16 @@ class FieldModel:
         member[np.arange(sims.shape[0]), sims.argmax(axis=1)] |= best > 0
         return member
 
+    def dropping(self, field_ids: Sequence[str]) -> FieldModel:
+        """The same rule without the kept fields ``field_ids`` (the others renumbered in order).
+
+        A dropped field's cluster stays among the centres, so a paper that was closest to it
+        still joins no other field it was not close enough to before.
+        """
+        gone = {int(f[1:]) for f in field_ids}
+        kept = tuple(c for j, c in enumerate(self.kept) if j not in gone)
+        return dataclasses.replace(self, kept=kept)
+
     def memberships(self, papers: pd.DataFrame) -> pd.DataFrame:
         """Columns arxiv_id, field_id of ``papers`` in the kept fields, sorted by (field_id, arxiv_id)."""
         x, _ = self.space.transform(tokenize_papers(papers))
@@ -444,9 +460,12 @@ def fit_fields(
     info: dict[str, FieldInfo] = {}
     frames = []
     ids = papers["arxiv_id"].to_numpy(dtype=object)
+    elig_mask = dates < spec.eligibility_end
     for j, c in enumerate(kept):
         fid = f"f{j:03d}"
-        info[fid] = FieldInfo(field_id=fid, name=names[c], definition=definitions[c])
+        rows = np.flatnonzero(member[:, c] & elig_mask)
+        cohesion = float(np.mean(z[rows] @ centres[c])) if rows.size else float("nan")
+        info[fid] = FieldInfo(field_id=fid, name=names[c], definition=definitions[c], cohesion=cohesion)
         frames.append(pd.DataFrame({"arxiv_id": ids[member[:, c]], "field_id": fid}))
     steps.update()
     steps.close()
@@ -466,12 +485,13 @@ def _field_names(
     """A distinct verbatim phrase naming each kept field, and a one-sentence definition.
 
     Phrases are ranked by class-based TF-IDF of the field's pre-cutoff papers against all other
-    pre-cutoff papers (:mod:`rap_benchmark.pipeline.phrases`); a field takes its best phrase no
+    pre-cutoff papers (:mod:`rap_benchmark.pipeline.phrases`), noun phrases only
+    (:func:`~rap_benchmark.pipeline.phrases.names_a_thing`); a field takes its best phrase no
     larger field took already (fields pick in order of pre-cutoff size).
     """
     from collections import Counter
 
-    from rap_benchmark.pipeline.phrases import phrase_table
+    from rap_benchmark.pipeline.phrases import names_a_thing, phrase_table
 
     pre_rows = np.flatnonzero(pre_mask)
     texts = (papers["title"].iloc[pre_rows] + ". " + papers["abstract"].iloc[pre_rows]).tolist()
@@ -489,7 +509,7 @@ def _field_names(
             (
                 (-(m / n_in) * math.log1p((m / n_in) / ((total[key] - m) / n_out + 1.0 / n_out)), key)
                 for key, m in inside.items()
-                if m >= 3
+                if m >= 3 and names_a_thing(key)
             ),
         )
         ranked = [key for _, key in scored]

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from rap_benchmark.core.text import STOPWORDS
 
-__all__ = ["PhraseTable", "extract_phrases", "maximal_phrases", "phrase_table", "rank_phrases"]
+__all__ = ["PhraseTable", "extract_phrases", "maximal_phrases", "names_a_thing", "phrase_table", "rank_phrases"]
 
 _WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
 MIN_WORDS, MAX_WORDS = 2, 4
@@ -40,6 +40,50 @@ NAME_BREAKS: frozenset[str] = frozenset(
     efficient effective state art specifically furthermore moreover additionally e.g i.e et al""".split()
 )
 """Generic academic words that break a phrase as stop words do (they never name a direction)."""
+
+
+EDGE_WORDS: frozenset[str] = frozenset(
+    """yet may might must shall will would should could can cannot upon via towards toward across
+    within without among amongst along around beyond despite unlike like thus hence whereas whether
+    while although though since still even rather quite very much more most less least almost nearly
+    often always never usually typically generally particularly especially recently increasingly
+    widely highly largely mainly mostly simply directly jointly respectively already also
+    become becomes becoming became help helps helped helping make makes making made show shows
+    showing shown showed remain remains remaining require requires required requiring allow allows
+    allowed allowing enable enables enabled enabling leverage leverages leveraged leveraging use uses
+    used using utilize utilizes utilizing employ employs employing lead leads leading led yield yields
+    yielding offer offers offering obtain obtains obtained obtaining propose proposes proposed
+    proposing called known given based build builds building built aim aims aiming seek seeks
+    consider considers considered considering focus focuses focusing address addresses addressing
+    tackle tackles suggest suggests indicate indicates highlight highlights reveal reveals due
+    findings shed remarkable impressive promising powerful various numerous diverse further crucial
+    important significant challenging difficult limited able capable potential possible successful
+    comprehensive prior previous current traditional conventional popular""".split()
+)
+"""Words a noun phrase naming a research direction neither starts nor ends with: modals,
+prepositions, adverbs, verbs and evaluative adjectives ("shown remarkable", "simple yet", "may
+help", "become increasingly", "Building upon" are fragments, not names)."""
+
+END_WORDS: frozenset[str] = EDGE_WORDS | frozenset(
+    """simple new large small high low better best good great strong key main major common general
+    unified standard typical emerging growing fundamental critical open future efficient robust
+    accurate scalable novel effective superior rapid promise number baselines years""".split()
+)
+"""Adjectives that may start a name ("large language models") but never end one."""
+
+_ADVERB_ENDS = ("ally", "ively", "ously", "ingly", "edly", "ently", "antly", "ately", "ibly", "ably", "tly")
+_NOUN_ED = frozenset("speed seed need feed bed embed breed shed weed".split())
+
+
+def names_a_thing(key: str) -> bool:
+    """Whether the phrase ``key`` (lower case) can be a noun phrase: its first word is none of
+    :data:`EDGE_WORDS`, its last none of :data:`END_WORDS`, no adverb (``-ally``, ``-ively``, ``-ously``, ...) starts or ends it, and it does not end on a
+    past participle in ``-ed`` (``based``, ``driven``-style fragments)."""
+    words = key.split(" ")
+    first, last = words[0], words[-1]
+    if first in EDGE_WORDS or last in END_WORDS or first.endswith(_ADVERB_ENDS) or last.endswith(_ADVERB_ENDS):
+        return False
+    return not (last.endswith("ed") and len(last) > 4 and last not in _NOUN_ED) and not last.endswith("-based")
 
 
 def _breaks(word: str) -> bool:

@@ -55,6 +55,9 @@ class FrozenInstrument:
     calibration: Any  # Calibration
     codebooks: tuple[dict[str, Any], ...]
     codebook_cutoff: str
+    summary: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """What the build reports about its fields (the candidates dropped and why, the least cohesive
+    kept ones), so a build labelled from the cache reports the same."""
 
     @property
     def field_ids(self) -> tuple[str, ...]:
