@@ -357,11 +357,13 @@ def test_board_exports_as_a_dataset_that_loads_offline(board_dir: Path, tmp_path
     repo = hub / "rap" / "leaderboard"
     assert verify_repo(repo) == []
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    loaded = datasets.load_dataset(str(repo), "retrospective", split="test").to_pandas()
+    loaded = datasets.load_dataset(str(repo), "retrospective", split="test", cache_dir=str(tmp_path / "hf-cache")).to_pandas()
     board = pd.read_csv(board_dir / "leaderboard.csv")
     assert len(loaded) == len(board) and list(loaded["model"]) == list(board["model"])
     np.testing.assert_allclose(loaded["spearman"], board["spearman"], atol=0)
-    subs = datasets.load_dataset(str(repo), "submissions", split="submissions").to_pandas()
+    subs = datasets.load_dataset(
+        str(repo), "submissions", split="submissions", cache_dir=str(tmp_path / "hf-cache")
+    ).to_pandas()
     ref = subs[(subs["model"] == REFERENCE) & (subs["condition"] == "A1")].iloc[0]
     assert ref["knowledge_cutoff"] == "2024-07-01" and ref["usage_search_calls"] > 0
     card = (repo / "README.md").read_text(encoding="utf-8")
@@ -436,7 +438,11 @@ def test_board_on_arxiv_sample(arxiv_sample_dir: Path, tmp_path: Path) -> None:
         assert dom.count("<tr data-track=") == len(board)
     hub = tmp_path / "hub"
     assert main(["leaderboard", "export-hf", str(board_dir), "--out", str(hub)]) == 0
-    loaded = datasets.load_dataset(str(hub / "rap" / "leaderboard"), "retrospective", split="test")
+    # a cache of its own: datasets keys a local folder's cache by its repo name and data file names,
+    # not by its content, so a session cache that has seen another rap/leaderboard returns its rows
+    loaded = datasets.load_dataset(
+        str(hub / "rap" / "leaderboard"), "retrospective", split="test", cache_dir=str(tmp_path / "hf-cache")
+    )
     assert loaded.num_rows == len(board)
 
 
