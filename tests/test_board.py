@@ -357,7 +357,9 @@ def test_board_exports_as_a_dataset_that_loads_offline(board_dir: Path, tmp_path
     repo = hub / "rap" / "leaderboard"
     assert verify_repo(repo) == []
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    loaded = datasets.load_dataset(str(repo), "retrospective", split="test", cache_dir=str(tmp_path / "hf-cache")).to_pandas()
+    loaded = datasets.load_dataset(
+        str(repo), "retrospective", split="test", cache_dir=str(tmp_path / "hf-cache")
+    ).to_pandas()
     board = pd.read_csv(board_dir / "leaderboard.csv")
     assert len(loaded) == len(board) and list(loaded["model"]) == list(board["model"])
     np.testing.assert_allclose(loaded["spearman"], board["spearman"], atol=0)
