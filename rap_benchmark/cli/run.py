@@ -58,7 +58,9 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
             max_tokens_param=args.max_tokens_param,
         )
     elif kind == "transformers":
-        from rap_benchmark.agents.transformers_backend import TransformersBackend, smollm2_gguf
+        from rap_benchmark.agents.transformers_backend import TransformersBackend, require_llm_extra, smollm2_gguf
+
+        require_llm_extra("--backend transformers")
 
         path, gguf = args.model_path, args.gguf_file
         if path in (None, "smollm2"):

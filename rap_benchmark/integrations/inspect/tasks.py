@@ -252,7 +252,7 @@ def citecast_episode(citecast_dir: str | None = None, max_tool_calls: int | None
     from rap_benchmark.agents.protocol import CiteCastContext
     from rap_benchmark.agents.store import TaskKey
     from rap_benchmark.citecast.client import InProcessClient
-    from rap_benchmark.integrations.lmeval.citecast_task import citecast_env
+    from rap_benchmark.integrations.citecast_source import citecast_env
 
     client = InProcessClient(citecast_env({"citecast_dir": citecast_dir} if citecast_dir else {}))
     cap = DEFAULT_MAX_TOOL_CALLS if max_tool_calls is None else int(max_tool_calls)
@@ -301,7 +301,7 @@ def citecast(citecast_dir: str | None = None, split: str = "test", max_tool_call
     """CiteCast: forecast a paper's citation count with web_search, web_fetch and submit_prediction."""
     from rap_benchmark.citecast.instance import CITECAST_VERSION
     from rap_benchmark.citecast.prompt import render_prompt
-    from rap_benchmark.integrations.lmeval.citecast_task import citecast_docs, citecast_env
+    from rap_benchmark.integrations.citecast_source import citecast_docs, citecast_env
 
     env = citecast_env({"citecast_dir": citecast_dir} if citecast_dir else {})
     samples = [
