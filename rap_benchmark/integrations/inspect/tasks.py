@@ -122,7 +122,9 @@ def rap_episode(
         meta = state.metadata
         (unit,) = native_units(MODEL_LABEL, inst.codebooks, [(meta["field_id"], meta["origin"])], [cond], spec)
         model = get_model()
-        result = await run_episode(InspectBackend(model), unit.context, unit.open(tools))
+        backend = InspectBackend(model)
+        result = await run_episode(backend, unit.context, unit.open(tools))
+        backend.raise_error()  # a model error is the sample's error, not an invalid answer
         record = result.to_dict()
         state.messages = chat_messages(result.messages)
         state.output = ModelOutput.from_content(str(model), result.answer_text or "")
@@ -264,7 +266,9 @@ def citecast_episode(citecast_dir: str | None = None, max_tool_calls: int | None
             TaskKey(MODEL_LABEL, task_id), CiteCastContext(MODEL_LABEL, task_id, split), client, max_tool_calls=cap
         )
         episode = unit.open()
-        result = await run_episode(InspectBackend(model), unit.context, episode)
+        backend = InspectBackend(model)
+        result = await run_episode(backend, unit.context, episode)
+        backend.raise_error()  # a model error is the sample's error, not an invalid answer
         record = {**result.to_dict(), **unit.record_meta(episode)}
         state.messages = chat_messages(result.messages)
         prediction = record.get("prediction")
