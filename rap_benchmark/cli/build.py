@@ -139,6 +139,26 @@ def format_estimate(table: dict[str, dict[str, object]], sent: str = "to send") 
     return "\n".join(lines)
 
 
+EXPECTED_COST = {
+    "mini": "about 15-30 s and under 1 GB of memory",
+    "arxiv-sample": "about 4-10 min and ~6 GB of memory on 2 cores (250k papers)",
+}
+"""What a build of each shipped instance takes, measured on a 2-core machine (see the README)."""
+
+
+def expected_cost(name: str, from_source: bool, no_cache: bool) -> str:
+    """The line ``rap build`` prints before it starts: how long and how much memory to expect."""
+    known = EXPECTED_COST.get(name)
+    if known is None:
+        return (
+            f"building {name}: time and memory grow with the corpus "
+            f"(arxiv-sample's 250k papers: {EXPECTED_COST['arxiv-sample'].removeprefix('about ')})"
+        )
+    cached = from_source and not no_cache
+    note = "; a rebuild whose instrument fit is cached is quicker" if cached else ""
+    return f"building {name}: expect {known}{note}"
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     import time
 
@@ -166,6 +186,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         raise InputError(problem)
     if args.dry_run:
         return _dry_run(spec, Path(source), instrument, args.quiet, args.tokenizer)
+    if not args.quiet:
+        print(expected_cost(spec.name, source is not None, args.no_cache), file=sys.stderr)
     start = time.perf_counter()
     out = build_instance(
         spec,
