@@ -91,7 +91,9 @@ class RedisStore:
         try:
             import redis
         except ImportError as exc:
-            raise InputError(f"a {url.split(':')[0]}:// session store needs the redis client: pip install 'rap_benchmark[redis]'") from exc
+            raise InputError(
+                f"a {url.split(':')[0]}:// session store needs the redis client: pip install 'rap_benchmark[redis]'"
+            ) from exc
 
         parts = urlsplit(url)
         query = parse_qs(parts.query)
