@@ -119,7 +119,7 @@ def test_a_run_whose_every_unit_failed_exits_1_naming_the_cause(mini_dir: Path, 
     )  # fmt: skip
     line = one_line_failure(proc, "rap run", "every unit failed (2 of 2)", code=1)
     assert "backend_error" in line
-    assert "run now: 0 valid, 2 invalid (2 backend_error)" in proc.stdout
+    assert "run now: 0 valid, 2 invalid (2 backend_error)" in proc.stdout and "next:" not in proc.stdout
 
 
 def test_a_missing_prediction_file_is_one_line(mini_dir: Path, tmp_path: Path) -> None:

@@ -146,6 +146,8 @@ def run_summary(stats: Any, path: Path, next_step: str) -> str:
     with path.open("rb") as fh:
         n = sum(1 for _ in fh)
     lines.append(f"predictions: {path} ({n} rows)")
+    if stats.executed and not stats.valid:
+        return "\n".join(lines)  # every unit failed: the one-line cause follows on stderr, no next step
     if left > 0:
         lines.append(f"next: the same command again runs the {left} units not run yet (valid ones are reused)")
     lines.append(f"next: {next_step}")
