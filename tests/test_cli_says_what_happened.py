@@ -88,3 +88,15 @@ def test_export_never_publishes_over_a_withheld_export(mini_dir: Path, mini, tmp
     rap.export(mini, hub, withhold_test_targets=True)  # its own export, withheld again: fine
     assert main(["export-hf", str(mini_dir), "--out", str(hub)]) == 2
     assert "withholds Test targets" in capsys.readouterr().err
+
+
+def test_builds_say_what_to_expect_and_pace_by_stage_share() -> None:
+    """Regression: an arxiv-sample build gave no warning of its 10 minutes and 6 GB, and its outer
+    bar counted six equal steps, so after the first (nearly all of the time) it promised 49:40 more."""
+    from rap_benchmark.cli.build import expected_cost
+    from rap_benchmark.pipeline.build import BUILD_STEPS
+
+    line = expected_cost("arxiv-sample", True, False)
+    assert line.startswith("building arxiv-sample: expect about") and "GB of memory" in line
+    assert "arxiv-sample's 250k papers" in expected_cost("my-corpus", True, False)
+    assert sum(BUILD_STEPS.values()) == 100 and BUILD_STEPS["inputs"] >= 90

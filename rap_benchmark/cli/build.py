@@ -141,9 +141,11 @@ def format_estimate(table: dict[str, dict[str, object]], sent: str = "to send") 
 
 EXPECTED_COST = {
     "mini": "about 15-30 s and under 1 GB of memory",
-    "arxiv-sample": "about 4-10 min and ~6 GB of memory on 2 cores (250k papers)",
+    "arxiv-sample": "about 5-10 min on 2 idle cores (much longer on a busy machine) and ~6 GB of memory",
 }
-"""What a build of each shipped instance takes, measured on a 2-core machine (see the README)."""
+"""What a build of each shipped instance takes on a 2-core machine: arxiv-sample (250k papers)
+peaked at 6.2 GB resident; it took 10 min 25 s on 2 cores, and 42 min on 2 cores shared with
+about eight other busy processes."""
 
 
 def expected_cost(name: str, from_source: bool, no_cache: bool) -> str:
@@ -152,7 +154,7 @@ def expected_cost(name: str, from_source: bool, no_cache: bool) -> str:
     if known is None:
         return (
             f"building {name}: time and memory grow with the corpus "
-            f"(arxiv-sample's 250k papers: {EXPECTED_COST['arxiv-sample'].removeprefix('about ')})"
+            f"(arxiv-sample's 250k papers: {EXPECTED_COST['arxiv-sample']})"
         )
     cached = from_source and not no_cache
     note = "; a rebuild whose instrument fit is cached is quicker" if cached else ""
