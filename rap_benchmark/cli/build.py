@@ -189,6 +189,10 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(spec, Path(source), instrument, args.quiet, args.tokenizer)
     if not args.quiet:
+        from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE
+        from rap_benchmark.core.fsio import check_replaceable
+
+        check_replaceable(Path(args.out), (SUMS_FILE, LEDGER_FILE))  # a refusal stays one line
         print(expected_cost(spec.name, source is not None, args.no_cache), file=sys.stderr)
     start = time.perf_counter()
     out = build_instance(
