@@ -24,7 +24,7 @@ from rap_benchmark.api import ScoreResult, build, export, load, run, score, sear
 from rap_benchmark.core.artifacts import Instance, PublicInstance
 from rap_benchmark.core.errors import UserError
 from rap_benchmark.core.records import Condition, Policy, Regime, Split, Task
-from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec
+from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec, package_version
 
 __all__ = [
     "BENCHMARK_VERSION",
@@ -47,4 +47,4 @@ __all__ = [
     "validate",
     "verify",
 ]
-__version__ = "1.0.0"
+__version__ = package_version()

@@ -178,12 +178,15 @@ def validate(
 class ScoreResult:
     """What :func:`score` returns: the leaderboard (with ``coverage`` and ``rank``: only rows that
     cover every expected episode are ranked), the per-episode scores, every problem the validator
-    reported (one line each, prefixed by the file) and ``ok`` (no file had an error)."""
+    reported (one line each, prefixed by the file) and ``ok`` (no file had an error). The
+    leaderboard ranks the Forecast conditions; ``state`` scores the State conditions (A2, A4)
+    against x (State fidelity) and y (State-as-Forecast), empty when there are none."""
 
     leaderboard: pd.DataFrame
     episodes: pd.DataFrame
     problems: tuple[str, ...]
     ok: bool
+    state: pd.DataFrame | None = None  # State conditions (A2, A4): fidelity to x, and y as a forecast
 
 
 def score(
@@ -212,7 +215,7 @@ def score(
 
     from rap_benchmark.evaluation.predictions import keep_first_owner, n_expected_episodes, validate_predictions
     from rap_benchmark.evaluation.report import combine_validated
-    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
+    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions, state_table
     from rap_benchmark.evaluation.submissions import apply_ranking_rule
 
     split = None if split is None else parse_enum(Split, split)
@@ -226,7 +229,8 @@ def score(
     board = leaderboard(episodes, instance, n_resamples=n_resamples, seed=seed, split=split)
     missing = {k: v for r in reports for k, v in r.missing.items()}
     board = apply_ranking_rule(board, missing, n_expected_episodes(instance, split))
-    return ScoreResult(board, episodes, tuple(problems), ok)
+    state = state_table(instance, preds, n_resamples=n_resamples, seed=seed, split=split)
+    return ScoreResult(board, episodes, tuple(problems), ok, state)
 
 
 def export(

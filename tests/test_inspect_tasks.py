@@ -83,7 +83,7 @@ needs_install = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def citecast_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from rap_benchmark.integrations.lmeval.citecast_task import ensure_embedded
+    from rap_benchmark.integrations.citecast_source import ensure_embedded
 
     return ensure_embedded(tmp_path_factory.mktemp("cache"))
 

@@ -29,6 +29,7 @@ import numpy as np
 from rap_benchmark.agents.prompts import format_answer
 from rap_benchmark.agents.protocol import EpisodeContext, ModelTurn, Request, ToolCall
 from rap_benchmark.core.dates import add_months
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Regime, Task
 from rap_benchmark.core.text import query_terms
 
@@ -113,7 +114,7 @@ class ReferenceBackend:
 
     def __init__(self, name: str = "reference/search-hits", *, trend: float = 0.5) -> None:
         if name not in self.NAMES:
-            raise ValueError(f"unknown reference agent {name!r} (expected one of {', '.join(self.NAMES)})")
+            raise InputError(f"unknown reference agent {name!r} (expected one of {', '.join(self.NAMES)})")
         self.name = name
         self.trend = trend
 

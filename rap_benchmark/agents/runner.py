@@ -183,6 +183,7 @@ class RunStats:
     cost_usd: float = 0.0
     unusable_files: int = 0
     invalid_reasons: dict[str, int] = field(default_factory=dict)
+    first_failure: str | None = None  # "reason: detail" of the first unit that failed in this call
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -265,6 +266,8 @@ async def _run_locked(
             if not result.valid:
                 why = (result.invalid_reason or InvalidReason.MISSING).value
                 stats.invalid_reasons[why] = stats.invalid_reasons.get(why, 0) + 1
+                if stats.first_failure is None:
+                    stats.first_failure = f"{why}: {result.invalid_detail}" if result.invalid_detail else why
             bar.update(1)
             bar.set_postfix(
                 done=stats.executed, invalid=stats.invalid, retries=stats.retries, tokens=stats.tokens, refresh=False

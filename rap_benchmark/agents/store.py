@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from rap_benchmark.core.errors import InputError, UserError
+from rap_benchmark.core.errors import InputError, UserError, json_reason
 from rap_benchmark.core.fsio import FolderLock, atomic_write_text, open_append_repaired, remove_stale
 from rap_benchmark.core.records import Condition
 
@@ -263,7 +263,7 @@ class RunStore:
             raise RunFolderError(f"{path} is not UTF-8 text: the run folder is damaged") from None
         except json.JSONDecodeError as exc:
             raise RunFolderError(
-                f"{path} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}): the run folder "
+                f"{path} is not valid JSON ({json_reason(exc)} at line {exc.lineno} column {exc.colno}): the run folder "
                 "is damaged; restore run.json or start a new --out"
             ) from None
         if not isinstance(data, dict):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
 
+from rap_benchmark.core.errors import json_reason
 from rap_benchmark.tools import TextProtocol, TextTool, ToolArgumentError, check_arguments, tool_schema
 
 
@@ -69,7 +70,7 @@ def decode_arguments(arguments: str) -> tuple[dict[str, Any] | None, str | None]
     try:
         args = json.loads(arguments) if arguments and arguments.strip() else {}
     except json.JSONDecodeError as exc:
-        return None, f"malformed arguments: not JSON ({exc.msg} at character {exc.pos})"
+        return None, f"malformed arguments: not JSON ({json_reason(exc)} at character {exc.pos})"
     if not isinstance(args, dict):
         return None, f"malformed arguments: expected a JSON object, got {type(args).__name__}"
     return args, None

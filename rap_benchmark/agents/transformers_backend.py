@@ -39,8 +39,20 @@ from typing import Any
 
 from rap_benchmark.agents.prompts import ANSWER_PREFILL, PREFILLED_ANSWER_STOPS
 from rap_benchmark.agents.protocol import Attempt, BackendFailure, Message, ModelTurn, Request, ToolCall, UnitContext
+from rap_benchmark.core.errors import InputError
 
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+LLM_EXTRA_MODULES = ("torch", "transformers", "gguf")
+
+
+def require_llm_extra(what: str) -> None:
+    """Refuse, in one line, a local-model feature the base install cannot run (the ``[llm]`` extra
+    installs torch, transformers and gguf)."""
+    absent = [m for m in LLM_EXTRA_MODULES if importlib.util.find_spec(m) is None]
+    if absent:
+        raise InputError(f"{what} needs {', '.join(absent)}, not installed: pip install 'rap_benchmark[llm]'")
 
 
 def smollm2_gguf() -> tuple[Path, str]:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from rap_benchmark.citecast.sessions import DEFAULT_TTL_S, Outcome, ScoredResult, SessionState
+from rap_benchmark.core.errors import InputError
 
 DEFAULT_PREFIX = "citecast:"
 _SEP = "\x1f"
@@ -87,7 +88,12 @@ class RedisStore:
     @classmethod
     def from_url(cls, url: str, *, ttl_s: float = DEFAULT_TTL_S) -> RedisStore:
         """``redis://host:port/db``; a ``prefix`` query parameter namespaces the keys."""
-        import redis
+        try:
+            import redis
+        except ImportError as exc:
+            raise InputError(
+                f"a {url.split(':')[0]}:// session store needs the redis client: pip install 'rap_benchmark[redis]'"
+            ) from exc
 
         parts = urlsplit(url)
         query = parse_qs(parts.query)

@@ -54,6 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of a user error")
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=RapArgumentParser)
     for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{__name__}.{mod.name}")
@@ -62,6 +63,25 @@ def build_parser() -> argparse.ArgumentParser:
             register(sub)
     _name_commands(parser)
     return parser
+
+
+class _Version(argparse.Action):
+    """``--version``, with the line computed only when asked (it imports CiteCast's version)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:  # noqa: A002
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> NoReturn:
+        print(version_line())
+        parser.exit(0)
+
+
+def version_line() -> str:
+    """``rap --version``: the package, the benchmark (what a score means) and CiteCast versions."""
+    from rap_benchmark.citecast.instance import CITECAST_VERSION
+    from rap_benchmark.core.spec import BENCHMARK_VERSION, package_version
+
+    return f"rap_benchmark {package_version()} (benchmark version {BENCHMARK_VERSION}, CiteCast {CITECAST_VERSION})"
 
 
 def _name_commands(parser: argparse.ArgumentParser) -> None:

@@ -197,6 +197,28 @@ def format_estimate(table: dict[str, dict[str, object]], sent: str = "to send") 
     return "\n".join(lines)
 
 
+EXPECTED_COST = {
+    "mini": "about 15-30 s and under 1 GB of memory",
+    "arxiv-sample": "about 5-10 min on 2 idle cores (much longer on a busy machine) and ~6 GB of memory",
+}
+"""What a build of each shipped instance takes on a 2-core machine: arxiv-sample (250k papers)
+peaked at 6.2 GB resident; it took 10 min 25 s on 2 cores, and 42 min on 2 cores shared with
+about eight other busy processes."""
+
+
+def expected_cost(name: str, from_source: bool, no_cache: bool) -> str:
+    """The line ``rap build`` prints before it starts: how long and how much memory to expect."""
+    known = EXPECTED_COST.get(name)
+    if known is None:
+        return (
+            f"building {name}: time and memory grow with the corpus "
+            f"(arxiv-sample's 250k papers: {EXPECTED_COST['arxiv-sample']})"
+        )
+    cached = from_source and not no_cache
+    note = "; a rebuild whose instrument fit is cached is quicker" if cached else ""
+    return f"building {name}: expect {known}{note}"
+
+
 def _cmd_build(args: argparse.Namespace) -> int:
     import time
 
@@ -224,6 +246,12 @@ def _cmd_build(args: argparse.Namespace) -> int:
         raise InputError(problem)
     if args.dry_run:
         return _dry_run(spec, Path(source), instrument, args.quiet, args.tokenizer)
+    if not args.quiet:
+        from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE
+        from rap_benchmark.core.fsio import check_replaceable
+
+        check_replaceable(Path(args.out), (SUMS_FILE, LEDGER_FILE))  # a refusal stays one line
+        print(expected_cost(spec.name, source is not None, args.no_cache), file=sys.stderr)
     start = time.perf_counter()
     out = build_instance(
         spec,

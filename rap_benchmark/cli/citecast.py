@@ -293,7 +293,7 @@ def _run(args: argparse.Namespace) -> int:
     from rap_benchmark.agents import citecast as cc
     from rap_benchmark.agents.pricing import load_prices
     from rap_benchmark.agents.store import RunStore, parse_shard
-    from rap_benchmark.cli.run import _backend
+    from rap_benchmark.cli.run import _backend, all_failed
 
     shard = parse_shard(args.shard)
     prices = load_prices(args.prices)
@@ -331,4 +331,4 @@ def _run(args: argparse.Namespace) -> int:
     )
     rows = cc.predictions_rows(RunStore(args.out), model)
     print(json.dumps({"predictions": str(path), **cc.summary(rows), **stats.to_dict()}, sort_keys=True))
-    return 0
+    return all_failed(stats, "rap citecast run")

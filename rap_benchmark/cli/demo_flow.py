@@ -19,6 +19,7 @@ returns a short readable summary that :func:`run_demo` prints under the step's t
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -357,6 +358,8 @@ and citecast/. It ends with a summary of where each of them is.
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     start = time.perf_counter()
+    # matplotlib's font cache would otherwise go to ~/.cache/matplotlib: keep it in the demo folder
+    os.environ.setdefault("MPLCONFIGDIR", str(Path(args.out).resolve() / ".cache" / "matplotlib"))
     ctx = run_demo(args.out, progress=not args.quiet)
     print(f"\ndemo finished in {time.perf_counter() - start:.0f} s; {where_things_are(ctx)}")
     return 0

@@ -295,6 +295,8 @@ def cmd_split(args: argparse.Namespace) -> int:
     from rap_benchmark.evaluation.predictions import PredictionFileError
     from rap_benchmark.evaluation.submissions import split_by_model
 
+    if not Path(args.file).is_file():
+        raise InputError(f"no such prediction file: {args.file}")
     meta = json.loads(args.meta.read_text(encoding="utf-8")) if args.meta else None
     try:
         written = split_by_model(args.file, args.out, meta=meta)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from rap_benchmark.cli.args import csv as _csv
 from rap_benchmark.cli.args import enum_list, nonnegative_float, positive_float, positive_int, run_folder
-from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.errors import InputError, one_line
 from rap_benchmark.core.fsio import atomic_write_text
 
 RUN_EPILOG = """examples:
@@ -47,18 +48,25 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
 
         if not args.model or not args.base_url:
             raise InputError("--backend openai needs --model and --base-url")
+        from rap_benchmark.agents.preflight import check_endpoints
+
         name = args.model
+        api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+        urls = [u.strip() for u in args.base_url.split(",") if u.strip()]
+        check_endpoints(urls, args.served_model or args.model, api_key or os.environ.get("OPENAI_API_KEY"))
         backend = OpenAIBackend(
-            args.base_url,
+            urls,
             args.served_model or args.model,
-            api_key=os.environ.get(args.api_key_env) if args.api_key_env else None,
+            api_key=api_key,
             timeout_s=args.timeout,
             max_attempts=args.max_attempts,
             backoff_s=args.backoff,
             max_tokens_param=args.max_tokens_param,
         )
     elif kind == "transformers":
-        from rap_benchmark.agents.transformers_backend import TransformersBackend, smollm2_gguf
+        from rap_benchmark.agents.transformers_backend import TransformersBackend, require_llm_extra, smollm2_gguf
+
+        require_llm_extra("--backend transformers")
 
         path, gguf = args.model_path, args.gguf_file
         if path in (None, "smollm2"):
@@ -111,7 +119,52 @@ def cmd_run(args: argparse.Namespace) -> int:
         prices=prices,
         progress=not args.no_progress,
     )
-    print(json.dumps({"predictions": str(path), **stats.to_dict()}, sort_keys=True))
+    if args.json:
+        print(json.dumps({"predictions": str(path), **stats.to_dict()}, sort_keys=True))
+    else:
+        print(run_summary(stats, path, f"rap score {args.dir} {path}"))
+    return all_failed(stats, "rap run")
+
+
+def run_summary(stats: Any, path: Path, next_step: str) -> str:
+    """What a run did, in words: units run now and reused, valid and invalid (with reasons),
+    tokens and cost, where the predictions are, and the next command."""
+    reasons = ", ".join(f"{n} {why}" for why, n in sorted(stats.invalid_reasons.items()))
+    left = stats.selected - stats.executed - stats.skipped
+    units = f"units: {stats.selected} selected, {stats.executed} run now, {stats.skipped} already done (reused)"
+    outcome = f"run now: {stats.valid} valid, {stats.invalid} invalid" + (f" ({reasons})" if reasons else "")
+    lines = [
+        units + (f", {left} not run yet (--limit)" if left > 0 else ""),
+        outcome + (f", {stats.retries} retried requests" if stats.retries else ""),
+        f"tokens: {stats.tokens:,}; cost: ${stats.cost_usd:.4f}",
+    ]
+    if stats.unusable_files:
+        lines.append(f"note: {stats.unusable_files} unusable unit file(s) were rerun (see events.jsonl)")
+    if not path.is_file():
+        lines.append(f"predictions: none yet ({path} is written once a unit is stored)")
+        return "\n".join(lines)
+    with path.open("rb") as fh:
+        n = sum(1 for _ in fh)
+    lines.append(f"predictions: {path} ({n} rows)")
+    if stats.executed and not stats.valid:
+        return "\n".join(lines)  # every unit failed: the one-line cause follows on stderr, no next step
+    if left > 0:
+        lines.append(f"next: the same command again runs the {left} units not run yet (valid ones are reused)")
+    lines.append(f"next: {next_step}")
+    return "\n".join(lines)
+
+
+def all_failed(stats: Any, prog: str) -> int:
+    """Exit status of a finished run: 1, with one line naming the cause, when every unit run in
+    this call failed (an endpoint that never answered, a model that never answered validly)."""
+    import sys
+
+    if stats.executed and not stats.valid:
+        print(
+            f"{prog}: every unit failed ({stats.invalid} of {stats.executed}); first: {one_line(stats.first_failure or 'invalid')}",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -321,6 +374,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-search-calls", type=positive_int, help="Search budget (default: the spec's, 20)")
     p.add_argument("--prices", help="price table JSON (default: the packaged rap_benchmark/data/prices.json)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--json", action="store_true", help="print the run's tallies as one JSON object instead of a summary"
+    )
     p.set_defaults(func=cmd_run)
 
     m = sub.add_parser(

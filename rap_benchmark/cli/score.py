@@ -112,7 +112,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 def cmd_score(args: argparse.Namespace) -> int:
     from rap_benchmark.api import score
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.evaluation.report.tables import NO_MULTIPLICITY, leaderboard_markdown
+    from rap_benchmark.evaluation.report.tables import NO_MULTIPLICITY, leaderboard_markdown, state_markdown
 
     existing_files(args.predictions, "prediction file")
     inst = load_instance(args.dir)
@@ -127,6 +127,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     for line in result.problems:
         print(line, file=sys.stderr)
     board = result.leaderboard if len(result.leaderboard) else None
+    state = result.state if result.state is not None and len(result.state) else None
     failed = not result.ok
     if args.json:
         payload = {
@@ -134,22 +135,34 @@ def cmd_score(args: argparse.Namespace) -> int:
             "policy": args.policy,
             "split": args.split,
             "leaderboard": [] if board is None else json.loads(board.to_json(orient="records")),
+            "state": [] if state is None else json.loads(state.to_json(orient="records")),
             "problems": list(result.problems),
         }
         print(json.dumps(payload, indent=1))
         return 1 if failed else 0
-    if board is None or board.empty:
+    if (board is None or board.empty) and state is None:
         print("rap score: nothing to score", file=sys.stderr)
         return 1
-    ranked, partial = board[board["rank"].notna()], board[board["rank"].isna()]
-    print(f"{inst.spec.name} ({args.split}, policy {args.policy}): field-macro Forecast Spearman, 95% block bootstrap")
-    if len(ranked):
-        print(leaderboard_markdown(ranked), end="")
-    if len(partial):
-        print("\nNot ranked: these cover only part of the split's episodes (a row needs every one of them):")
-        for r in partial.itertuples(index=False):
-            print(f"  {r.model} / {r.condition}: {r.coverage} episodes")
-        print(leaderboard_markdown(partial), end="")
+    if board is None or board.empty:
+        print("no Forecast conditions (A0, A1, A3) in the files: the leaderboard ranks only those")
+    else:
+        ranked, partial = board[board["rank"].notna()], board[board["rank"].isna()]
+        print(
+            f"{inst.spec.name} ({args.split}, policy {args.policy}): field-macro Forecast Spearman, 95% block bootstrap"
+        )
+        if len(ranked):
+            print(leaderboard_markdown(ranked), end="")
+        if len(partial):
+            print("\nNot ranked: these cover only part of the split's episodes (a row needs every one of them):")
+            for r in partial.itertuples(index=False):
+                print(f"  {r.model} / {r.condition}: {r.coverage} episodes")
+            print(leaderboard_markdown(partial), end="")
+    if state is not None:
+        print(
+            "\nState conditions (A2, A4; not ranked with Forecast): field-macro Spearman against x "
+            "(state_fidelity) and against y (state_as_forecast), 95% block bootstrap"
+        )
+        print(state_markdown(state), end="")
     print(NO_MULTIPLICITY)
     return 1 if failed else 0
 

@@ -51,6 +51,13 @@ class ServiceError(UserError, RuntimeError):
     wrong host, an HTTP error status); nothing was written."""
 
 
+def json_reason(exc: ValueError) -> str:
+    """A JSON decoding error's reason, ready for " at <position>": Python's own message for some
+    errors already ends in "at" ("Unterminated string starting at"), which gave "at at column"."""
+    msg = getattr(exc, "msg", None) or str(exc)
+    return msg.removesuffix(" at").removesuffix(":")
+
+
 def one_line(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """``message`` on one line (line breaks become ``"; "``), cut to ``limit`` characters."""
     parts = [part.strip() for part in str(message).splitlines()]

@@ -106,6 +106,14 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def check_replaceable(out: Path, markers: tuple[str, ...]) -> None:
+    """Refuse (FileExistsError) an ``out`` that is a file, or a non-empty folder holding none of ``markers``."""
+    if out.exists() and not out.is_dir():
+        raise FileExistsError(f"{out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()) and not any((out / m).is_file() for m in markers):
+        raise FileExistsError(f"{out} is a non-empty folder that is not a built instance; refusing to replace it")
+
+
 def building_folder(out: str | Path, markers: tuple[str, ...]) -> Path:
     """A fresh ``.OUT.building-PID`` folder beside ``out`` to build a replacement of ``out`` in.
 
@@ -113,10 +121,7 @@ def building_folder(out: str | Path, markers: tuple[str, ...]) -> Path:
     of this kind); anything else is refused rather than replaced. What killed builds of ``out``
     left behind is removed first. Finish with :func:`swap_into_place`."""
     out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise FileExistsError(f"{out} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()) and not any((out / m).is_file() for m in markers):
-        raise FileExistsError(f"{out} is a non-empty folder that is not a built instance; refusing to replace it")
+    check_replaceable(out, markers)
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(out.parent, name=out.name)
     tmp = temp_name(out, "building")

@@ -25,6 +25,19 @@ contents did not change keeps the version it was built under (its spec pins ``ve
 MINI_VERSION = "1.0.0"
 """mini's contents are unchanged since 1.0.0 (its codebooks come from the generator)."""
 
+
+def package_version() -> str:
+    """The installed package's version (its metadata, from pyproject.toml): the one version
+    string ``rap --version``, ``rap_benchmark.__version__`` and reports show. A source tree
+    that is not installed falls back to :data:`BENCHMARK_VERSION`, which the release matches."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("rap_benchmark")
+    except metadata.PackageNotFoundError:
+        return BENCHMARK_VERSION
+
+
 UNSET = "unset"
 """Ledger marker for parameters deliberately not set (e.g. top_p of a hosted API)."""
 

@@ -46,6 +46,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from rap_benchmark.core.errors import json_reason
 from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Split, parse_enum
 from rap_benchmark.core.schemas import (
@@ -750,7 +751,7 @@ def _read_jsonl(path: Path, rows: _Rows, problems: list[Problem]) -> bool:
 
 def _json_error(exc: ValueError) -> str:
     if isinstance(exc, json.JSONDecodeError):
-        return f"{exc.msg} at column {exc.colno}"
+        return f"{json_reason(exc)} at column {exc.colno}"
     return _short(str(exc), 120)
 
 

@@ -55,6 +55,7 @@ import pandas as pd
 
 from rap_benchmark.core.artifacts import Instance, codebook_to_dict, sha256_file, write_parquet
 from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Policy, Split, episode_id
 from rap_benchmark.core.schemas import (
@@ -552,6 +553,45 @@ def _keep_salt(salt: bytes, private_dir: Path) -> None:
     atomic_write_text(path, salt.hex() + "\n")
 
 
+def _foreign_entry(hub_dir: Path) -> Path | None:
+    """The first entry of ``hub_dir`` that an export did not write (None when all are an export's:
+    the private folder, and org folders of repo folders that each hold a manifest)."""
+    for entry in sorted(hub_dir.iterdir()):
+        if entry.name == PRIVATE_DIR and entry.is_dir():
+            continue
+        if not entry.is_dir():
+            return entry
+        for repo in sorted(entry.iterdir()):
+            if not (repo.is_dir() and (repo / MANIFEST_FILE).is_file()):
+                return repo
+    return None
+
+
+def check_destination(hub_dir: Path) -> None:
+    """Refuse, before anything is written, a file or a non-empty folder an export did not write."""
+    if hub_dir.exists() and not hub_dir.is_dir():
+        raise InputError(f"{hub_dir} is a file, not a folder")
+    foreign = _foreign_entry(hub_dir) if hub_dir.is_dir() else None
+    if foreign is not None:
+        raise InputError(
+            f"{hub_dir} is not empty and was not written by an export ({foreign} is not an exported repo): "
+            "export into a new or empty folder"
+        )
+
+
+def check_withheld_kept(hub_dir: Path, org: str, withholds: dict[str, bool]) -> None:
+    """Refuse to replace a repo that withholds targets with one that would publish them."""
+    for name, withholding in sorted(withholds.items()):
+        manifest = hub_dir / org / name / MANIFEST_FILE
+        if withholding or not manifest.is_file():
+            continue
+        if json.loads(manifest.read_text(encoding="utf-8")).get("withheld"):
+            raise InputError(
+                f"{manifest.parent} withholds Test targets; exporting over it without withholding would publish "
+                "them (withhold them again, or export into another folder)"
+            )
+
+
 def export_instance(
     inst: Instance,
     hub_dir: str | Path,
@@ -574,11 +614,10 @@ def export_instance(
     hub_dir = Path(hub_dir)
     private_dir = hub_dir / PRIVATE_DIR
     w = check_withhold_from(inst, withhold_from)
+    check_destination(hub_dir)
     needs_salt = w is not None or (citecast_tasks is not None and (citecast_tasks["split"] == "test").any())
     if needs_salt and salt is None:
         salt = _load_salt(Path(salt_file) if salt_file else None, private_dir)
-    if needs_salt and salt is not None:
-        _keep_salt(salt, private_dir)
     tables = instance_repos(inst, salt=salt, withhold_from=w)
     if citecast_tasks is not None:
         tables.append(citecast_table(citecast_tasks, salt, synthetic=citecast_synthetic))
@@ -587,6 +626,9 @@ def export_instance(
         if unknown:
             raise ValueError(f"unknown repos: {', '.join(unknown)}")
         tables = [t for t in tables if t.name in set(repos)]
+    check_withheld_kept(hub_dir, org, {t.name: any(c.withheld for c in t.configs) for t in tables})
+    if needs_salt and salt is not None:
+        _keep_salt(salt, private_dir)
     context = {
         "benchmark_version": inst.spec.version,
         "manifest_hash": inst.manifest_hash,

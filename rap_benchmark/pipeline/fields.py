@@ -396,6 +396,9 @@ class FieldModel:
         return frame.astype(object).sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
 
 
+FIELDS_BAR = "{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]"
+
+
 def build_fields(
     papers: pd.DataFrame, spec: BenchmarkSpec, *, progress: bool = False
 ) -> tuple[pd.DataFrame, dict[str, FieldInfo]]:
@@ -421,7 +424,9 @@ def fit_fields(
 
     from rap_benchmark.pipeline.features import spherical_kmeans_dense
 
-    steps = tqdm(total=5, desc="fields", disable=not progress)
+    # each stage's share of the time (arxiv-sample, 2 cores), so the bar's ETA is the remaining share
+    shares = iter((27, 27, 10, 3, 33))
+    steps = tqdm(total=100, desc="fields", unit="%", bar_format=FIELDS_BAR, disable=not progress)
     papers = papers.sort_values(["date", "arxiv_id"], kind="stable").reset_index(drop=True)
     dates = papers["date"].astype(str).to_numpy()
     eligible = np.flatnonzero(dates < spec.eligibility_end)
@@ -429,7 +434,7 @@ def fit_fields(
     if eligible.size < k:
         raise ValueError(f"{eligible.size} papers before {spec.eligibility_end}; {k} fields need more")
     corpus = tokenize_papers(papers)
-    steps.update()
+    steps.update(next(shares))
     space = TfidfSpace.fit(
         corpus.select(eligible),
         min_df=3,
@@ -443,10 +448,10 @@ def fit_fields(
     dims = min(int(spec.extra.get("field_lsa_dims", 100)), space.n_terms - 1, n_fit - 1)
     projection = _lsa_axes(x[fit_rows], dims, spec.seed)
     z = FieldModel(space=space, centres=np.zeros((0, dims)), kept=(), projection=projection).embed(x)
-    steps.update()
+    steps.update(next(shares))
     labels, centres = spherical_kmeans_dense(z[fit_rows], k, rng)
     centres = _merge_synonyms(centres, np.bincount(labels, minlength=k).astype(np.float64))
-    steps.update()
+    steps.update(next(shares))
 
     member = FieldModel(space=space, centres=centres, kept=(), projection=projection).member(x)
     pre_mask = dates < spec.codebook_cutoff
@@ -454,7 +459,7 @@ def fit_fields(
     n_pre = member[pre_mask].sum(axis=0)
     min_pre = max(N_DIRECTIONS * MIN_PRECUTOFF_PER_DIRECTION, int(spec.extra.get("min_precutoff_papers", 0)))
     keep = np.flatnonzero((n_elig >= spec.min_field_papers) & (n_pre >= min_pre))
-    steps.update()
+    steps.update(next(shares))
     names, definitions = _field_names(papers, member, keep, pre_mask)
     kept = sorted(keep.tolist(), key=lambda c: (names[c].lower(), c))
     info: dict[str, FieldInfo] = {}
@@ -467,7 +472,7 @@ def fit_fields(
         cohesion = float(np.mean(z[rows] @ centres[c])) if rows.size else float("nan")
         info[fid] = FieldInfo(field_id=fid, name=names[c], definition=definitions[c], cohesion=cohesion)
         frames.append(pd.DataFrame({"arxiv_id": ids[member[:, c]], "field_id": fid}))
-    steps.update()
+    steps.update(next(shares))
     steps.close()
     memberships = (
         pd.concat(frames, ignore_index=True)

@@ -132,7 +132,7 @@ def render_html(
     """The report page as one HTML string (UTF-8, no external references)."""
     import jinja2
 
-    from rap_benchmark.core.spec import BENCHMARK_VERSION
+    from rap_benchmark.core.spec import package_version
 
     shown = display_tables(tables)
     sections: list[dict[str, Any]] = []
@@ -174,7 +174,7 @@ def render_html(
     )
     context = {
         "title": title,
-        "meta": {**tables.meta, "package_version": BENCHMARK_VERSION},
+        "meta": {**tables.meta, "package_version": package_version()},
         "anchors": _anchors(tables),
         "closing_note": closing_note(tables, multiplicity=False),
         "multiplicity": NO_MULTIPLICITY,

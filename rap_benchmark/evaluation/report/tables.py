@@ -410,3 +410,10 @@ def leaderboard_markdown(board: pd.DataFrame) -> str:
     empty = board.iloc[0:0]
     tables = ReportTables(board, empty, empty, empty, empty, empty, empty, empty, None)
     return to_markdown(display_tables(tables)["leaderboard"])
+
+
+def state_markdown(state: pd.DataFrame) -> str:
+    """The State table (A2, A4 scored against x and, as a forecast, against y) as markdown."""
+    empty = state.iloc[0:0]
+    tables = ReportTables(empty, empty, empty, empty, state, empty, empty, empty, None)
+    return to_markdown(display_tables(tables)["state"])

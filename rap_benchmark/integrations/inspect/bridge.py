@@ -106,10 +106,22 @@ def generate_config(max_tokens: int | None, temperature: float | None) -> Genera
 
 class InspectBackend:
     """A :class:`~rap_benchmark.agents.protocol.Backend` over an Inspect model: the agents'
-    episode loop (:func:`rap_benchmark.agents.episode.run_episode`) runs unchanged on it."""
+    episode loop (:func:`rap_benchmark.agents.episode.run_episode`) runs unchanged on it.
+
+    A model error (Inspect has already retried it) ends the episode as the loop ends any backend
+    failure, and is kept in :attr:`error`: the solver re-raises it (:meth:`raise_error`) so that
+    Inspect records the sample as errored, as it does for any other task, instead of the scorer
+    counting an invalid answer.
+    """
 
     def __init__(self, model: Model) -> None:
         self.model = model
+        self.error: BaseException | None = None
+
+    def raise_error(self) -> None:
+        """Re-raise the model error that ended the episode, if one did."""
+        if self.error is not None:
+            raise self.error
 
     async def complete(self, request: Request, context: UnitContext | None) -> ModelTurn:
         tools = tool_infos(request.tools)
@@ -121,10 +133,12 @@ class InspectBackend:
                 tool_choice=choice if tools else None,
                 config=generate_config(request.max_tokens, request.temperature),
             )
-        except Exception as exc:  # noqa: BLE001 - Inspect has retried; the unit records the failure
+        except Exception as exc:  # noqa: BLE001 - Inspect has retried; the solver re-raises it
+            self.error = exc
             detail = f"{type(exc).__name__}: {exc}"
             raise BackendFailure(detail, (Attempt(1, False, detail, endpoint="inspect"),)) from exc
         if output.error:
+            self.error = RuntimeError(f"model error: {output.error}")
             raise BackendFailure(output.error, (Attempt(1, False, output.error, endpoint="inspect"),))
         msg = openai_message(output)
         calls = tuple(

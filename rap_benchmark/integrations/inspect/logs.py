@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.errors import InputError, one_line
 from rap_benchmark.integrations.submission import prediction_frame, prediction_row
 
 RAP_TASKS = ("rap_forecast", "rap_state")
@@ -34,11 +34,17 @@ def served_model_name(inspect_model: str) -> str:
 
 
 def find_logs(paths: Iterable[str | Path]) -> list[Path]:
-    """Log files named, or found under folders (``*.eval`` and ``*.json``)."""
+    """Log files named, or found under folders (``*.eval`` and ``*.json`` logs, as Inspect lists
+    them: an eval-set folder's ``logs.json`` and ``eval-set.json`` are not logs)."""
+    from urllib.parse import unquote, urlparse
+
+    from inspect_ai.log import list_eval_logs
+
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
-            out.extend(sorted(q for q in p.rglob("*") if q.suffix in (".eval", ".json") and q.is_file()))
+            found = (urlparse(info.name) for info in list_eval_logs(str(p), recursive=True))
+            out.extend(sorted(Path(unquote(u.path)) if u.scheme == "file" else Path(u.geturl()) for u in found))
         elif p.is_file():
             out.append(p)
         else:
@@ -59,6 +65,7 @@ def log_predictions(paths: Iterable[str | Path], *, model: str | None = None) ->
     from inspect_ai.log import read_eval_log
 
     rows: dict[tuple[str, str, str, str], tuple[str, dict[str, Any]]] = {}
+    errored: dict[tuple[str, str, str, str], str] = {}
     names = set()
     for path in find_logs(paths):
         log = read_eval_log(str(path))
@@ -70,9 +77,18 @@ def log_predictions(paths: Iterable[str | Path], *, model: str | None = None) ->
             record = (sample.store or {}).get("rap_record") or {}
             row = prediction_row(name, sample.metadata or {}, record.get("answer_text"), record)
             key = (name, row["condition"], row["field_id"], row["origin"])
+            if sample.error is not None:  # a model or tool error is not an answer: never an invalid row
+                errored[key] = str(sample.error.message)
+                continue
             stamp = str(log.eval.created)
             if key not in rows or stamp >= rows[key][0]:
                 rows[key] = (stamp, row)
+    lost = [why for key, why in errored.items() if key not in rows]
+    if lost:
+        raise InputError(
+            f"{len(lost)} sample(s) ended in an error, not an answer (first: {one_line(lost[0], 200)}); "
+            "rerun them (inspect eval-retry LOG) and convert again"
+        )
     if not rows:
         raise InputError("the logs hold no samples of the RAP tasks (rap_forecast, rap_state)")
     if len(names) > 1:

@@ -122,7 +122,9 @@ def rap_episode(
         meta = state.metadata
         (unit,) = native_units(MODEL_LABEL, inst.codebooks, [(meta["field_id"], meta["origin"])], [cond], spec)
         model = get_model()
-        result = await run_episode(InspectBackend(model), unit.context, unit.open(tools))
+        backend = InspectBackend(model)
+        result = await run_episode(backend, unit.context, unit.open(tools))
+        backend.raise_error()  # a model error is the sample's error, not an invalid answer
         record = result.to_dict()
         state.messages = chat_messages(result.messages)
         state.output = ModelOutput.from_content(str(model), result.answer_text or "")
@@ -252,7 +254,7 @@ def citecast_episode(citecast_dir: str | None = None, max_tool_calls: int | None
     from rap_benchmark.agents.protocol import CiteCastContext
     from rap_benchmark.agents.store import TaskKey
     from rap_benchmark.citecast.client import InProcessClient
-    from rap_benchmark.integrations.lmeval.citecast_task import citecast_env
+    from rap_benchmark.integrations.citecast_source import citecast_env
 
     client = InProcessClient(citecast_env({"citecast_dir": citecast_dir} if citecast_dir else {}))
     cap = DEFAULT_MAX_TOOL_CALLS if max_tool_calls is None else int(max_tool_calls)
@@ -264,7 +266,9 @@ def citecast_episode(citecast_dir: str | None = None, max_tool_calls: int | None
             TaskKey(MODEL_LABEL, task_id), CiteCastContext(MODEL_LABEL, task_id, split), client, max_tool_calls=cap
         )
         episode = unit.open()
-        result = await run_episode(InspectBackend(model), unit.context, episode)
+        backend = InspectBackend(model)
+        result = await run_episode(backend, unit.context, episode)
+        backend.raise_error()  # a model error is the sample's error, not an invalid answer
         record = {**result.to_dict(), **unit.record_meta(episode)}
         state.messages = chat_messages(result.messages)
         prediction = record.get("prediction")
@@ -301,7 +305,7 @@ def citecast(citecast_dir: str | None = None, split: str = "test", max_tool_call
     """CiteCast: forecast a paper's citation count with web_search, web_fetch and submit_prediction."""
     from rap_benchmark.citecast.instance import CITECAST_VERSION
     from rap_benchmark.citecast.prompt import render_prompt
-    from rap_benchmark.integrations.lmeval.citecast_task import citecast_docs, citecast_env
+    from rap_benchmark.integrations.citecast_source import citecast_docs, citecast_env
 
     env = citecast_env({"citecast_dir": citecast_dir} if citecast_dir else {})
     samples = [

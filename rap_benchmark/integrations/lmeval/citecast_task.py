@@ -23,18 +23,13 @@ Metrics: ``reward`` (mean CiteCast reward over tasks, invalid episodes scoring 0
 
 Metadata keys (YAML ``metadata:`` or ``--metadata``): ``citecast_dir`` (the instance folder),
 ``split`` (train, test or all; default test), ``max_tool_calls`` (default 8),
-``max_observation_chars``. The instance folder is, in order: ``citecast_dir``,
-``$RAP_CITECAST_DIR``, ``instance_dir`` when it holds a CiteCast instance (``--metadata`` is
-shared by every task of a run, so a RAP ``instance_dir`` is left to the RAP tasks), else the
-embedded instance built once into the cache (``$RAP_CACHE_DIR`` or ``~/.cache/rap_benchmark``).
+``max_observation_chars``. The instance folder is chosen by
+:func:`rap_benchmark.integrations.citecast_source.citecast_dir` (shared with the Inspect task).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
-from functools import cache
-from pathlib import Path
 from typing import Any
 
 from rap_benchmark.agents.citecast import (
@@ -47,66 +42,28 @@ from rap_benchmark.agents.citecast import (
 from rap_benchmark.agents.protocol import CiteCastContext, Request
 from rap_benchmark.agents.store import TaskKey
 from rap_benchmark.citecast.client import InProcessClient
-from rap_benchmark.citecast.env import CiteCastEnv
-from rap_benchmark.citecast.instance import CITECAST_VERSION, MANIFEST
+from rap_benchmark.citecast.instance import CITECAST_VERSION
 from rap_benchmark.citecast.prompt import SYSTEM_PROMPT, render_prompt
 from rap_benchmark.citecast.tools import tool_schemas
+from rap_benchmark.integrations.citecast_source import (  # noqa: F401 - the task's instance helpers, re-exported
+    CITECAST_DIR_ENV,
+    DOC_SPLITS,
+    citecast_dir,
+    citecast_docs,
+    citecast_env,
+    ensure_embedded,
+)
 from rap_benchmark.integrations.lmeval.task import (
     ToolLoopTask,
     mean_finite,
     valid_metric,
 )
-from rap_benchmark.integrations.source import cache_root, cached_build
 
-CITECAST_DIR_ENV = "RAP_CITECAST_DIR"
-DOC_SPLITS = ("train", "test", "all")
 DEFAULT_MAX_GEN_TOKS = DEFAULT_MAX_TOKENS
 MODEL_LABEL = "lm-eval"
 
 
-# -- the instance and its documents ---------------------------------------------------------------
-
-
-def ensure_embedded(root: Path | None = None) -> Path:
-    """The cached embedded CiteCast instance of this CiteCast version, built on first use (seconds)."""
-    from rap_benchmark.citecast.embedded import build_embedded
-
-    out = (root or cache_root()) / "citecast" / f"embedded-{CITECAST_VERSION}"
-    return cached_build(out, build_embedded)
-
-
-def citecast_dir(metadata: Mapping[str, Any] | None = None) -> Path:
-    """The CiteCast instance folder the task runs on (see the module docstring for the order)."""
-    meta = metadata or {}
-    explicit = meta.get("citecast_dir") or os.environ.get(CITECAST_DIR_ENV)
-    if explicit:
-        return Path(explicit)
-    shared = meta.get("instance_dir")
-    if shared and (Path(shared) / MANIFEST).is_file():
-        return Path(shared)
-    return ensure_embedded()
-
-
-@cache
-def _env(path: str) -> CiteCastEnv:
-    env = CiteCastEnv.from_instance(path)
-    env.warm()
-    return env
-
-
-def citecast_env(metadata: Mapping[str, Any] | None = None) -> CiteCastEnv:
-    """The environment (verified instance, search index built) for the task's folder; one per
-    process and folder, so its sessions outlive the evaluation and can be inspected."""
-    return _env(str(citecast_dir(metadata).resolve()))
-
-
-def citecast_docs(env: CiteCastEnv, split: str = "test") -> list[dict[str, str]]:
-    """One document per task of ``split`` (train, test or all), sorted by task id: the id and its
-    split only (what an agent-facing task spec carries)."""
-    if split not in DOC_SPLITS:
-        raise ValueError(f"split must be one of {', '.join(DOC_SPLITS)}, got {split!r}")
-    ids = env.task_ids(None if split == "all" else split)
-    return [{"task_id": t, "split": env.tasks[t].split.value} for t in ids]
+# -- the documents ---------------------------------------------------------------------------------
 
 
 def _load_docs(**metadata: Any) -> Any:

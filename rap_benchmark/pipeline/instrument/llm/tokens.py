@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from rap_benchmark.core.errors import InputError
+
 _PIECE = re.compile(r" ?[A-Za-z]+| ?[0-9]{1,3}| ?[^\sA-Za-z0-9]+|\s+")
 MESSAGE_OVERHEAD = 4  # role and separators per chat message
 REPLY_PRIMING = 3
@@ -39,7 +41,10 @@ def tokenizer_counters(name_or_path: str) -> tuple[PromptCounter, TextCounter]:
     """(prompt counter, text counter) from a Hugging Face tokenizer (a local folder, or a Hub
     name already in the local cache). Prompts go through the tokenizer's chat template when it
     has one, else the per-message accounting above."""
-    from transformers import AutoTokenizer
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:
+        raise InputError("--tokenizer needs transformers: pip install 'rap_benchmark[llm]'") from exc
 
     tok = AutoTokenizer.from_pretrained(name_or_path)
 
