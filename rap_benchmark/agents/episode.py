@@ -31,17 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rap_benchmark.agents import prompts
-from rap_benchmark.agents.protocol import (
-    Attempt,
-    Backend,
-    BackendFailure,
-    Message,
-    ModelTurn,
-    Request,
-    UnitContext,
-)
+from rap_benchmark.agents.protocol import Backend, Message, ModelTurn, Request, UnitContext
 from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolSet, observation_text
 from rap_benchmark.core.records import InvalidReason
+from rap_benchmark.llmclient.failures import Attempt, BackendFailure
 
 
 def _rap_answer(text: str) -> AnswerCheck:

@@ -26,7 +26,6 @@ import pandas as pd
 
 from rap_benchmark.agents import prompts
 from rap_benchmark.agents.episode import Episode, UnitResult, run_episode
-from rap_benchmark.agents.pricing import PriceTable, default_prices
 from rap_benchmark.agents.protocol import Backend, EpisodeContext, UnitContext
 from rap_benchmark.agents.store import RunStore, StoreKey, UnitKey
 from rap_benchmark.agents.toolset import SearchToolSet
@@ -34,6 +33,7 @@ from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, InvalidReason, Regime
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.llmclient.pricing import PriceTable, default_prices
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance, PublicInstance

@@ -291,9 +291,9 @@ def _leak_probe(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from rap_benchmark.agents import citecast as cc
-    from rap_benchmark.agents.pricing import load_prices
     from rap_benchmark.agents.store import RunStore, parse_shard
     from rap_benchmark.cli.run import _backend, all_failed
+    from rap_benchmark.llmclient.pricing import load_prices
 
     shard = parse_shard(args.shard)
     prices = load_prices(args.prices)

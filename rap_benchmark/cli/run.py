@@ -91,11 +91,11 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rap_benchmark.agents.pricing import load_prices
     from rap_benchmark.agents.runner import run_benchmark
     from rap_benchmark.agents.store import parse_shard
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.records import Condition
+    from rap_benchmark.llmclient.pricing import load_prices
 
     conditions = enum_list(Condition, args.conditions, "--conditions")
     shard = parse_shard(args.shard)
