@@ -1,7 +1,7 @@
 """Distribution on the Hugging Face Hub: export a built instance as dataset repos, publish them,
 read them back, and check revealed targets against their salted commitments."""
 
-from rap_benchmark.hub.canonical import canonical_json, commitment, content_hash
+from rap_benchmark.core.canonical import canonical_json, commitment, content_hash
 from rap_benchmark.hub.export import (
     DEFAULT_ORG,
     REPO_NAMES,

@@ -21,7 +21,7 @@ field, and when: the membership alone gives the counted mass ``n_y``, and the pu
 instrument run on the papers would give the labels). Those rows move to a ``<config>_heldout``
 config that has no target column at all: assignment rows keep only an opaque key (a salted hash
 of paper and field) and episode rows their public inputs, each with a ``target_sha256`` commitment
-(:mod:`rap_benchmark.hub.canonical`); the targets and the salt go to ``_private/``. The ``papers``
+(:mod:`rap_benchmark.core.canonical`); the targets and the salt go to ``_private/``. The ``papers``
 repo then ends before W (no episode can search a paper dated on or after its origin, and the last
 origin is on or before W), so the target-window papers are not in the published data either.
 W may not precede the last origin: the realised window of one origin is the recent window of the
@@ -54,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.artifacts import Instance, codebook_to_dict, sha256_file, write_parquet
+from rap_benchmark.core.canonical import commitments, content_hash, new_salt, target_values
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
@@ -65,7 +66,6 @@ from rap_benchmark.core.schemas import (
     EPISODE_TARGETS,
     pending_mask,
 )
-from rap_benchmark.hub.canonical import commitments, content_hash, new_salt, target_values
 from rap_benchmark.hub.layout import (
     COMMITMENT_COLUMN,
     HELDOUT_SUFFIX,
