@@ -30,7 +30,7 @@ from rap_benchmark.citecast.instance import load_instance
 from rap_benchmark.citecast.reward import reward
 from rap_benchmark.citecast.sessions import Outcome, SqliteStore
 from rap_benchmark.cli import main as rap_main
-from rap_benchmark.core.artifacts import verify
+from rap_benchmark.core.sums import verify
 
 REPO = Path(__file__).resolve().parents[1]
 RAP = [sys.executable, "-m", "rap_benchmark"]

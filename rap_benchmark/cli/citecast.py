@@ -310,7 +310,7 @@ def _run(args: argparse.Namespace) -> int:
 
         client, instance = HttpClient(args.url, api_key=args.api_key), args.url
     else:
-        from rap_benchmark.core.artifacts import manifest_hash
+        from rap_benchmark.core.sums import manifest_hash
 
         client, instance = _client(args), manifest_hash(args.instance_dir)
     stats, path = cc.run_citecast(

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.artifacts import Instance, codebook_to_dict, sha256_file, write_parquet
+from rap_benchmark.core.artifacts import Instance, codebook_to_dict, write_parquet
 from rap_benchmark.core.canonical import commitments, content_hash, new_salt, target_values
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.errors import InputError
@@ -66,6 +66,7 @@ from rap_benchmark.core.schemas import (
     EPISODE_TARGETS,
     pending_mask,
 )
+from rap_benchmark.core.sums import sha256_file
 from rap_benchmark.hub.layout import (
     COMMITMENT_COLUMN,
     HELDOUT_SUFFIX,

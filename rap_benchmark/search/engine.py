@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.artifacts import CACHE_DIR, listed_sha256, shard_hash
 from rap_benchmark.core.dates import add_months, parse_date, to_days
 from rap_benchmark.core.records import Regime, SearchHit, SearchObservation
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.sums import CACHE_DIR, listed_sha256, shard_hash
 from rap_benchmark.search.columns import (
     DISPLAY_CACHE,
     date_strings,
