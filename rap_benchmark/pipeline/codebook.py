@@ -30,15 +30,9 @@ import scipy.sparse as sp
 
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Codebook, Direction
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.clusters import _normalise_dense_rows
 from rap_benchmark.pipeline.features import Features, LocalSpace
-from rap_benchmark.pipeline.fields import (
-    FieldInfo,
-    FieldModel,
-    TfidfSpace,
-    TokenizedCorpus,
-    _normalise_dense_rows,
-    tokenize_papers,
-)
+from rap_benchmark.pipeline.fields import FieldInfo, FieldModel, TfidfSpace, TokenizedCorpus, tokenize_papers
 
 if TYPE_CHECKING:
     from rap_benchmark.pipeline.synth import MiniCorpus
@@ -152,7 +146,7 @@ def eight_directions(y: np.ndarray, seed: Sequence[int], *, min_size: int, n_ini
     is split in two by 2-means (up to REBALANCE_ROUNDS times). Raises :class:`FieldUnfit` if the
     field cannot hold eight such groups.
     """
-    from rap_benchmark.pipeline.features import spherical_kmeans_dense
+    from rap_benchmark.pipeline.clusters import spherical_kmeans_dense
 
     if y.shape[0] < N_DIRECTIONS * max(min_size, 1):
         raise FieldUnfit(f"{y.shape[0]} papers cannot hold eight directions of {min_size} papers")
