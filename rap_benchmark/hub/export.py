@@ -46,7 +46,7 @@ import datetime as dt
 import json
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,7 @@ from rap_benchmark.core.schemas import (
     pending_mask,
 )
 from rap_benchmark.core.sums import sha256_file
+from rap_benchmark.hub.cards import render_card
 from rap_benchmark.hub.layout import (
     COMMITMENT_COLUMN,
     HELDOUT_SUFFIX,
@@ -74,6 +75,9 @@ from rap_benchmark.hub.layout import (
     PENDING_SUFFIX,
     PRIVATE_DIR,
     SALT_FILE,
+    ConfigTable,
+    RepoTables,
+    Withheld,
 )
 
 DEFAULT_ORG = "rap"
@@ -82,42 +86,6 @@ ASSIGNMENT_HELD_COLUMNS: tuple[str, ...] = ("arxiv_id", "field_id", "date", *ASS
 """A withheld assignment row is withheld whole: membership (which paper, which field, when) and labels."""
 REPO_NAMES: tuple[str, ...] = ("papers", "assignments", "fields", "splits", "episodes", "search_manifests")
 CITECAST_REPO = "citecast_tasks"
-
-
-@dataclass(frozen=True)
-class Withheld:
-    """Rows of one (config, split) whose targets were withheld.
-
-    ``public`` is what the heldout config publishes (keys + ``target_sha256``); ``targets`` is
-    the private table (keys + the target columns) needed to score and, later, to reveal.
-    """
-
-    target_columns: tuple[str, ...]
-    key_column: str
-    public: pd.DataFrame
-    targets: pd.DataFrame
-
-
-@dataclass(frozen=True)
-class ConfigTable:
-    """One config of a repo: split name -> table, plus withheld rows per split."""
-
-    name: str
-    splits: dict[str, pd.DataFrame]
-    description: str
-    default: bool = False
-    withheld: dict[str, Withheld] = field(default_factory=dict)
-    pending_origins: tuple[str, ...] = ()
-    """Origins whose targets do not exist yet: set on a ``<policy>_pending`` config, whose rows have no target."""
-
-
-@dataclass(frozen=True)
-class RepoTables:
-    name: str
-    title: str
-    summary: str
-    configs: tuple[ConfigTable, ...]
-    licence: str = "cc0-1.0"
 
 
 @dataclass(frozen=True)
@@ -489,8 +457,6 @@ def write_repo(
     private_dir: Path | None,
 ) -> Path:
     """Write one repo folder (data files, manifest, card); withheld targets go to ``private_dir``."""
-    from rap_benchmark.hub.cards import render_card
-
     if repo_dir.exists():
         shutil.rmtree(repo_dir)
     repo_dir.mkdir(parents=True)
