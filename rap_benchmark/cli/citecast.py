@@ -229,7 +229,7 @@ def _score(args: argparse.Namespace) -> int:
     from rap_benchmark.citecast.instance import load_instance
     from rap_benchmark.citecast.scoring import score_results
     from rap_benchmark.citecast.serving import default_store
-    from rap_benchmark.citecast.sessions import open_store
+    from rap_benchmark.citecast.stores import open_store
 
     inst = load_instance(args.instance_dir)
     store_url = args.store or default_store(args.instance_dir)
