@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Codebook, Direction
 from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.pipeline.clusters import _normalise_dense_rows
+from rap_benchmark.pipeline.clusters import normalise_dense
 from rap_benchmark.pipeline.features import Features, LocalSpace
 from rap_benchmark.pipeline.fields import FieldInfo, FieldModel, TfidfSpace, TokenizedCorpus, tokenize_papers
 
@@ -319,7 +319,7 @@ def codebooks_from_blueprint(mini: MiniCorpus, spec: BenchmarkSpec) -> tuple[lis
                 }
             )
             sums[empty] = space.transform(tokenize_papers(pseudo))[0].toarray()
-        cents = _normalise_dense_rows(sums)
+        cents = normalise_dense(sums)
         proto_sims = cents @ cents.T
         np.fill_diagonal(proto_sims, -np.inf)
         directions = []
