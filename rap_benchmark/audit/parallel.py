@@ -1,4 +1,4 @@
-"""Parallel-instrument agreement (SPEC 3.3, seed: "independently drafted Opus instrument").
+"""Parallel-instrument agreement (the paper's parallel instruments: "independently drafted Opus instrument").
 
 The second instrument is built independently of the frozen one: its own text representation
 (scikit-learn's word tokenizer and English stop words on the raw title and abstract, unigram

@@ -1,4 +1,4 @@
-"""Sealed forecasts and the Forecast-Live track (SPEC 5c).
+"""Sealed forecasts and the Forecast-Live track (docs/LIVING.md).
 
 A forecast for a window that has not opened yet is *sealed*: ``rap submit seal PRED.jsonl``
 publishes one JSON row (a *seal*) that commits to the prediction file without revealing it::

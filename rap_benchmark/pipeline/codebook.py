@@ -1,4 +1,4 @@
-"""Offline codebooks: exactly eight directions per field from pre-cutoff text (SPEC 3.2).
+"""Offline codebooks: exactly eight directions per field from pre-cutoff text (the paper's codebook construction).
 
 Two constructions share one output (a list of :class:`~rap_benchmark.core.records.Codebook` sorted
 by field id, and :class:`Prototypes` for the offline assignment instrument):

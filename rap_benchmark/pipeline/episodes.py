@@ -1,4 +1,4 @@
-"""Episodes and search-manifest rows (SPEC 3.5, 3.6, 3.17), vectorised over fields and origins.
+"""Episodes and search-manifest rows (the paper's episodes, Search environment and provenance ledger), vectorised over fields and origins.
 
 For field f, origin T and a counting policy, with w = ``spec.window_months`` and
 H = ``spec.history_windows``:

@@ -1,4 +1,4 @@
-"""Fields from real text: TF-IDF, seeded spherical k-means and multi-membership (SPEC 3.2).
+"""Fields from real text: TF-IDF, seeded spherical k-means and multi-membership (the paper's codebook construction).
 
 The offline deterministic path. A field is a cluster of papers dated before
 ``spec.eligibility_end`` (the paper's retrospective frame): TF-IDF of title + abstract

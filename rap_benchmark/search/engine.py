@@ -1,7 +1,7 @@
 """SearchEngine: every episode universe of an instance, served from one index per field.
 
 A field's index holds the field's papers (its ``assignments`` rows, any type) sorted by
-(date, arxiv_id). A universe is a date slice of it (SPEC 3.6):
+(date, arxiv_id). A universe is a date slice of it (the paper's Search environment):
 
 * ``fixed``: the field's papers dated in [T - window_months, T);
 * ``expanding``: the field's papers dated before T.
