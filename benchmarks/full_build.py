@@ -12,7 +12,7 @@ Steps (each heavy step in its own process, through the stock ``rap build`` CLI):
    ``llm_requests`` sent and ``llm_requests_per_s`` over the LLM pipeline's wall time (client and
    server share the cores), the whole instrument's CPU per request (prompts, validation, store:
    ``llm_pipeline_cpu_ms_per_request``) and ``truncated_replies``; then the one OpenAI-compatible
-   client alone (agents/endpoints.py: the openai SDK) sends ``CLIENT_REQUESTS`` instrument requests
+   client alone (llmclient/endpoints.py: the openai SDK) sends ``CLIENT_REQUESTS`` instrument requests
    to the same server, 64 in flight: ``llm_client_cpu_ms_per_request`` is its CPU per request (a
    real endpoint answers in seconds, so this is what the client adds to each);
 5. ``rap build --instrument llm --dry-run`` on a fresh store: ``dry_run_token_error`` =
@@ -132,7 +132,7 @@ def _llm_args(spec: Path, snap: Path, out: Path, store: Path, url: str, timeout_
 
 _CLIENT = """
 import asyncio, json, sys, time
-from rap_benchmark.agents.endpoints import EndpointPool, call_with_failover
+from rap_benchmark.llmclient.endpoints import EndpointPool, call_with_failover
 url, n = sys.argv[1], int(sys.argv[2])
 prompt = "# Task: label papers against a frozen codebook\\n" + "\\n".join(
     f"[2401.{i:05d}] A study of streaming speech recognition, part {i} -- " + "We study it. " * 30 for i in range(8))

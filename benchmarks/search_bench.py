@@ -293,8 +293,9 @@ def _instance_dir(name: str, work: Path) -> Path:
 
 
 def _paper_scale_dir(work: Path, n_papers: int, n_fields: int, seed: int) -> tuple[Path, dict]:
-    from rap_benchmark.core.artifacts import LEDGER_FILE, write_json, write_sums, write_table
+    from rap_benchmark.core.artifacts import LEDGER_FILE, write_json, write_table
     from rap_benchmark.core.spec import BenchmarkSpec
+    from rap_benchmark.core.sums import write_sums
     from rap_benchmark.search import SearchEngine
     from rap_benchmark.search.synthetic import zipf_corpus
 

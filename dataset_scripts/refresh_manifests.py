@@ -16,7 +16,8 @@ import tempfile
 from pathlib import Path
 
 import rap_benchmark as rap
-from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE
+from rap_benchmark.core.artifacts import LEDGER_FILE
+from rap_benchmark.core.sums import SUMS_FILE
 from rap_benchmark.core.spec import spec_for
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
@@ -37,7 +38,7 @@ def copy_built(name: str, spec, built: Path) -> None:
     built from exactly ``spec``) instead of rebuilding it."""
     import json
 
-    from rap_benchmark.core.artifacts import verify
+    from rap_benchmark.core.sums import verify
 
     problems = verify(built)
     if problems:

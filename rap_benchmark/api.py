@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rap_benchmark.core.artifacts import Instance, PublicInstance, load_instance
-from rap_benchmark.core.artifacts import verify as _verify
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import Condition, Policy, Regime, SearchObservation, Split, parse_enum
 from rap_benchmark.core.spec import BenchmarkSpec, spec_for
+from rap_benchmark.core.sums import verify as _verify
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -1,4 +1,4 @@
-"""A scripted stand-in for ``openai.AsyncOpenAI`` in tests (the package has one real client, agents/endpoints.py).
+"""A scripted stand-in for ``openai.AsyncOpenAI`` in tests (the package has one real client, llmclient/endpoints.py).
 
 :class:`FakeOpenAIClient` is shaped like ``openai.AsyncOpenAI`` where the backend touches it
 (``client.chat.completions.create(**kwargs)``, ``close()``); each response comes from

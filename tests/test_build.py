@@ -10,10 +10,11 @@ import pandas as pd
 import pytest
 
 from rap_benchmark.cli import main
-from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE, load_instance, verify
+from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.records import DIRECTION_KEYS, Policy, Split
 from rap_benchmark.core.spec import mini_spec
+from rap_benchmark.core.sums import SUMS_FILE, verify
 from rap_benchmark.pipeline.build import build_instance, instance_info
 
 ARTIFACTS = [

@@ -20,7 +20,7 @@ from rap_benchmark.citecast.leak_probe import citation_figures, run_leak_probe
 from rap_benchmark.citecast.records import TaskSplit
 from rap_benchmark.citecast.reward import rewards
 from rap_benchmark.citecast.tasks import load_specs
-from rap_benchmark.core.artifacts import verify
+from rap_benchmark.core.sums import verify
 
 SHARED_ARXIV = Path(
     os.environ.get("RAP_SHARED_ARXIV", Path(__file__).resolve().parents[1].parent / "shared" / "data" / "arxiv")

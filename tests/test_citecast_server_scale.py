@@ -30,7 +30,7 @@ from rap_benchmark.citecast.instance import load_instance
 from rap_benchmark.citecast.reward import reward
 from rap_benchmark.citecast.sessions import Outcome, SqliteStore
 from rap_benchmark.cli import main as rap_main
-from rap_benchmark.core.artifacts import verify
+from rap_benchmark.core.sums import verify
 
 REPO = Path(__file__).resolve().parents[1]
 RAP = [sys.executable, "-m", "rap_benchmark"]
@@ -315,7 +315,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", "redis"])
 def store_factory(request, tmp_path: Path):  # noqa: ANN001
-    from rap_benchmark.citecast.sessions import open_store
+    from rap_benchmark.citecast.stores import open_store
 
     if request.param == "sqlite":
         return lambda ttl_s=3600.0: SqliteStore(tmp_path / "s.sqlite3", ttl_s=ttl_s)
@@ -418,7 +418,7 @@ def test_evaluation_mode_over_redis_and_the_score_command(
 
 def test_in_process_errors_match_over_redis(instance_dir: Path, redis_url: str) -> None:
     from rap_benchmark.citecast.client import InProcessClient
-    from rap_benchmark.citecast.sessions import open_store
+    from rap_benchmark.citecast.stores import open_store
 
     env = CiteCastEnv.from_instance(
         instance_dir, store=open_store(redis_url + "?prefix=inproc:"), mode=Mode.EVALUATION, max_tool_calls=1

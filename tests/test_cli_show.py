@@ -58,7 +58,8 @@ def test_show_and_info_on_an_instance_without_fields_say_so(mini_dir: Path, tmp_
     import pandas as pd
 
     from rap_benchmark.core import schemas
-    from rap_benchmark.core.artifacts import SUMS_FILE, write_json, write_sums, write_table
+    from rap_benchmark.core.artifacts import write_json, write_table
+    from rap_benchmark.core.sums import SUMS_FILE, write_sums
 
     empty = tmp_path / "empty"
     shutil.copytree(mini_dir, empty, ignore=shutil.ignore_patterns(".cache", "truth.parquet", SUMS_FILE))

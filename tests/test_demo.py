@@ -8,8 +8,8 @@ import pytest
 
 from rap_benchmark.cli import main
 from rap_benchmark.cli.demo_flow import MARKER, STEPS, prepare_folder
-from rap_benchmark.core.artifacts import verify
 from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.sums import verify
 
 
 def _files(root: Path) -> dict[str, bytes]:

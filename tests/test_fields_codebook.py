@@ -16,8 +16,9 @@ from sources import garble_after
 from rap_benchmark.core.records import DIRECTION_KEYS
 from rap_benchmark.core.spec import mini_spec
 from rap_benchmark.core.text import tokenize
+from rap_benchmark.pipeline.clusters import spherical_kmeans
 from rap_benchmark.pipeline.codebook import build_codebooks, codebooks_from_blueprint
-from rap_benchmark.pipeline.fields import TfidfSpace, build_fields, spherical_kmeans, tokenize_papers
+from rap_benchmark.pipeline.fields import TfidfSpace, build_fields, tokenize_papers
 from rap_benchmark.pipeline.synth import MiniCorpus, generate_mini
 
 SPEC = mini_spec()

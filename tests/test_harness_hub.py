@@ -72,7 +72,7 @@ def test_hub_instance_refuses_an_incomplete_or_altered_export(hub_dir: Path, tmp
     manifest_path = altered / "rap" / "search_manifests" / "rap_manifest.json"
     import pandas as pd
 
-    from rap_benchmark.core.artifacts import sha256_file
+    from rap_benchmark.core.sums import sha256_file
 
     manifest = json.loads(manifest_path.read_text())
     info = manifest["configs"]["default"]["fixed"]

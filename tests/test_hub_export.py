@@ -11,10 +11,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from rap_benchmark.core.artifacts import codebook_to_dict, sha256_file
+from rap_benchmark.core.artifacts import codebook_to_dict
+from rap_benchmark.core.canonical import commitment, content_hash, target_values
 from rap_benchmark.core.schemas import ASSIGNMENT_LABELS, EPISODE_TARGET_FLAGS, EPISODE_TARGETS
+from rap_benchmark.core.sums import sha256_file
 from rap_benchmark.hub import export_instance, publish, read_manifest, verify_reveal
-from rap_benchmark.hub.canonical import commitment, content_hash, target_values
 from rap_benchmark.hub.cards import read_front_matter
 from rap_benchmark.hub.export import REPO_NAMES
 from rap_benchmark.hub.layout import PRIVATE_DIR

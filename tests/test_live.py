@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rap_benchmark.core.canonical import commitment
 from rap_benchmark.evaluation.live import SEAL_KEY, prediction_commitment, read_seals, score_live, seal
 from rap_benchmark.evaluation.predictions import write_predictions
-from rap_benchmark.hub.canonical import commitment
 
 ORIGIN = "2026-01-01"
 REPO = Path(__file__).resolve().parents[1]

@@ -426,7 +426,7 @@ NAME_PROMPT = [{"role": "user", "content": "# Task: name a research field\n[1] a
 
 
 async def _post(pool: Any, n: int = 1) -> list[Any]:
-    from rap_benchmark.agents.endpoints import call_with_failover
+    from rap_benchmark.llmclient.endpoints import call_with_failover
 
     kwargs = {"model": "m", "messages": NAME_PROMPT, "temperature": 0.0, "max_tokens": 50}
     return await asyncio.gather(
@@ -437,7 +437,7 @@ async def _post(pool: Any, n: int = 1) -> list[Any]:
 def test_a_kept_alive_connection_closed_by_the_server_while_idle_is_not_a_failure() -> None:
     """Regression: uvicorn closes idle keep-alive connections (5 s by default); the next request
     on a pooled connection met EOF and counted as a transport failure (three rested the endpoint)."""
-    from rap_benchmark.agents.endpoints import EndpointPool
+    from rap_benchmark.llmclient.endpoints import EndpointPool
 
     async def twice(url: str) -> list[int]:
         pool = EndpointPool(url, timeout_s=5.0)
@@ -452,7 +452,7 @@ def test_a_kept_alive_connection_closed_by_the_server_while_idle_is_not_a_failur
 
 
 def test_scripted_server_command_serves_with_several_workers_and_stops_on_sigterm(tmp_path: Path) -> None:
-    from rap_benchmark.agents.endpoints import EndpointPool
+    from rap_benchmark.llmclient.endpoints import EndpointPool
 
     log = tmp_path / "served.log"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), *sys.path])}
@@ -483,8 +483,8 @@ def test_dry_run_counts_with_the_served_models_tokenizer(tmp_path: Path) -> None
     import asyncio
 
     pytest.importorskip("transformers")
-    from rap_benchmark.agents.pricing import load_prices
     from rap_benchmark.agents.transformers_backend import smollm2_gguf
+    from rap_benchmark.llmclient.pricing import load_prices
     from rap_benchmark.pipeline.instrument.llm.client import StandInClient
 
     try:

@@ -215,7 +215,7 @@ def test_the_one_client_serves_two_event_loops_in_turn() -> None:
     makes fresh clients (and its slot condition) in the next."""
     import asyncio
 
-    from rap_benchmark.agents.endpoints import EndpointPool, call_with_failover
+    from rap_benchmark.llmclient.endpoints import EndpointPool, call_with_failover
 
     kwargs = {"model": "m", "messages": [{"role": "user", "content": "hello"}], "max_tokens": 20}
 

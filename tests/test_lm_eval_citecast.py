@@ -21,7 +21,7 @@ from rap_benchmark.citecast.env import SessionClosed  # noqa: E402
 from rap_benchmark.citecast.instance import load_instance  # noqa: E402
 from rap_benchmark.citecast.reward import reward  # noqa: E402
 from rap_benchmark.citecast.tools import BackdatedWeb  # noqa: E402
-from rap_benchmark.core.artifacts import verify  # noqa: E402
+from rap_benchmark.core.sums import verify  # noqa: E402
 from rap_benchmark.integrations.lmeval import harness  # noqa: E402
 from rap_benchmark.integrations.lmeval.samples import unit_record  # noqa: E402
 from rap_benchmark.tools import parse_integer  # noqa: E402

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from rap_benchmark.cli import main
-from rap_benchmark.core.artifacts import SUMS_FILE, load_instance, manifest_hash
+from rap_benchmark.core.artifacts import load_instance
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import ArtifactError, InputError
+from rap_benchmark.core.sums import SUMS_FILE, manifest_hash
 
 
 def _consistent_edit(src: Path, dst: Path) -> Path:

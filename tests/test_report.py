@@ -34,7 +34,7 @@ def report_dir(mini_dir: Path, baselines_file: Path, tmp_path_factory: pytest.Te
 
 
 def test_baselines_file_and_ledger(mini_dir: Path, baselines_file: Path) -> None:
-    from rap_benchmark.core.artifacts import verify
+    from rap_benchmark.core.sums import verify
 
     ledger = json.loads((baselines_file.parent / "baselines_ledger.json").read_text(encoding="utf-8"))
     assert ledger["tuned_on_dev"] is True

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from rap_benchmark.core.artifacts import load_instance, write_parquet, write_sums
+from rap_benchmark.core.artifacts import load_instance, write_parquet
 from rap_benchmark.core.schemas import (
     ARTIFACT_TABLES,
     EPISODE_TARGETS,
@@ -22,6 +22,7 @@ from rap_benchmark.core.schemas import (
     check_table,
     conform,
 )
+from rap_benchmark.core.sums import write_sums
 
 
 def test_every_table_of_a_built_instance_matches_its_schema(mini_dir: Path) -> None:

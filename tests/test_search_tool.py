@@ -10,11 +10,12 @@ import pandas as pd
 import pytest
 
 from rap_benchmark.cli import main
-from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance, verify, write_json, write_sums, write_table
+from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance, write_json, write_table
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.records import Regime, SearchCall, SearchHit, SearchObservation
 from rap_benchmark.core.schemas import EPISODES
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.sums import verify, write_sums
 from rap_benchmark.core.text import tokenize
 from rap_benchmark.search import (
     SearchEngine,

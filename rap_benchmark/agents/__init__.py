@@ -16,15 +16,7 @@ Heavy dependencies (openai, torch, transformers) are imported only when a backen
 from rap_benchmark.agents.backends import OpenAIBackend, ScriptedBackend, Throttled
 from rap_benchmark.agents.episode import Episode, UnitResult, run_episode
 from rap_benchmark.agents.prompts import PROMPT_VERSION, condition_prompt, format_answer, task_prompt
-from rap_benchmark.agents.protocol import (
-    Attempt,
-    Backend,
-    BackendFailure,
-    EpisodeContext,
-    ModelTurn,
-    Request,
-    ToolCall,
-)
+from rap_benchmark.agents.protocol import Backend, EpisodeContext, ModelTurn, Request, ToolCall
 from rap_benchmark.agents.reference import ReferenceBackend
 from rap_benchmark.agents.runner import (
     RunStats,
@@ -37,6 +29,7 @@ from rap_benchmark.agents.runner import (
     run_units,
 )
 from rap_benchmark.agents.store import RunStore, UnitKey, merge_stores
+from rap_benchmark.llmclient.failures import Attempt, BackendFailure
 
 
 def __getattr__(name: str):  # lazy: importing transformers is slow

@@ -2,7 +2,7 @@
 
 :class:`OpenAIBackend` talks to vLLM's server, OpenAI, a llama.cpp server or anything else that
 speaks ``/v1/chat/completions``, through the package's one OpenAI-compatible client
-(:mod:`rap_benchmark.agents.endpoints`: the ``openai`` SDK, several endpoints, failover). HTTP
+(:mod:`rap_benchmark.llmclient.endpoints`: the ``openai`` SDK, several endpoints, failover). HTTP
 5xx, 429, timeouts and connection errors are retried with exponential backoff on the next
 endpoint; every attempt is recorded.
 
@@ -15,7 +15,6 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from rap_benchmark.agents.endpoints import EndpointPool, call_with_failover
 from rap_benchmark.agents.protocol import (
     EpisodeContext,
     ModelTurn,
@@ -23,14 +22,8 @@ from rap_benchmark.agents.protocol import (
     ToolCall,
     wire_messages,
 )
-
-
-def reasoning_of(message: Any) -> str | None:
-    """A chat message's reasoning: vLLM's reasoning parsers send ``reasoning_content`` (newer
-    servers ``reasoning``); the SDK keeps unknown fields in ``model_extra``."""
-    extra = getattr(message, "model_extra", None) or {}
-    value = getattr(message, "reasoning_content", None) or extra.get("reasoning_content") or extra.get("reasoning")
-    return str(value) if value else None
+from rap_benchmark.llmclient.endpoints import EndpointPool, call_with_failover
+from rap_benchmark.llmclient.failures import reasoning_of
 
 
 def turn_from_response(response: Any) -> ModelTurn:

@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 from rap_benchmark.agents.episode import Episode
-from rap_benchmark.agents.pricing import PriceTable
 from rap_benchmark.agents.protocol import Backend, CiteCastContext, ModelTurn, Request, ToolCall, UnitContext
 from rap_benchmark.agents.runner import RunStats, accounting_columns, run_units, select_shard
 from rap_benchmark.agents.store import RunStore, TaskKey
@@ -36,6 +35,7 @@ from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolOutcome, decode
 from rap_benchmark.citecast.records import TaskSplit
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import parse_enum
+from rap_benchmark.llmclient.pricing import PriceTable
 from rap_benchmark.tools import TextProtocol, TextTool
 
 ANSWER_TOOL = "submit_prediction"

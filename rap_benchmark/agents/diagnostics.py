@@ -1,4 +1,4 @@
-"""The paper's agent diagnostics (SPEC 3.14): replay, oracle input, search-trace audit, trace statistics.
+"""The paper's agent diagnostics: replay, oracle input, search-trace audit, trace statistics.
 
 * **Replay**: a trajectory's ordered Search calls (the exact argument text) and exact observations,
   nothing else (no system prompt, reasoning, answer or rationale), serialised byte-identically,

@@ -2,8 +2,8 @@
 
 RAP units (model, field, origin, condition) run with the Search tool set and a JSON answer;
 CiteCast tasks run with web_search/web_fetch/submit_prediction and end at the first accepted
-submission (:mod:`rap_benchmark.agents.toolset`). Protocol (SPEC 3.7, the paper's section on
-conditions):
+submission (:mod:`rap_benchmark.agents.toolset`). Protocol (the paper's conditions and agent
+protocol):
 
 * temperature 0; Search conditions offer the ``search`` tool with ``tool_choice="auto"`` and
   parallel tool calls off; A0 offers no tools;
@@ -31,17 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rap_benchmark.agents import prompts
-from rap_benchmark.agents.protocol import (
-    Attempt,
-    Backend,
-    BackendFailure,
-    Message,
-    ModelTurn,
-    Request,
-    UnitContext,
-)
+from rap_benchmark.agents.protocol import Backend, Message, ModelTurn, Request, UnitContext
 from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolSet, observation_text
 from rap_benchmark.core.records import InvalidReason
+from rap_benchmark.llmclient.failures import Attempt, BackendFailure
 
 
 def _rap_answer(text: str) -> AnswerCheck:

@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from rap_benchmark.core.records import Codebook, Condition, Task
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.llmclient.failures import Attempt
 from rap_benchmark.tools.text import TextProtocol
 
 Message = dict[str, Any]
@@ -41,28 +42,6 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
-class Attempt:
-    """One request attempt: its outcome, HTTP status if any, and latency."""
-
-    n: int
-    ok: bool
-    error: str | None = None
-    status: int | None = None
-    latency_s: float = 0.0
-    endpoint: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "ok": self.ok,
-            "error": self.error,
-            "status": self.status,
-            "latency_s": round(self.latency_s, 6),
-            "endpoint": self.endpoint,
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class ModelTurn:
     """One assistant turn: tool calls or text, with usage and every attempt it took."""
 
@@ -75,14 +54,6 @@ class ModelTurn:
     attempts: tuple[Attempt, ...] = (Attempt(1, True),)
     reasoning: str | None = None  # provider-visible reasoning text, kept locally, never sent back
     prefill: str | None = None  # text the backend wrote into the turn before the model continued
-
-
-class BackendFailure(RuntimeError):
-    """Every attempt of a request failed (or a non-retryable error happened)."""
-
-    def __init__(self, message: str, attempts: tuple[Attempt, ...]):
-        super().__init__(message)
-        self.attempts = attempts
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,8 @@ codebooks. Search is bound per unit to the episode's universe
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -26,7 +28,6 @@ import pandas as pd
 
 from rap_benchmark.agents import prompts
 from rap_benchmark.agents.episode import Episode, UnitResult, run_episode
-from rap_benchmark.agents.pricing import PriceTable, default_prices
 from rap_benchmark.agents.protocol import Backend, EpisodeContext, UnitContext
 from rap_benchmark.agents.store import RunStore, StoreKey, UnitKey
 from rap_benchmark.agents.toolset import SearchToolSet
@@ -34,6 +35,7 @@ from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, InvalidReason, Regime
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.llmclient.pricing import PriceTable, default_prices
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance, PublicInstance
@@ -340,6 +342,69 @@ def predictions_frame(
         frame[d] = frame[d].astype("float64")
     frame["cost_usd"] = frame["cost_usd"].astype("float64")
     return frame.sort_values(["model", "condition", "field_id", "origin"], kind="stable").reset_index(drop=True)
+
+
+def prepare_submission(
+    run_dir: str | Path,
+    out: str | Path,
+    *,
+    model: str | None = None,
+    knowledge_cutoff: str | dt.date | None = None,
+    submitter: str | None = None,
+    notes: str | None = None,
+    prices: Any = None,
+) -> tuple[Path, Path]:
+    """A submission from a ``rap run`` folder: ``out`` (the predictions of its units) and
+    ``out.meta.json`` (model, conditions, tools, manifest hash from ``run.json``, and the usage
+    the unit records hold: tokens, Search calls and cost per condition; a unit's cost is unknown
+    when the price table did not know its model, and so is then the condition's total).
+
+    Every input is checked before anything is written; both files are replaced atomically.
+    """
+    from rap_benchmark.core.fsio import atomic_write_text
+    from rap_benchmark.core.spec import BENCHMARK_VERSION
+    from rap_benchmark.evaluation.predictions import write_predictions
+    from rap_benchmark.evaluation.submissions import META_SUFFIX
+    from rap_benchmark.evaluation.usage import usage_from_rows
+
+    store = RunStore(run_dir)
+    run = store.read_run()
+    if run is None:
+        raise InputError(f"{run_dir} is not a rap run folder (no run.json)")
+    name = model or run.get("model")
+    frame = predictions_frame(store, str(run["manifest_hash"]), model=name)
+    if frame.empty:
+        found = sorted({str(r["key"].get("model")) for r in store.iter_units()})
+        raise InputError(
+            f"{run_dir} holds no finished RAP unit of model {name!r}"
+            + (f" (models found: {', '.join(found)})" if found else "")
+        )
+    if run.get("shard") not in (None, "0/1"):
+        raise InputError(f"{run_dir} is shard {run['shard']} of a run: rap merge-runs the shards first")
+    conditions = sorted({Condition(c) for c in frame["condition"]}, key=lambda c: c.value)
+    backend = run.get("backend") or "unknown backend"
+    source = f"rap run store {Path(run_dir).name} (backend {backend}, prompt {run.get('prompt_version')})"
+    meta = {
+        "model": name,
+        "conditions": [c.value for c in conditions],
+        "manifest_hash": run["manifest_hash"],
+        "knowledge_cutoff": None
+        if knowledge_cutoff is None
+        else dt.date.fromisoformat(str(knowledge_cutoff)).isoformat(),
+        "tools": ["search"] if any(c.regime is not None for c in conditions) else [],
+        "attempts": 1,
+        "submitter": submitter,
+        "notes": notes,
+        "benchmark_version": run.get("benchmark_version") or BENCHMARK_VERSION,
+        "usage": usage_from_rows(frame, source=source, prices=prices),
+    }
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_predictions(frame, out)
+    meta_path = atomic_write_text(
+        out.with_name(out.name + META_SUFFIX), json.dumps(meta, indent=1, ensure_ascii=False) + "\n"
+    )
+    return out, Path(meta_path)
 
 
 PREDICTIONS_FILE = "predictions.jsonl"

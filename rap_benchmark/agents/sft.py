@@ -1,4 +1,4 @@
-"""SFT data from a teacher's trajectories, and the validation gate (SPEC 3.15).
+"""The paper's SFT data from a teacher's trajectories, and its validation gate.
 
 Export: for every teacher unit with at least one executed Search call, keep the system and user
 prompts, the Search actions (tool calls) and their exact observations, drop hidden reasoning and

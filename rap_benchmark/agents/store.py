@@ -35,21 +35,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rap_benchmark.core.errors import InputError, UserError, json_reason
-from rap_benchmark.core.fsio import FolderLock, atomic_write_text, open_append_repaired, remove_stale
+from rap_benchmark.core.fsio import FolderLock, atomic_write_text, open_append_repaired, remove_stale, slug
 from rap_benchmark.core.records import Condition
 
 RUN_FILE = "run.json"
 UNITS_DIR = "units"
 EXEC_LOG = "executions.jsonl"
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def slug(value: str) -> str:
-    """A filesystem-safe, collision-free name: readable part plus a short hash when changed."""
-    safe = _SAFE.sub("_", value).strip("._") or "_"
-    if safe == value:
-        return safe
-    return f"{safe}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"
 
 
 class StoreKey(Protocol):

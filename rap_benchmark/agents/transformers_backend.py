@@ -38,8 +38,9 @@ from pathlib import Path
 from typing import Any
 
 from rap_benchmark.agents.prompts import ANSWER_PREFILL, PREFILLED_ANSWER_STOPS
-from rap_benchmark.agents.protocol import Attempt, BackendFailure, Message, ModelTurn, Request, ToolCall, UnitContext
+from rap_benchmark.agents.protocol import Message, ModelTurn, Request, ToolCall, UnitContext
 from rap_benchmark.core.errors import InputError
+from rap_benchmark.llmclient.failures import Attempt, BackendFailure
 
 _HERMES = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 

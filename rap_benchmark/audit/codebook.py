@@ -1,4 +1,4 @@
-"""Quality measures of written codebooks (SPEC 3.2, "quality is measured, not asserted").
+"""Quality measures of written codebooks (the paper's codebook construction: "quality is measured, not asserted").
 
 * :func:`codebook_only_primary`: a simple classifier that sees only the written codebook (names,
   definitions, inclusion and exclusion, exemplar titles) and a paper's title and abstract, and

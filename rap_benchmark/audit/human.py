@@ -1,4 +1,4 @@
-"""Human audit of the assignment instrument (SPEC 3.16).
+"""The paper's human audit of the assignment instrument.
 
 Three pieces, each pure over tables:
 

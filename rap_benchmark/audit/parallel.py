@@ -1,4 +1,4 @@
-"""Parallel-instrument agreement (SPEC 3.3, seed: "independently drafted Opus instrument").
+"""Parallel-instrument agreement (the paper's parallel instruments: "independently drafted Opus instrument").
 
 The second instrument is built independently of the frozen one: its own text representation
 (scikit-learn's word tokenizer and English stop words on the raw title and abstract, unigram
@@ -41,7 +41,7 @@ def second_instrument(
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.utils.extmath import randomized_svd
 
-    from rap_benchmark.pipeline.features import normalise_dense, spherical_kmeans_dense
+    from rap_benchmark.pipeline.clusters import normalise_dense, spherical_kmeans_dense
 
     text = (papers["title"].astype(str) + " " + papers["abstract"].astype(str)).to_numpy(dtype=object)
     row_of = pd.Series(np.arange(len(papers)), index=papers["arxiv_id"].to_numpy())

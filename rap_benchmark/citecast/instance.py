@@ -26,17 +26,10 @@ from typing import Any
 from rap_benchmark.citecast.records import CiteTask
 from rap_benchmark.citecast.tasks import DEFAULT_BANDS, DEFAULT_MIX, TaskSet, load_tasks, write_task_files
 from rap_benchmark.citecast.webcorpus import WebCorpus
-from rap_benchmark.core.artifacts import (
-    CACHE_DIR,
-    LEDGER_FILE,
-    SUMS_FILE,
-    ArtifactError,
-    verify,
-    write_json,
-    write_sums,
-)
+from rap_benchmark.core.artifacts import LEDGER_FILE, ArtifactError, write_json
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.fsio import replacing
+from rap_benchmark.core.sums import CACHE_DIR, SUMS_FILE, verify, write_sums
 
 CITECAST_VERSION = "1.0.0"
 MANIFEST = "citecast.json"

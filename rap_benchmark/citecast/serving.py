@@ -65,7 +65,7 @@ def make_env_factory(cfg: ServeConfig) -> Callable[[], CiteCastEnv]:
     """Load and check everything once (in the supervisor); the returned factory builds a worker's
     environment from the loaded parts (cheap: the index is mapped, the store opens lazily)."""
     from rap_benchmark.citecast.instance import load_instance
-    from rap_benchmark.citecast.sessions import open_store
+    from rap_benchmark.citecast.stores import open_store
 
     inst = load_instance(cfg.instance_dir)
     view = inst.web_index(None, cfg.cache_dir)

@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from rap_benchmark.core.errors import InputError
-
 DEFAULT_TTL_S = 3600.0
 
 
@@ -253,20 +251,3 @@ class SqliteStore:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
-
-
-def open_store(url: str | Path | None, *, ttl_s: float = DEFAULT_TTL_S) -> SessionStore:
-    """``redis://host:port/db`` (optionally ``?prefix=name:``), ``sqlite:///path``, a file path, or
-    None (in memory, one process)."""
-    if url is None:
-        return SqliteStore(None, ttl_s=ttl_s)
-    text = str(url)
-    if text.startswith(("redis://", "rediss://", "unix://")):
-        from rap_benchmark.citecast.redis_sessions import RedisStore
-
-        return RedisStore.from_url(text, ttl_s=ttl_s)
-    if text.startswith("sqlite://"):
-        text = text.removeprefix("sqlite://")
-    if "://" in text:
-        raise InputError(f"unknown session store {text[:200]!r} (expected a file path, sqlite:///path or redis://...)")
-    return SqliteStore(text, ttl_s=ttl_s)

@@ -247,8 +247,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(spec, Path(source), instrument, args.quiet, args.tokenizer)
     if not args.quiet:
-        from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE
+        from rap_benchmark.core.artifacts import LEDGER_FILE
         from rap_benchmark.core.fsio import check_replaceable
+        from rap_benchmark.core.sums import SUMS_FILE
 
         check_replaceable(Path(args.out), (SUMS_FILE, LEDGER_FILE))  # a refusal stays one line
         print(expected_cost(spec.name, source is not None, args.no_cache), file=sys.stderr)
@@ -280,7 +281,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from rap_benchmark.core.artifacts import SUMS_FILE, ArtifactError, verify
+    from rap_benchmark.core.artifacts import ArtifactError
+    from rap_benchmark.core.sums import SUMS_FILE, verify
 
     root = Path(args.dir)
     if not root.is_dir():

@@ -229,7 +229,7 @@ def _score(args: argparse.Namespace) -> int:
     from rap_benchmark.citecast.instance import load_instance
     from rap_benchmark.citecast.scoring import score_results
     from rap_benchmark.citecast.serving import default_store
-    from rap_benchmark.citecast.sessions import open_store
+    from rap_benchmark.citecast.stores import open_store
 
     inst = load_instance(args.instance_dir)
     store_url = args.store or default_store(args.instance_dir)
@@ -291,9 +291,9 @@ def _leak_probe(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from rap_benchmark.agents import citecast as cc
-    from rap_benchmark.agents.pricing import load_prices
     from rap_benchmark.agents.store import RunStore, parse_shard
     from rap_benchmark.cli.run import _backend, all_failed
+    from rap_benchmark.llmclient.pricing import load_prices
 
     shard = parse_shard(args.shard)
     prices = load_prices(args.prices)
@@ -310,7 +310,7 @@ def _run(args: argparse.Namespace) -> int:
 
         client, instance = HttpClient(args.url, api_key=args.api_key), args.url
     else:
-        from rap_benchmark.core.artifacts import manifest_hash
+        from rap_benchmark.core.sums import manifest_hash
 
         client, instance = _client(args), manifest_hash(args.instance_dir)
     stats, path = cc.run_citecast(

@@ -87,7 +87,8 @@ def prepare_folder(root: str | Path) -> Path:
 
 
 def step_build(ctx: DemoContext) -> str:
-    from rap_benchmark.core.artifacts import load_instance, manifest_hash
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.core.sums import manifest_hash
     from rap_benchmark.pipeline.build import build_instance
 
     start = time.perf_counter()
@@ -103,7 +104,7 @@ def step_build(ctx: DemoContext) -> str:
 
 
 def step_verify(ctx: DemoContext) -> str:
-    from rap_benchmark.core.artifacts import verify
+    from rap_benchmark.core.sums import verify
 
     problems = verify(ctx.out)
     lines = [f"verify {ctx.out}: {'OK' if not problems else f'{len(problems)} problems'}"]

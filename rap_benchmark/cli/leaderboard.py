@@ -184,9 +184,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_prepare(args: argparse.Namespace) -> int:
     import datetime as dt
 
-    from rap_benchmark.agents.pricing import load_prices
+    from rap_benchmark.agents.runner import prepare_submission
     from rap_benchmark.core.errors import InputError
-    from rap_benchmark.evaluation.submissions import prepare_submission
+    from rap_benchmark.llmclient.pricing import load_prices
 
     if args.out.suffix.lower() not in (".jsonl", ".parquet"):
         raise InputError(f"--out must end in .jsonl or .parquet, got {args.out.name}")

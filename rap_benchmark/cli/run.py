@@ -91,11 +91,11 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rap_benchmark.agents.pricing import load_prices
     from rap_benchmark.agents.runner import run_benchmark
     from rap_benchmark.agents.store import parse_shard
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.records import Condition
+    from rap_benchmark.llmclient.pricing import load_prices
 
     conditions = enum_list(Condition, args.conditions, "--conditions")
     shard = parse_shard(args.shard)
@@ -393,7 +393,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser(
         "diagnose",
         help="agent diagnostics: replay, oracle input, search-trace audit, trace statistics",
-        description="The paper's agent diagnostics on a run directory (SPEC 3.14).",
+        description="The paper's agent diagnostics on a run directory.",
         epilog=DIAG_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -414,7 +414,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser(
         "sft-export",
         help="SFT chat JSONL from a teacher run (targets replaced by realised y)",
-        description="Keep Search actions and observations, drop reasoning, end with the realised y (SPEC 3.15).",
+        description="Keep Search actions and observations, drop reasoning, end with the realised y (the paper's SFT data).",
         epilog="example:\n  rap sft-export build/mini runs/teacher --origins 2024-07-01 --out sft/train.jsonl\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

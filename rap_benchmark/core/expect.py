@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.sums import SUMS_FILE, manifest_hash
 
 _HEX = re.compile(r"[0-9a-f]{64}")
 _STATED = re.compile(r"manifest[_ ]hash\W{0,6}([0-9a-f]{64})", re.IGNORECASE)
@@ -78,8 +79,6 @@ def resolve_expected(expect: str | Path) -> Expected:
 
 def compare(root: str | Path, expected: Expected) -> list[str]:
     """Problems that make the folder differ from ``expected`` (empty list = it is that instance)."""
-    from rap_benchmark.core.artifacts import SUMS_FILE, manifest_hash
-
     root = Path(root)
     if not (root / SUMS_FILE).is_file():
         return [f"{SUMS_FILE} is missing in {root}"]

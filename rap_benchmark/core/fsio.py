@@ -15,6 +15,7 @@ when its holder dies, so a lock left by a killed process is simply taken over.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -303,3 +304,14 @@ def _end_of_last_line(fh: IO[bytes], size: int) -> int:
             return start + i + 1
         pos = start
     return 0
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def slug(value: str) -> str:
+    """A filesystem-safe, collision-free name: readable part plus a short hash when changed."""
+    safe = _SAFE.sub("_", value).strip("._") or "_"
+    if safe == value:
+        return safe
+    return f"{safe}-{hashlib.sha256(value.encode()).hexdigest()[:8]}"

@@ -28,7 +28,7 @@ DIRECTION_KEYS: tuple[str, ...] = tuple(f"D{i}" for i in range(N_DIRECTIONS))
 
 
 class Condition(StrEnum):
-    """The five agent conditions of the paper (SPEC 3.7)."""
+    """The five agent conditions of the paper (its agent protocol)."""
 
     A0 = "A0"  # Forecast, closed book
     A1 = "A1"  # Forecast, Search over the fixed window
@@ -54,14 +54,14 @@ class Task(StrEnum):
 
 
 class Regime(StrEnum):
-    """Search universes (SPEC 3.6)."""
+    """Search universes (the paper's Search environment)."""
 
     FIXED = "fixed"  # the field's papers in [T-6mo, T)
     EXPANDING = "expanding"  # the field's papers before T
 
 
 class Policy(StrEnum):
-    """Counting policies that turn assignments into direction counts (SPEC 3.3)."""
+    """Counting policies that turn assignments into direction counts (the paper's counting policies)."""
 
     CANONICAL = "canonical"
     SPLIT_BOUNDARY = "split_boundary"

@@ -51,32 +51,32 @@ class BenchmarkSpec:
     name: str = "full"
     version: str = BENCHMARK_VERSION
     description: str = "The paper's instance (356,357 arXiv papers, 278 fields)."
-    # corpus (SPEC 3.1)
+    # corpus (the paper's corpus snapshot)
     categories: tuple[str, ...] = ("cs.CL", "cs.LG", "cs.AI", "cs.CV")
     date_start: str = "2022-06-01"
     date_end: str = "2026-07-01"  # exclusive
-    # fields and codebooks (SPEC 3.2)
+    # fields and codebooks (the paper's codebook construction)
     n_directions: int = 8
     codebook_cutoff: str = "2024-01-01"  # codebooks use only papers dated before this
     eligibility_end: str = "2026-01-01"  # field eligibility counts memberships before this
     min_field_papers: int = 200  # memberships through eligibility_end for a field to be kept
     n_fields: int = 278
-    # episodes (SPEC 3.5)
+    # the paper's episodes
     origins: tuple[str, ...] = PAPER_ORIGINS
     window_months: int = 6
     history_windows: int = 3
-    # dependency blocks and split (SPEC 3.4)
+    # dependency blocks and split (the paper's Dev/Test split)
     block_min_shared: int = 10
     block_min_overlap: float = 0.60
     dev_seed_fields: tuple[str, ...] = ()
     n_dev_seed_fields: int = 38  # used when dev_seed_fields is empty: drawn with split_seed
     split_seed: int = 20240101
-    # search (SPEC 3.6)
+    # search (the paper's Search environment)
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     top_k: int = 8
     abstract_chars: int = 600  # abstracts in observations are cut to this many characters
-    # agent protocol (SPEC 3.7)
+    # agent protocol (the paper's conditions)
     temperature: float = 0.0
     max_search_calls: int = 20
     max_tokens_closed: int = 1600
@@ -84,7 +84,7 @@ class BenchmarkSpec:
     max_tokens_open_model: int = 16384
     top_p: str = UNSET
     sampling_seed: str = UNSET
-    # baselines (SPEC 3.11)
+    # the paper's statistical baselines
     ewma_weights: tuple[float, float, float] = (0.50, 0.25, 0.25)  # newest to oldest
     arima_phi: float = -0.400
     holt_alpha: float = 0.850
@@ -94,7 +94,7 @@ class BenchmarkSpec:
     holt_alpha_grid: tuple[float, ...] = tuple(round(0.05 * i, 3) for i in range(1, 21))
     holt_beta_grid: tuple[float, ...] = tuple(round(0.05 * i, 3) for i in range(0, 21))
     var_lambda_grid: tuple[float, ...] = tuple(round(10 ** (-2 + 0.25 * i), 3) for i in range(21))
-    # statistics (SPEC 3.10, 3.12)
+    # statistics (the paper's bootstrap intervals and reliability ceiling)
     bootstrap_resamples: int = 10_000
     bootstrap_seed: int = 20260101
     reliability_splits: int = 200
@@ -168,7 +168,7 @@ class BenchmarkSpec:
 
 
 def mini_spec() -> BenchmarkSpec:
-    """The embedded default: generated in seconds from a seed, no network (SPEC 2)."""
+    """The embedded default: generated in seconds from a seed, no network (README: Instances)."""
     return BenchmarkSpec(
         name="mini",
         version=MINI_VERSION,

@@ -1,4 +1,4 @@
-"""Sealed forecasts and the Forecast-Live track (SPEC 5c).
+"""Sealed forecasts and the Forecast-Live track (docs/LIVING.md).
 
 A forecast for a window that has not opened yet is *sealed*: ``rap submit seal PRED.jsonl``
 publishes one JSON row (a *seal*) that commits to the prediction file without revealing it::
@@ -7,7 +7,7 @@ publishes one JSON row (a *seal*) that commits to the prediction file without re
      "models": ["org/model"], "conditions": ["A1"], "origins": ["2026-01-01"], "n_rows": 240,
      "manifest_hash": ["<instance manifest hash>"]}
 
-The commitment is the salted commitment of :mod:`rap_benchmark.hub.canonical`,
+The commitment is the salted commitment of :mod:`rap_benchmark.core.canonical`,
 ``sha256(salt || canonical_json({"key": SEAL_KEY, "target": rows}))``, where ``rows`` are the
 file's canonical prediction rows (the required prediction columns, as the validator reads
 them, sorted by model, condition, field and origin). So the same forecasts hash the same
@@ -36,12 +36,12 @@ from typing import Any
 
 import pandas as pd
 
+from rap_benchmark.core.canonical import commitment, new_salt, to_plain
 from rap_benchmark.core.errors import FileFormatError, InputError
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Split
 from rap_benchmark.core.schemas import pending_mask
 from rap_benchmark.evaluation.submissions import SubmissionReport, score_submission, validate_submission
-from rap_benchmark.hub.canonical import commitment, new_salt, to_plain
 
 SEAL_VERSION = 1
 SEAL_KEY = "rap-forecast-seal-v1"

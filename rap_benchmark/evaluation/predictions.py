@@ -1213,7 +1213,7 @@ def baseline_predictions(
     seed: int | None = None,
     policy: Policy = Policy.CANONICAL,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """The statistical baselines (SPEC 3.11) as a prediction frame, plus their ledger.
+    """The paper's statistical baselines as a prediction frame, plus their ledger.
 
     Models ``baseline/recent``, ``baseline/ewma``, ``baseline/arima``, ``baseline/holt``,
     ``baseline/ridge_var`` and ``baseline/uniform_random`` (weights drawn uniformly on the

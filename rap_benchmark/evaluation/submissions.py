@@ -397,15 +397,14 @@ class LeaderboardResult:
 
 def board_meta(inst: Any, split: Split | None, n_resamples: int | None, seed: int | None) -> dict[str, Any]:
     """What a board was scored against, as its files and card state it."""
-    from rap_benchmark import __version__
-    from rap_benchmark.core.spec import BENCHMARK_VERSION
+    from rap_benchmark.core.spec import BENCHMARK_VERSION, package_version
 
     return {
         "instance": inst.spec.name,
         "instance_version": inst.spec.version,
         "manifest_hash": inst.manifest_hash,
         "benchmark_version": BENCHMARK_VERSION,
-        "scorer_version": __version__,
+        "scorer_version": package_version(),
         "split": split.value if split is not None else "all",
         "n_resamples": int(inst.spec.bootstrap_resamples if n_resamples is None else n_resamples),
         "seed": int(inst.spec.bootstrap_seed if seed is None else seed),
@@ -497,7 +496,7 @@ def split_by_model(
     are copied (from the file's own sidecar when ``meta`` is None). With ``only_if_mixed`` a
     one-model file is returned as is. The file must read cleanly (:func:`read_predictions`).
     """
-    from rap_benchmark.agents.store import slug
+    from rap_benchmark.core.fsio import slug
     from rap_benchmark.evaluation.predictions import read_predictions, write_predictions
 
     frame = read_predictions(path)
@@ -529,69 +528,6 @@ def split_by_model(
         atomic_write_text(target.with_name(target.name + META_SUFFIX), json.dumps(sidecar, indent=1) + "\n")
         written.append(target)
     return written
-
-
-def prepare_submission(
-    run_dir: str | Path,
-    out: str | Path,
-    *,
-    model: str | None = None,
-    knowledge_cutoff: str | dt.date | None = None,
-    submitter: str | None = None,
-    notes: str | None = None,
-    prices: Any = None,
-) -> tuple[Path, Path]:
-    """A submission from a ``rap run`` folder: ``out`` (the predictions of its units) and
-    ``out.meta.json`` (model, conditions, tools, manifest hash from ``run.json``, and the usage
-    the unit records hold: tokens, Search calls and cost per condition; a unit's cost is unknown
-    when the price table did not know its model, and so is then the condition's total).
-
-    Every input is checked before anything is written; both files are replaced atomically.
-    """
-    from rap_benchmark.agents.runner import predictions_frame
-    from rap_benchmark.agents.store import RunStore
-    from rap_benchmark.core.errors import InputError
-    from rap_benchmark.core.spec import BENCHMARK_VERSION
-    from rap_benchmark.evaluation.predictions import write_predictions
-
-    store = RunStore(run_dir)
-    run = store.read_run()
-    if run is None:
-        raise InputError(f"{run_dir} is not a rap run folder (no run.json)")
-    name = model or run.get("model")
-    frame = predictions_frame(store, str(run["manifest_hash"]), model=name)
-    if frame.empty:
-        found = sorted({str(r["key"].get("model")) for r in store.iter_units()})
-        raise InputError(
-            f"{run_dir} holds no finished RAP unit of model {name!r}"
-            + (f" (models found: {', '.join(found)})" if found else "")
-        )
-    if run.get("shard") not in (None, "0/1"):
-        raise InputError(f"{run_dir} is shard {run['shard']} of a run: rap merge-runs the shards first")
-    conditions = sorted({Condition(c) for c in frame["condition"]}, key=lambda c: c.value)
-    backend = run.get("backend") or "unknown backend"
-    source = f"rap run store {Path(run_dir).name} (backend {backend}, prompt {run.get('prompt_version')})"
-    meta = {
-        "model": name,
-        "conditions": [c.value for c in conditions],
-        "manifest_hash": run["manifest_hash"],
-        "knowledge_cutoff": None
-        if knowledge_cutoff is None
-        else dt.date.fromisoformat(str(knowledge_cutoff)).isoformat(),
-        "tools": ["search"] if any(c.regime is not None for c in conditions) else [],
-        "attempts": 1,
-        "submitter": submitter,
-        "notes": notes,
-        "benchmark_version": run.get("benchmark_version") or BENCHMARK_VERSION,
-        "usage": usage_from_rows(frame, source=source, prices=prices),
-    }
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_predictions(frame, out)
-    meta_path = atomic_write_text(
-        out.with_name(out.name + META_SUFFIX), json.dumps(meta, indent=1, ensure_ascii=False) + "\n"
-    )
-    return out, Path(meta_path)
 
 
 def write_leaderboard(result: LeaderboardResult, out: str | Path, *, page: bool = True) -> Path:

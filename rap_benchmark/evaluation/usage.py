@@ -47,7 +47,7 @@ UNKNOWN = "unknown"
 
 
 class Prices(Protocol):
-    """What pricing needs of ``rap_benchmark.agents.pricing.PriceTable``."""
+    """What pricing needs of ``rap_benchmark.llmclient.pricing.PriceTable``."""
 
     as_of: str | None
 

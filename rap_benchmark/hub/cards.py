@@ -11,13 +11,11 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rap_benchmark.core import resources
 from rap_benchmark.core.dates import add_months, parse_date
-
-if TYPE_CHECKING:
-    from rap_benchmark.hub.export import RepoTables
+from rap_benchmark.hub.layout import RepoTables
 
 CARD_TEMPLATE = "dataset_card.md.j2"
 CHANGELOG = "CHANGELOG.md"

@@ -21,7 +21,7 @@ field, and when: the membership alone gives the counted mass ``n_y``, and the pu
 instrument run on the papers would give the labels). Those rows move to a ``<config>_heldout``
 config that has no target column at all: assignment rows keep only an opaque key (a salted hash
 of paper and field) and episode rows their public inputs, each with a ``target_sha256`` commitment
-(:mod:`rap_benchmark.hub.canonical`); the targets and the salt go to ``_private/``. The ``papers``
+(:mod:`rap_benchmark.core.canonical`); the targets and the salt go to ``_private/``. The ``papers``
 repo then ends before W (no episode can search a paper dated on or after its origin, and the last
 origin is on or before W), so the target-window papers are not in the published data either.
 W may not precede the last origin: the realised window of one origin is the recent window of the
@@ -46,14 +46,15 @@ import datetime as dt
 import json
 import shutil
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.artifacts import Instance, codebook_to_dict, sha256_file, write_parquet
+from rap_benchmark.core.artifacts import Instance, codebook_to_dict, write_parquet
+from rap_benchmark.core.canonical import commitments, content_hash, new_salt, target_values
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
@@ -65,7 +66,8 @@ from rap_benchmark.core.schemas import (
     EPISODE_TARGETS,
     pending_mask,
 )
-from rap_benchmark.hub.canonical import commitments, content_hash, new_salt, target_values
+from rap_benchmark.core.sums import sha256_file
+from rap_benchmark.hub.cards import render_card
 from rap_benchmark.hub.layout import (
     COMMITMENT_COLUMN,
     HELDOUT_SUFFIX,
@@ -73,6 +75,9 @@ from rap_benchmark.hub.layout import (
     PENDING_SUFFIX,
     PRIVATE_DIR,
     SALT_FILE,
+    ConfigTable,
+    RepoTables,
+    Withheld,
 )
 
 DEFAULT_ORG = "rap"
@@ -81,42 +86,6 @@ ASSIGNMENT_HELD_COLUMNS: tuple[str, ...] = ("arxiv_id", "field_id", "date", *ASS
 """A withheld assignment row is withheld whole: membership (which paper, which field, when) and labels."""
 REPO_NAMES: tuple[str, ...] = ("papers", "assignments", "fields", "splits", "episodes", "search_manifests")
 CITECAST_REPO = "citecast_tasks"
-
-
-@dataclass(frozen=True)
-class Withheld:
-    """Rows of one (config, split) whose targets were withheld.
-
-    ``public`` is what the heldout config publishes (keys + ``target_sha256``); ``targets`` is
-    the private table (keys + the target columns) needed to score and, later, to reveal.
-    """
-
-    target_columns: tuple[str, ...]
-    key_column: str
-    public: pd.DataFrame
-    targets: pd.DataFrame
-
-
-@dataclass(frozen=True)
-class ConfigTable:
-    """One config of a repo: split name -> table, plus withheld rows per split."""
-
-    name: str
-    splits: dict[str, pd.DataFrame]
-    description: str
-    default: bool = False
-    withheld: dict[str, Withheld] = field(default_factory=dict)
-    pending_origins: tuple[str, ...] = ()
-    """Origins whose targets do not exist yet: set on a ``<policy>_pending`` config, whose rows have no target."""
-
-
-@dataclass(frozen=True)
-class RepoTables:
-    name: str
-    title: str
-    summary: str
-    configs: tuple[ConfigTable, ...]
-    licence: str = "cc0-1.0"
 
 
 @dataclass(frozen=True)
@@ -488,8 +457,6 @@ def write_repo(
     private_dir: Path | None,
 ) -> Path:
     """Write one repo folder (data files, manifest, card); withheld targets go to ``private_dir``."""
-    from rap_benchmark.hub.cards import render_card
-
     if repo_dir.exists():
         shutil.rmtree(repo_dir)
     repo_dir.mkdir(parents=True)

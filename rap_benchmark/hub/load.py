@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.artifacts import sha256_file
+from rap_benchmark.core.sums import sha256_file
 from rap_benchmark.hub.layout import MANIFEST_FILE
 
 

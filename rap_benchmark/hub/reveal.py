@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from rap_benchmark.hub.canonical import commitment, target_values
+from rap_benchmark.core.canonical import commitment, target_values
 from rap_benchmark.hub.layout import COMMITMENT_COLUMN, SALT_FILE
 from rap_benchmark.hub.load import read_manifest
 

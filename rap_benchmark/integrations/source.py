@@ -27,10 +27,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from rap_benchmark.core.artifacts import SUMS_FILE, Instance, load_instance
+from rap_benchmark.core.artifacts import Instance, load_instance
 from rap_benchmark.core.fsio import remove_stale, temp_name
 from rap_benchmark.core.records import Condition, Policy, Task, episode_id
 from rap_benchmark.core.spec import BENCHMARK_VERSION
+from rap_benchmark.core.sums import SUMS_FILE
 
 DOC_SPLITS = ("dev", "test", "all")
 

@@ -70,9 +70,9 @@ def submission_meta(
 ) -> dict[str, Any]:
     """The metadata of a converted prediction frame (the keys ``rap submit validate`` checks),
     with its ``usage`` summed from the rows (tokens unknown unless ``tokens_known``)."""
-    from rap_benchmark.agents.pricing import default_prices
     from rap_benchmark.evaluation.submissions import SubmissionMeta
     from rap_benchmark.evaluation.usage import usage_from_rows
+    from rap_benchmark.llmclient.pricing import default_prices
 
     if not len(frame):
         raise InputError("no predictions to submit")

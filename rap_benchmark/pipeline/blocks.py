@@ -1,4 +1,4 @@
-"""Dependency blocks and the Dev/Test split (SPEC 3.4).
+"""The paper's dependency blocks and Dev/Test split.
 
 Two fields are *connected* when their pre-cutoff membership sets A and B share at least
 ``spec.block_min_shared`` papers AND their overlap coefficient |A ∩ B| / min(|A|, |B|) is at least

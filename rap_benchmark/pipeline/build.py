@@ -26,19 +26,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.artifacts import (
-    LEDGER_FILE,
-    SUMS_FILE,
-    Instance,
-    codebook_to_dict,
-    write_json,
-    write_sums,
-    write_table,
-)
+from rap_benchmark.core.artifacts import LEDGER_FILE, Instance, codebook_to_dict, write_json, write_table
 from rap_benchmark.core.fsio import replacing
 from rap_benchmark.core.records import AssignmentType, Codebook, Policy, Split
 from rap_benchmark.core.schemas import ASSIGNMENTS, PAPERS, TRUTH
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.sums import SUMS_FILE, write_sums
 
 MAX_LEDGER_MALFORMED = 50
 

@@ -1,4 +1,4 @@
-"""Offline codebooks: exactly eight directions per field from pre-cutoff text (SPEC 3.2).
+"""Offline codebooks: exactly eight directions per field from pre-cutoff text (the paper's codebook construction).
 
 Two constructions share one output (a list of :class:`~rap_benchmark.core.records.Codebook` sorted
 by field id, and :class:`Prototypes` for the offline assignment instrument):
@@ -30,15 +30,9 @@ import scipy.sparse as sp
 
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Codebook, Direction
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.clusters import normalise_dense
 from rap_benchmark.pipeline.features import Features, LocalSpace
-from rap_benchmark.pipeline.fields import (
-    FieldInfo,
-    FieldModel,
-    TfidfSpace,
-    TokenizedCorpus,
-    _normalise_dense_rows,
-    tokenize_papers,
-)
+from rap_benchmark.pipeline.fields import FieldInfo, FieldModel, TfidfSpace, TokenizedCorpus, tokenize_papers
 
 if TYPE_CHECKING:
     from rap_benchmark.pipeline.synth import MiniCorpus
@@ -152,7 +146,7 @@ def eight_directions(y: np.ndarray, seed: Sequence[int], *, min_size: int, n_ini
     is split in two by 2-means (up to REBALANCE_ROUNDS times). Raises :class:`FieldUnfit` if the
     field cannot hold eight such groups.
     """
-    from rap_benchmark.pipeline.features import spherical_kmeans_dense
+    from rap_benchmark.pipeline.clusters import spherical_kmeans_dense
 
     if y.shape[0] < N_DIRECTIONS * max(min_size, 1):
         raise FieldUnfit(f"{y.shape[0]} papers cannot hold eight directions of {min_size} papers")
@@ -325,7 +319,7 @@ def codebooks_from_blueprint(mini: MiniCorpus, spec: BenchmarkSpec) -> tuple[lis
                 }
             )
             sums[empty] = space.transform(tokenize_papers(pseudo))[0].toarray()
-        cents = _normalise_dense_rows(sums)
+        cents = normalise_dense(sums)
         proto_sims = cents @ cents.T
         np.fill_diagonal(proto_sims, -np.inf)
         directions = []

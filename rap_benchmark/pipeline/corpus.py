@@ -1,4 +1,4 @@
-"""Corpus readers: arXiv metadata in its three real formats -> one papers table (SPEC 3.1).
+"""Corpus readers: arXiv metadata in its three real formats -> one papers table (the paper's corpus snapshot).
 
 Formats, chosen by :func:`read_corpus` from the path:
 

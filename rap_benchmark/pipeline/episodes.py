@@ -1,4 +1,4 @@
-"""Episodes and search-manifest rows (SPEC 3.5, 3.6, 3.17), vectorised over fields and origins.
+"""Episodes and search-manifest rows (the paper's episodes, Search environment and provenance ledger), vectorised over fields and origins.
 
 For field f, origin T and a counting policy, with w = ``spec.window_months`` and
 H = ``spec.history_windows``:
@@ -27,11 +27,11 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from rap_benchmark.core.artifacts import shard_hash
 from rap_benchmark.core.dates import add_months, parse_date, to_days
 from rap_benchmark.core.records import N_DIRECTIONS, Episode, Policy, Regime
 from rap_benchmark.core.schemas import EPISODES
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.sums import shard_hash
 from rap_benchmark.pipeline.policies import composition, direction_weights
 
 

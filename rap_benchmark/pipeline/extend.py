@@ -35,13 +35,14 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.artifacts import LEDGER_FILE, SUMS_FILE, load_instance, write_json, write_sums, write_table
+from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance, write_json, write_table
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import replacing
 from rap_benchmark.core.records import Policy
 from rap_benchmark.core.schemas import EPISODE_PENDING_FLAG
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.sums import SUMS_FILE, write_sums
 
 COPIED = ("codebooks.json", "blocks.parquet")
 TARGET_FLAGS = ("y_empty", "y_censored")

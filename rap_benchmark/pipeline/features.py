@@ -18,9 +18,10 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from rap_benchmark.pipeline.fields import TokenizedCorpus, l2_normalise_rows
+from rap_benchmark.pipeline.clusters import l2_normalise_rows, normalise_dense
+from rap_benchmark.pipeline.fields import TokenizedCorpus
 
-__all__ = ["Features", "LocalSpace", "normalise_dense", "spherical_kmeans_dense"]
+__all__ = ["Features", "LocalSpace"]
 
 
 def _bigram_codes(corpus: TokenizedCorpus) -> tuple[np.ndarray, np.ndarray]:
@@ -90,11 +91,6 @@ class Features:
         return mat, n_known
 
 
-def normalise_dense(mat: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(mat, axis=1, keepdims=True)
-    return np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
-
-
 @dataclass(frozen=True)
 class LocalSpace:
     """A field's TF-IDF + LSA space: ``columns`` of the feature matrix, their IDF, SVD axes."""
@@ -132,50 +128,3 @@ class LocalSpace:
     def embed(self, counts: sp.csr_matrix) -> np.ndarray:
         """Rows projected on the SVD axes, L2-normalised (zero rows stay zero)."""
         return normalise_dense(np.asarray(self.tfidf(counts) @ self.axes.T))
-
-
-def spherical_kmeans_dense(
-    y: np.ndarray, k: int, rng: np.random.Generator, *, n_init: int = 1, n_iter: int = 50
-) -> tuple[np.ndarray, np.ndarray]:
-    """Spherical k-means of L2-normalised dense rows; returns (labels, k x dims centroids).
-
-    Seeded k-means++ starts (cosine distance), Lloyd iterations until labels stop changing; the
-    start with the largest objective (sum of cosines to the own centroid) wins, the first on
-    ties. Argmax ties go to the lowest index; an emptied cluster takes the worst-fitted row.
-    """
-    n = y.shape[0]
-    if n < k:
-        raise ValueError(f"cannot form {k} clusters from {n} rows")
-    best: tuple[float, np.ndarray, np.ndarray] | None = None
-    for _ in range(max(1, n_init)):
-        first = int(rng.integers(n))
-        chosen = [first]
-        near = y @ y[first]
-        for _ in range(1, k):
-            dist = np.clip(1.0 - near, 0.0, None)
-            total = float(dist.sum())
-            nxt = int(rng.choice(n, p=dist / total)) if total > 0 else int(rng.integers(n))
-            chosen.append(nxt)
-            near = np.maximum(near, y @ y[nxt])
-        centres = y[chosen].copy()
-        labels = np.full(n, -1, dtype=np.int64)
-        for _ in range(n_iter):
-            sims = y @ centres.T
-            new = sims.argmax(axis=1)
-            if np.array_equal(new, labels):
-                break
-            labels = new
-            sums = np.asarray(sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(k, n)) @ y)
-            fit = sims[np.arange(n), labels]
-            for empty in np.flatnonzero(np.bincount(labels, minlength=k) == 0):
-                worst = int(np.argmin(fit))
-                sums[empty] = y[worst]
-                fit[worst] = np.inf
-            centres = normalise_dense(sums)
-        sims = y @ centres.T
-        labels = sims.argmax(axis=1)
-        objective = float(sims[np.arange(n), labels].sum())
-        if best is None or objective > best[0]:
-            best = (objective, labels, centres)
-    assert best is not None
-    return best[1], best[2]

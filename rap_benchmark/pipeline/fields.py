@@ -1,4 +1,4 @@
-"""Fields from real text: TF-IDF, seeded spherical k-means and multi-membership (SPEC 3.2).
+"""Fields from real text: TF-IDF, seeded spherical k-means and multi-membership (the paper's codebook construction).
 
 The offline deterministic path. A field is a cluster of papers dated before
 ``spec.eligibility_end`` (the paper's retrospective frame): TF-IDF of title + abstract
@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from rap_benchmark.core.records import N_DIRECTIONS
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.core.text import tokenize
+from rap_benchmark.pipeline.clusters import l2_normalise_rows, normalise_dense, spherical_kmeans, spherical_kmeans_dense
 
 __all__ = [
     "FieldInfo",
@@ -211,89 +212,6 @@ class TfidfSpace:
         return l2_normalise_rows(sp.csr_matrix(mat))
 
 
-def l2_normalise_rows(mat: sp.csr_matrix) -> sp.csr_matrix:
-    norms = np.sqrt(np.asarray(mat.multiply(mat).sum(axis=1)).ravel())
-    inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
-    return sp.csr_matrix(sp.diags(inv) @ mat)
-
-
-def _normalise_dense_rows(mat: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(mat, axis=1, keepdims=True)
-    return np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
-
-
-# --------------------------------------------------------------------------------------------
-# Spherical k-means
-# --------------------------------------------------------------------------------------------
-
-
-def spherical_kmeans(
-    x: sp.csr_matrix,
-    k: int,
-    rng: np.random.Generator,
-    *,
-    n_init: int = 1,
-    n_iter: int = 40,
-    tol: float = 1e-6,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Cluster L2-normalised rows of ``x`` by cosine; return (labels, centroids k x terms).
-
-    Seeded k-means++ start (cosine distance ``1 - cos``), Lloyd iterations until the objective
-    (sum of each row's cosine to its centroid) improves by less than ``tol`` (relative). With
-    ``n_init > 1`` the best of that many seeded starts is kept (the first on exact ties). Ties in
-    the argmax go to the lowest cluster index. Empty clusters are re-seeded with the row
-    farthest from its centroid.
-    """
-    n = x.shape[0]
-    if n < k:
-        raise ValueError(f"cannot form {k} clusters from {n} rows")
-    x = sp.csr_matrix(x)
-    best_fit: tuple[float, np.ndarray, np.ndarray] | None = None
-    for _ in range(max(1, n_init)):
-        labels, centres = _lloyd(x, _kmeanspp(x, k, rng), n_iter, tol)
-        objective = float(np.asarray(x @ centres.T)[np.arange(n), labels].sum())
-        if best_fit is None or objective > best_fit[0]:
-            best_fit = (objective, labels, centres)
-    assert best_fit is not None
-    return best_fit[1], best_fit[2]
-
-
-def _lloyd(x: sp.csr_matrix, centres: np.ndarray, n_iter: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
-    n, k = x.shape[0], centres.shape[0]
-    prev = -np.inf
-    for _ in range(n_iter):
-        sims = np.asarray(x @ centres.T)
-        labels = sims.argmax(axis=1)
-        best = sims[np.arange(n), labels]
-        objective = float(best.sum())
-        sums = np.asarray((sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(k, n)) @ x).todense())
-        sizes = np.bincount(labels, minlength=k)
-        for empty in np.flatnonzero(sizes == 0):
-            far = int(np.argmin(best))
-            sums[empty] = x[far].toarray().ravel()
-            best[far] = np.inf
-        centres = _normalise_dense_rows(sums)
-        if objective - prev <= tol * max(abs(objective), 1.0):
-            break
-        prev = objective
-    sims = np.asarray(x @ centres.T)
-    return sims.argmax(axis=1).astype(np.int64), centres
-
-
-def _kmeanspp(x: sp.csr_matrix, k: int, rng: np.random.Generator) -> np.ndarray:
-    n = x.shape[0]
-    first = int(rng.integers(n))
-    chosen = [first]
-    best = np.asarray(x @ x[first].T.toarray()).ravel()
-    for _ in range(1, k):
-        dist = np.clip(1.0 - best, 0.0, None)
-        total = dist.sum()
-        nxt = int(rng.choice(n, p=dist / total)) if total > 0 else int(rng.integers(n))
-        chosen.append(nxt)
-        best = np.maximum(best, np.asarray(x @ x[nxt].T.toarray()).ravel())
-    return _normalise_dense_rows(x[chosen].toarray())
-
-
 def top_terms(weights: np.ndarray, terms: Sequence[str], n: int) -> list[str]:
     """The ``n`` terms with the largest weights (ties by term)."""
     order = np.lexsort((np.asarray(terms, dtype=object), -np.asarray(weights)))
@@ -331,8 +249,6 @@ def _merge_synonyms(centres: np.ndarray, sizes: np.ndarray) -> np.ndarray:
     (size-weighted means, normalised) in order of each group's lowest cluster index."""
     from scipy.sparse.csgraph import connected_components
 
-    from rap_benchmark.pipeline.features import normalise_dense
-
     close = sp.csr_matrix(centres @ centres.T >= SYNONYM_COS)
     _, group = connected_components(close, directed=False)
     order = np.unique(group, return_index=True)[1]
@@ -364,7 +280,7 @@ class FieldModel:
         """TF-IDF rows in the clustering space."""
         if self.projection is None:
             return x
-        return _normalise_dense_rows(np.asarray(x @ self.projection.T))
+        return normalise_dense(np.asarray(x @ self.projection.T))
 
     def member(self, x: sp.csr_matrix) -> np.ndarray:
         """papers x clusters membership booleans of TF-IDF rows ``x``."""
@@ -421,8 +337,6 @@ def fit_fields(
     ``min_precutoff_papers``.
     """
     from tqdm import tqdm
-
-    from rap_benchmark.pipeline.features import spherical_kmeans_dense
 
     # each stage's share of the time (arxiv-sample, 2 cores), so the bar's ETA is the remaining share
     shares = iter((27, 27, 10, 3, 33))

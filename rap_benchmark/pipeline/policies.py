@@ -1,4 +1,4 @@
-"""Counting policies: assignments -> direction mass (SPEC 3.3), vectorised.
+"""Counting policies: assignments -> direction mass (the paper's counting policies), vectorised.
 
 Each paper-field membership contributes at most one unit of mass to the eight directions
 D0..D7. The four frozen policies differ only in where that unit goes:

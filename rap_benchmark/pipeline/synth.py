@@ -1,4 +1,4 @@
-"""The embedded ``mini`` instance: a synthetic arXiv-like corpus generated from a seed (SPEC 2).
+"""The embedded ``mini`` instance: a synthetic arXiv-like corpus generated from a seed (README: Instances).
 
 Twelve invented ML fields, each with eight directions. Every direction has its own vocabulary;
 every field has a topic vocabulary; all papers share a generic ML vocabulary. A paper's title and

@@ -1,4 +1,4 @@
-"""Exact, fast restricted-universe BM25 search (SPEC 3.6) and the Search tool.
+"""Exact, fast restricted-universe BM25 search (the paper's Search environment) and the Search tool.
 
 Public API:
 

@@ -1,7 +1,7 @@
 """SearchEngine: every episode universe of an instance, served from one index per field.
 
 A field's index holds the field's papers (its ``assignments`` rows, any type) sorted by
-(date, arxiv_id). A universe is a date slice of it (SPEC 3.6):
+(date, arxiv_id). A universe is a date slice of it (the paper's Search environment):
 
 * ``fixed``: the field's papers dated in [T - window_months, T);
 * ``expanding``: the field's papers dated before T.
@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.artifacts import CACHE_DIR, listed_sha256, shard_hash
 from rap_benchmark.core.dates import add_months, parse_date, to_days
 from rap_benchmark.core.records import Regime, SearchHit, SearchObservation
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.sums import CACHE_DIR, listed_sha256, shard_hash
 from rap_benchmark.search.columns import (
     DISPLAY_CACHE,
     date_strings,

@@ -102,7 +102,7 @@ def build_report(
 
     With ``add_baselines`` (default) the statistical baselines are computed in memory at the
     spec's parameters when no file provides ``baseline/ewma``, so every model is contrasted with
-    EWMA. ``registry`` is a model registry file (SPEC 3.13) for the strict-vs-exposed table.
+    EWMA. ``registry`` is a model registry file (the paper's temporal exposure masks) for the strict-vs-exposed table.
     ``audit`` adds the instrument-audit table (parallel instrument; latent truth on mini).
     """
     from rap_benchmark.core.artifacts import write_json

@@ -1,4 +1,4 @@
-"""Field-macro aggregation (SPEC 3.10): average episodes within a field, then average fields.
+"""The paper's field-macro aggregation: average episodes within a field, then average fields.
 
 NaN episode values (invalid predictions, undefined scores) are left out of their field's mean; a
 field with no finite value is left out of the macro average. Masked tracks (Forecast-Strict,

@@ -1,4 +1,4 @@
-"""Statistical baselines (SPEC 3.11), vectorised over episodes, with Dev-only tuning.
+"""The paper's statistical baselines, vectorised over episodes, with Dev-only tuning.
 
 Every baseline sees exactly the three six-month history compositions before T, as an array
 ``H`` of shape ``(n, 3, 8)`` ordered oldest, middle, newest (``H[:, 2]`` is x). Outputs have shape

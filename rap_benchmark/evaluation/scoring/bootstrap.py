@@ -1,4 +1,4 @@
-"""Percentile bootstrap intervals for field-macro statistics (SPEC 3.10).
+"""Percentile bootstrap intervals for field-macro statistics (the paper's uncertainty intervals).
 
 The primary unit is the frozen dependency block: blocks are drawn with replacement (as many
 draws as there are blocks) and the field-macro statistic is recomputed on the fields of the

@@ -1,4 +1,4 @@
-"""Temporal exposure masks from a model registry (SPEC 3.13).
+"""The paper's temporal exposure masks, from a model registry.
 
 A registry lists models with the provider-reported knowledge cutoff or, failing that, the
 documented release date of the frozen checkpoint (a conservative upper bound on parametric

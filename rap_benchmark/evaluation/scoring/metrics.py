@@ -1,4 +1,4 @@
-"""Episode metrics of SPEC 3.9, vectorised over rows.
+"""The paper's episode metrics, vectorised over rows.
 
 Every function takes arrays of shape ``(n, 8)`` (one row per episode; a single 8-vector is
 accepted and treated as one row) in float64 and returns shape ``(n,)``. There are no per-row
@@ -40,7 +40,7 @@ METRIC_PAIRS: Final[dict[str, tuple[str, str]]] = {
     "prediction_stability": ("p[T+h]", "p[T]"),
     "truth_stability": ("y[T+h]", "y[T]"),  # rank_correlation (no model side)
 }
-"""The named Spearman pairs of SPEC 3.9."""
+"""The named Spearman pairs of the paper's metrics."""
 
 
 def _rows(a: ArrayLike) -> Array:

@@ -1,4 +1,4 @@
-"""Parse a model's final answer into eight weights on the simplex (SPEC 3.8).
+"""Parse a model's final answer into eight weights on the simplex (the paper's answer parser).
 
 The answer is a JSON object with exactly the keys ``D0``..``D7`` whose values are nonnegative
 percentages that should sum to 100. A valid answer has exactly those keys, finite nonnegative

@@ -1,4 +1,4 @@
-"""Split-half reliability of the target windows and the reliability ceiling (SPEC 3.12).
+"""The paper's split-half reliability of the target windows and its reliability ceiling.
 
 For every episode (field f, origin T) the papers of the target window [T, T+w) that carry counted
 mass under the policy are split at random into two halves (sizes floor(n/2) and ceil(n/2)). Each

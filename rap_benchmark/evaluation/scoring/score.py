@@ -4,7 +4,7 @@
 computes every episode metric in one vectorised pass. The table builders (``leaderboard``,
 ``paired_contrasts``, ``per_origin_table``, ``exposure_table``, ``policy_table``,
 ``revision_table``, ``state_table``) aggregate those rows within field then across fields, with
-block-bootstrap intervals (SPEC 3.10). They return plain DataFrames; formatting is in
+block-bootstrap intervals (the paper's uncertainty intervals). They return plain DataFrames; formatting is in
 ``rap_benchmark.evaluation.report``.
 
 Conventions:
@@ -48,14 +48,14 @@ if TYPE_CHECKING:
 Array = NDArray[np.float64]
 
 EWMA_MODEL = "baseline/ewma"
-"""The persistence anchor every model is contrasted with (SPEC 3.10)."""
+"""The persistence anchor every model is contrasted with (the paper's paired contrasts)."""
 
 DEFAULT_PAIRS: tuple[tuple[Condition, Condition], ...] = (
     (Condition.A1, Condition.A0),
     (Condition.A3, Condition.A1),
     (Condition.A4, Condition.A3),
 )
-"""Paired condition contrasts (candidate, reference) of SPEC 3.10."""
+"""Paired condition contrasts (candidate, reference) of the paper's paired contrasts."""
 
 SCORE_COLUMNS: tuple[str, ...] = (
     "model",
@@ -158,7 +158,7 @@ def score_predictions(
     target: str = "y",
     episodes: EpisodeArrays | None = None,
 ) -> pd.DataFrame:
-    """One row per prediction row: the episode metrics of SPEC 3.9 against ``target``.
+    """One row per prediction row: the paper's episode metrics against ``target``.
 
     ``target="y"`` scores Forecasts (and State outputs as forecasts, "State-as-Forecast");
     ``target="x"`` scores against the recent window (State fidelity). Columns: see
@@ -421,7 +421,7 @@ def exposure_table(
     seed: int | None = None,
     split: Split | None = Split.TEST,
 ) -> pd.DataFrame:
-    """Strict vs potentially exposed scores (SPEC 3.13).
+    """Strict vs potentially exposed scores (the paper's temporal exposure masks).
 
     ``strict[(model, origin)]`` is the Forecast-Strict flag of a cell; State conditions use
     ``joint_strict`` when given (Joint-Strict), else ``strict``. Models absent from the masks are
@@ -469,7 +469,7 @@ def policy_table(
     seed: int | None = None,
     split: Split | None = Split.TEST,
 ) -> pd.DataFrame:
-    """Rescore the same predictions under each counting policy's targets (SPEC 3.3).
+    """Rescore the same predictions under each counting policy's targets (the paper's counting policies).
 
     Rows: model, condition, policy, n_fields, spearman with block-bootstrap interval, tv, jsd.
     Policies the instance lacks are skipped.
@@ -536,7 +536,7 @@ def revision_table(
     seed: int | None = None,
     split: Split | None = Split.TEST,
 ) -> pd.DataFrame:
-    """Rolling revision alignment at h months (SPEC 3.9), where origins T and T+h both exist.
+    """Rolling revision alignment at h months (the paper's metrics), where origins T and T+h both exist.
 
     For each (model, condition, h): rho(p[T+h] - p[T], y[T+h] - y[T]) per (field, T) pair,
     averaged within field then across fields, with a block-bootstrap interval; the centred-cosine

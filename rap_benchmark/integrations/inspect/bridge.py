@@ -26,7 +26,8 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolCall as InspectToolCall
 from inspect_ai.tool import ToolInfo, ToolParams
 
-from rap_benchmark.agents.protocol import Attempt, BackendFailure, ModelTurn, Request, ToolCall, UnitContext
+from rap_benchmark.agents.protocol import ModelTurn, Request, ToolCall, UnitContext
+from rap_benchmark.llmclient.failures import Attempt, BackendFailure
 
 FINISH_REASONS = {"stop": "stop", "tool_calls": "tool_calls", "max_tokens": "length", "model_length": "length"}
 """Inspect stop reasons as the finish reasons the episode loop knows (others pass through)."""

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from rap_benchmark.agents.episode import Episode
-from rap_benchmark.agents.protocol import Attempt, BackendFailure, ModelTurn, Request, UnitContext
+from rap_benchmark.agents.protocol import ModelTurn, Request, UnitContext
+from rap_benchmark.llmclient.failures import Attempt, BackendFailure
 from rap_benchmark.tools.text import stops_for
 
 T = TypeVar("T")

@@ -91,7 +91,7 @@ class LLMInstrument:
     def check(self) -> None:
         """Refuse, before anything is read or sent, endpoints that are not URLs, a model that no
         endpoint serves, and a spend cap without prices (InputError)."""
-        from rap_benchmark.agents.endpoints import check_url, parse_endpoint
+        from rap_benchmark.llmclient.endpoints import check_url, parse_endpoint
 
         if self.settings.fallback not in (None, *FALLBACKS):
             raise InputError(f"--fallback: {self.settings.fallback!r} is not one of: {', '.join(FALLBACKS)}")
@@ -118,7 +118,7 @@ class LLMInstrument:
 
 
 def _prices(path: str | None) -> Any:
-    from rap_benchmark.agents.pricing import load_prices
+    from rap_benchmark.llmclient.pricing import load_prices
 
     return load_prices(path)
 

@@ -22,6 +22,7 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
     InvalidOutput,
     OutOfField,
     parse_json_reply,
+    truncation_reason,
     validate_label_batch,
 )
 
@@ -36,8 +37,6 @@ async def label_batch(
 
     ``cfg`` is the pipeline's config (model, max_attempts, budgets). A reply cut at max_tokens is
     asked again once, as is, with twice the budget (not one of the attempts)."""
-    from rap_benchmark.pipeline.instrument.llm.stages import truncation_reason
-
     prompt = P.render(
         Stage.ASSIGN, field_name=cb.name, field_definition=cb.definition, directions=directions, papers=papers
     )

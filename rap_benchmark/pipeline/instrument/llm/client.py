@@ -3,7 +3,7 @@
 :class:`LLMClient` sends chat requests (temperature 0) to one or more OpenAI-compatible
 endpoints (``URL``, or ``MODEL=URL`` for an endpoint that serves only MODEL, as a vLLM server
 does) through the package's one OpenAI-compatible client
-(:class:`rap_benchmark.agents.endpoints.EndpointPool`, the ``openai`` SDK). Every request is
+(:class:`rap_benchmark.llmclient.endpoints.EndpointPool`, the ``openai`` SDK). Every request is
 keyed by the sha256 of its canonical body (:func:`request_body`); a key already in the
 :class:`~.store.RequestStore` is answered from it and never sent, and two identical requests in
 flight are sent once. Each endpoint has at most ``max_in_flight`` requests open; a request goes
@@ -18,7 +18,7 @@ pipeline reads them by request, not by arrival.
 :mod:`.standin`'s typical replies, so the dry run walks the real pipeline and renders every
 real prompt.
 
-Spend: cost is priced per answer from the price table (agents/pricing.py). With a cap, a
+Spend: cost is priced per answer from the price table (llmclient/pricing.py). With a cap, a
 request is sent only while the spend recorded in the store plus the worst case of everything in
 flight (estimated prompt tokens plus ``max_tokens`` of completion) stays within the cap; when it
 would not, the run stops cleanly (:class:`SpendCapReached`) after the requests in flight are
@@ -36,11 +36,10 @@ from typing import Any
 
 import orjson
 
-from rap_benchmark.agents.backends import reasoning_of
-from rap_benchmark.agents.endpoints import EndpointPool, Refused, call_with_failover
-from rap_benchmark.agents.pricing import PriceTable
-from rap_benchmark.agents.protocol import BackendFailure
 from rap_benchmark.core.errors import InputError, UserError
+from rap_benchmark.llmclient.endpoints import EndpointPool, Refused, call_with_failover
+from rap_benchmark.llmclient.failures import BackendFailure, reasoning_of
+from rap_benchmark.llmclient.pricing import PriceTable
 from rap_benchmark.pipeline.instrument.llm.store import RequestStore
 from rap_benchmark.pipeline.instrument.llm.tokens import count_prompt_tokens, count_tokens
 from rap_benchmark.pipeline.instrument.llm.validate import split_reasoning

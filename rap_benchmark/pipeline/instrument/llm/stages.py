@@ -53,6 +53,7 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
     parse_json_reply,
     repair_consolidation,
     to_codebook,
+    truncation_reason,
     validate_absorption,
     validate_codebook,
     validate_draft,
@@ -184,17 +185,6 @@ Client = LLMClient | StandInClient
 def _order(seed: int, salt: str, ids: Sequence[str]) -> list[str]:
     """``ids`` in a deterministic pseudo-random order (sha256 of seed, salt and id)."""
     return sorted(ids, key=lambda i: hashlib.sha256(f"{seed}|{salt}|{i}".encode()).digest())
-
-
-THINKING_HINT = (
-    "; the model spent the budget reasoning: turn thinking off "
-    """(--chat-template-kwargs '{"enable_thinking": false}') or give it room (--reasoning-tokens N)"""
-)
-
-
-def truncation_reason(reply: Any, budget: int) -> str:
-    hint = THINKING_HINT if reply.reasoning else ""
-    return f"reply cut at the token budget (finish_reason length at max_tokens {budget}, twice){hint}"
 
 
 async def ask(

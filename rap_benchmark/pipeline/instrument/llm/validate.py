@@ -532,3 +532,15 @@ def validate_label_batch(
         if pid not in good and pid not in bad:
             bad[pid] = NOT_LABELLED
     return LabelCheck(good, bad, tuple(faults[:5]))
+
+
+THINKING_HINT = (
+    "; the model spent the budget reasoning: turn thinking off "
+    """(--chat-template-kwargs '{"enable_thinking": false}') or give it room (--reasoning-tokens N)"""
+)
+
+
+def truncation_reason(reply: Any, budget: int) -> str:
+    """Why a unit failed when its reply was cut at the token budget twice (with a hint for thinking models)."""
+    hint = THINKING_HINT if reply.reasoning else ""
+    return f"reply cut at the token budget (finish_reason length at max_tokens {budget}, twice){hint}"

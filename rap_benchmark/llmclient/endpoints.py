@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from rap_benchmark.agents.protocol import Attempt, BackendFailure
 from rap_benchmark.core.errors import InputError
+from rap_benchmark.llmclient.failures import Attempt, BackendFailure
 
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 FAILURES_BEFORE_REST = 3
