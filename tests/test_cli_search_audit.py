@@ -1,4 +1,4 @@
-"""``rap search audit DIR RUNDIR``: every Search call recorded in a run folder is re-executed
+"""``rap audit search DIR RUNDIR``: every Search call recorded in a run folder is re-executed
 (issue 11: the audit only accepted a CALLS.jsonl file)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def test_search_audit_accepts_a_run_folder(mini_dir: Path, mini, tmp_path: Path,
     assert main([*argv, "--fields", mini.field_ids[0], "--origins", origins, "--out", str(run)]) == 0
     capsys.readouterr()
 
-    assert main(["search", "audit", str(mini_dir), str(run)]) == 0
+    assert main(["audit", "search", str(mini_dir), str(run)]) == 0
     n = int(re.search(r"audited (\d+) calls: (\d+) reproduced exactly", capsys.readouterr().out).group(1))
     assert n > 0
 
@@ -26,7 +26,7 @@ def test_search_audit_accepts_a_run_folder(mini_dir: Path, mini, tmp_path: Path,
     rec = json.loads(unit.read_text())
     rec["search_calls"][0]["total_hits"] += 1
     unit.write_text(json.dumps(rec, sort_keys=True, indent=1) + "\n", encoding="utf-8")
-    assert main(["search", "audit", str(mini_dir), str(run)]) == 1
+    assert main(["audit", "search", str(mini_dir), str(run)]) == 1
     assert "1 differ" in capsys.readouterr().out
 
 
@@ -34,6 +34,6 @@ def test_search_audit_refuses_a_run_of_another_instance(mini_dir: Path, tmp_path
     run = tmp_path / "other"
     run.mkdir()
     (run / "run.json").write_text(json.dumps({"manifest_hash": "0" * 64}) + "\n", encoding="utf-8")
-    assert main(["search", "audit", str(mini_dir), str(run)]) == 2
+    assert main(["audit", "search", str(mini_dir), str(run)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("rap search: ") and "not on this one" in err and err.count("\n") == 1
+    assert err.startswith("rap audit search: ") and "not on this one" in err and err.count("\n") == 1
