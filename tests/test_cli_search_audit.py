@@ -1,5 +1,5 @@
 """``rap audit search DIR RUNDIR``: every Search call recorded in a run folder is re-executed
-(issue 11: the audit only accepted a CALLS.jsonl file)."""
+(issue 11: the audit only accepted a CALLS.jsonl file); ``rap audit traces`` replays them per unit."""
 
 from __future__ import annotations
 
@@ -21,6 +21,13 @@ def test_search_audit_accepts_a_run_folder(mini_dir: Path, mini, tmp_path: Path,
     n = int(re.search(r"audited (\d+) calls: (\d+) reproduced exactly", capsys.readouterr().out).group(1))
     assert n > 0
 
+    # the trace audit of the same run: exact, with a per-unit table
+    table = tmp_path / "traces.csv"
+    assert main(["audit", "traces", str(mini_dir), str(run), "--out", str(table), "--no-progress"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["exact"] is True
+    assert len(table.read_text().splitlines()) > 1
+
     # a recorded result that the index does not reproduce is reported, exit 1
     unit = next(p for p in sorted((run / "units").rglob("*.json")) if json.loads(p.read_text())["search_calls"])
     rec = json.loads(unit.read_text())
@@ -28,6 +35,8 @@ def test_search_audit_accepts_a_run_folder(mini_dir: Path, mini, tmp_path: Path,
     unit.write_text(json.dumps(rec, sort_keys=True, indent=1) + "\n", encoding="utf-8")
     assert main(["audit", "search", str(mini_dir), str(run)]) == 1
     assert "1 differ" in capsys.readouterr().out
+    assert main(["audit", "traces", str(mini_dir), str(run), "--no-progress"]) == 1
+    assert json.loads(capsys.readouterr().out)["exact"] is False
 
 
 def test_search_audit_refuses_a_run_of_another_instance(mini_dir: Path, tmp_path: Path, capsys):
