@@ -1,7 +1,7 @@
 """An instance assembled from the published Hugging Face datasets, for the harness tasks.
 
 ``load_hub_instance("rap")`` (a Hub organisation) or ``load_hub_instance("hub/")`` (a folder
-written by ``rap export-hf``) reads the ``episodes``, ``fields``, ``splits``, ``papers``,
+written by ``rap hub export``) reads the ``episodes``, ``fields``, ``splits``, ``papers``,
 ``assignments`` and ``search_manifests`` repos, every file checked against its repo's
 ``rap_manifest.json``, and returns an :class:`~rap_benchmark.core.artifacts.Instance` that holds
 what a harness needs and no more:

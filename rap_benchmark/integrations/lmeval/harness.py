@@ -8,7 +8,7 @@ the episode-weighted ``valid`` share. The paper's tables come from ``rap score``
 generated from :data:`TASKS` and shipped in the repository's ``eval_harness_tasks/``; a test
 keeps that folder identical to what :func:`write_task_dir` produces. :func:`task_path` prints
 that folder when it is there and current (a source checkout or an editable install), and
-otherwise writes it into the cache, so ``rap lm-eval-path`` works from an installed wheel too.
+otherwise writes it into the cache, so ``rap harness lm-eval-path`` works from an installed wheel too.
 """
 
 from __future__ import annotations
