@@ -330,7 +330,18 @@ def test_cli_export_publish_dry_run_and_verify_reveal(mini_dir: Path, tmp_path: 
     salt_file.write_text(SALT.hex() + "\n", encoding="ascii")
     hub = tmp_path / "hub"
     assert (
-        main(["hub", "export", str(mini_dir), "--out", str(hub), "--withhold-test-targets", "--salt-file", str(salt_file)])
+        main(
+            [
+                "hub",
+                "export",
+                str(mini_dir),
+                "--out",
+                str(hub),
+                "--withhold-test-targets",
+                "--salt-file",
+                str(salt_file),
+            ]
+        )
         == 0
     )
     assert (hub / PRIVATE_DIR / "salt.hex").read_text().strip() == SALT.hex()
