@@ -12,6 +12,10 @@ has a worked example)::
     score     validate and score prediction files into a leaderboard
     export    write the instance as Hugging Face dataset repos
 
+What they return is exported too: ``Instance`` (load), ``SearchObservation`` (search),
+``RunStats`` (run), ``ValidationReport`` (validate), ``ScoreResult`` (score) and ``ExportResult``
+(export); the last three load their subpackage on first use, as the verbs do.
+
 Everything else is private to its subpackage (``core``, ``pipeline``, ``search``, ``agents``,
 ``evaluation``, ``hub``, ``integrations``, ``citecast``, ``cli``).
 """
@@ -23,21 +27,45 @@ import rap_benchmark.search  # noqa: F401, I001  (must precede the verbs)
 from rap_benchmark.api import ScoreResult, build, export, load, run, score, search, validate, verify
 from rap_benchmark.core.artifacts import Instance, PublicInstance
 from rap_benchmark.core.errors import UserError
-from rap_benchmark.core.records import Condition, Policy, Regime, Split, Task
+from rap_benchmark.core.records import Condition, Policy, Regime, SearchObservation, Split, Task
 from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec, package_version
+
+_LAZY_TYPES = {
+    "RunStats": "rap_benchmark.agents.runner",
+    "ValidationReport": "rap_benchmark.evaluation.predictions",
+    "ExportResult": "rap_benchmark.hub.export",
+}
+"""Return types whose modules are heavy: imported on first access, so ``import rap_benchmark``
+stays light (the verbs import their subpackages the same way)."""
+
+
+def __getattr__(name: str) -> object:
+    module = _LAZY_TYPES.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rap_benchmark' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BENCHMARK_VERSION",
     "BenchmarkSpec",
     "Condition",
+    "ExportResult",
     "Instance",
     "Policy",
     "PublicInstance",
     "Regime",
+    "RunStats",
     "ScoreResult",
+    "SearchObservation",
     "Split",
     "Task",
     "UserError",
+    "ValidationReport",
     "build",
     "export",
     "load",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rap_benchmark.core.artifacts import Instance, PublicInstance, load_instance
 from rap_benchmark.core.errors import InputError
@@ -29,8 +29,9 @@ from rap_benchmark.core.sums import verify as _verify
 if TYPE_CHECKING:
     import pandas as pd
 
+    from rap_benchmark.agents.pricing import PriceTable
     from rap_benchmark.agents.protocol import Backend
-    from rap_benchmark.agents.runner import RunStats
+    from rap_benchmark.agents.runner import RunStats, ToolProvider
     from rap_benchmark.evaluation.predictions import ValidationReport
     from rap_benchmark.hub.export import ExportResult
 
@@ -115,17 +116,31 @@ def run(
     conditions: Sequence[Condition] = tuple(Condition),
     fields: Iterable[str] | None = None,
     origins: Iterable[str] | None = None,
+    concurrency: int = 4,
+    limit: int | None = None,
+    shard: tuple[int, int] = (0, 1),
+    max_tokens: int | None = None,
+    max_search_calls: int | None = None,
+    prices: PriceTable | None = None,
+    tools: ToolProvider | None = None,
+    backend_name: str = "",
     progress: bool = False,
-    **options: Any,
 ) -> tuple[RunStats, Path]:
     """Run (or resume) an agent over the instance's episodes into the run folder ``out``; return
     the run's statistics and its prediction file (``out/predictions.jsonl``).
 
     The agent only ever sees ``instance.public_view()`` (no target). ``backend`` is a backend
     object (see ``rap_benchmark.agents``: OpenAI-compatible, transformers) or the name of a
-    reference agent (``"reference/search-hits"``, ``"reference/uniform"``). ``options`` go to the
-    runner (``concurrency``, ``limit``, ``shard``, ``max_tokens``, ``max_search_calls``, ``prices``).
-    A restart with the same arguments skips the units already done.
+    reference agent (``"reference/search-hits"``, ``"reference/uniform"``); its predictions are
+    recorded under ``model`` (a reference agent's own name by default). ``conditions``, ``fields``
+    and ``origins`` choose the units (default: every condition, field and origin);
+    ``concurrency`` units run at once; ``limit`` runs at most that many not-yet-done units;
+    ``shard=(i, n)`` runs only the units whose key hashes to shard ``i`` of ``n``;
+    ``max_tokens`` and ``max_search_calls`` override the benchmark's completion cap and Search
+    budget; ``prices`` is the price table for cost (default: the packaged one); ``tools`` replaces
+    the Search tool binding (default: the instance's BM25 Search); ``backend_name`` is recorded in
+    the run's ``run.json``. A restart with the same
+    arguments skips the units already done.
 
     >>> import rap_benchmark as rap
     >>> inst = rap.load("build/mini")
@@ -151,8 +166,15 @@ def run(
         conditions=conditions,
         fields=fields,
         origins=origins,
+        concurrency=concurrency,
+        limit=limit,
+        shard=shard,
+        max_tokens=max_tokens,
+        max_search_calls=max_search_calls,
+        prices=prices,
+        tools=tools,
+        backend_name=backend_name,
         progress=progress,
-        **options,
     )
 
 

@@ -14,12 +14,55 @@ from rap_benchmark import api
 VERBS = ("build", "load", "verify", "search", "run", "validate", "score", "export")
 
 
+RETURN_TYPES = ("Instance", "SearchObservation", "RunStats", "ValidationReport", "ScoreResult", "ExportResult")
+
+
 def test_the_top_level_names_the_verbs_and_few_types() -> None:
     assert set(VERBS) <= set(rap_benchmark.__all__)
-    types = [n for n in rap_benchmark.__all__ if n not in VERBS]
+    types = [n for n in rap_benchmark.__all__ if n not in VERBS and n not in RETURN_TYPES]
     assert len(types) <= 12, types
     for name in rap_benchmark.__all__:
         assert getattr(rap_benchmark, name) is not None
+
+
+@pytest.mark.parametrize("verb", VERBS)
+def test_what_each_verb_returns_is_exported(verb: str) -> None:
+    """Each verb's return annotation names only exported types (or Path / builtins), and the
+    exported name is the very class the verb returns."""
+    import re
+    import typing
+
+    annotation = inspect.signature(getattr(rap_benchmark, verb)).return_annotation
+    names = set(re.findall(r"[A-Za-z_]\w*", str(annotation))) - {"tuple", "list", "str", "Path", "None"}
+    assert names <= set(RETURN_TYPES) <= set(rap_benchmark.__all__), (verb, annotation)
+    returned = eval(str(annotation), {"Path": Path, **{n: getattr(rap_benchmark, n) for n in RETURN_TYPES}})
+    for name in names:
+        assert getattr(rap_benchmark, name) in (returned, *typing.get_args(returned)), name
+    assert returned == eval(str(annotation), vars(api) | {"Path": Path} | _heavy_types())
+
+
+def _heavy_types() -> dict[str, type]:
+    """The return types as the verbs' own module names them (under TYPE_CHECKING there)."""
+    from rap_benchmark.agents.runner import RunStats
+    from rap_benchmark.evaluation.predictions import ValidationReport
+    from rap_benchmark.hub.export import ExportResult
+
+    return {"RunStats": RunStats, "ValidationReport": ValidationReport, "ExportResult": ExportResult}
+
+
+def test_import_rap_benchmark_stays_light() -> None:
+    """The lazily exported return types do not load their subpackages at import time."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, rap_benchmark as rap;"
+        "heavy = [m for m in ('rap_benchmark.agents.runner', 'rap_benchmark.evaluation.predictions',"
+        " 'rap_benchmark.hub.export') if m in sys.modules];"
+        "assert not heavy, heavy;"
+        "assert rap.RunStats.__name__ == 'RunStats' and 'rap_benchmark.agents.runner' in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
 
 
 @pytest.mark.parametrize("verb", VERBS)

@@ -353,7 +353,7 @@ def test_board_exports_as_a_dataset_that_loads_offline(board_dir: Path, tmp_path
     from rap_benchmark.hub.publish import plan
 
     hub = tmp_path / "hub"
-    assert main(["leaderboard", "export-hf", str(board_dir), "--out", str(hub), "--org", "rap"]) == 0
+    assert main(["hub", "export-board", str(board_dir), "--out", str(hub), "--org", "rap"]) == 0
     repo = hub / "rap" / "leaderboard"
     assert verify_repo(repo) == []
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -377,7 +377,7 @@ def test_board_exports_as_a_dataset_that_loads_offline(board_dir: Path, tmp_path
 
 
 def test_export_refuses_a_folder_without_a_board(tmp_path: Path, capsys) -> None:
-    assert main(["leaderboard", "export-hf", str(tmp_path), "--out", str(tmp_path / "hub")]) == 2
+    assert main(["hub", "export-board", str(tmp_path), "--out", str(tmp_path / "hub")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "holds no leaderboard.csv" in err[0]
     assert not (tmp_path / "hub").exists()
@@ -439,7 +439,7 @@ def test_board_on_arxiv_sample(arxiv_sample_dir: Path, tmp_path: Path) -> None:
             assert f'<section id="{section}">' in dom
         assert dom.count("<tr data-track=") == len(board)
     hub = tmp_path / "hub"
-    assert main(["leaderboard", "export-hf", str(board_dir), "--out", str(hub)]) == 0
+    assert main(["hub", "export-board", str(board_dir), "--out", str(hub)]) == 0
     # a cache of its own: datasets keys a local folder's cache by its repo name and data file names,
     # not by its content, so a session cache that has seen another rap/leaderboard returns its rows
     loaded = datasets.load_dataset(

@@ -172,9 +172,9 @@ def test_inspect_sample_errors_stay_errors(mini_dir: Path, tmp_path: Path) -> No
 
     logs = [read_eval_log(info) for info in list_eval_logs(str(tmp_path / "logs"))]
     assert logs and all(log.status == "error" for log in logs)
-    converted = rap("inspect-predictions", "logs", "--out", "preds.jsonl", cwd=tmp_path)
+    converted = rap("harness", "inspect-predictions", "logs", "--out", "preds.jsonl", cwd=tmp_path)
     if "no samples" not in converted.stderr:  # a log that stopped before any sample was saved
-        one_line_failure(converted, "rap inspect-predictions", "ended in an error")
+        one_line_failure(converted, "rap harness inspect-predictions", "ended in an error")
     assert not (tmp_path / "preds.jsonl").exists()
 
 

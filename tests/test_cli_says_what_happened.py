@@ -86,7 +86,7 @@ def test_export_never_publishes_over_a_withheld_export(mini_dir: Path, mini, tmp
         rap.export(mini, hub)
     assert {p: p.stat().st_mtime_ns for p in hub.rglob("*") if p.is_file()} == before
     rap.export(mini, hub, withhold_test_targets=True)  # its own export, withheld again: fine
-    assert main(["export-hf", str(mini_dir), "--out", str(hub)]) == 2
+    assert main(["hub", "export", str(mini_dir), "--out", str(hub)]) == 2
     assert "withholds Test targets" in capsys.readouterr().err
 
 

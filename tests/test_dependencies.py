@@ -40,10 +40,10 @@ COMMAND_EXTRAS: dict[str, tuple[str, ...]] = {
     "rap run": ("llm",),  # --backend transformers (one line naming the extra without it)
     "rap diagnose": ("llm",),
     "rap citecast run": ("llm",),
-    "rap inspect-predictions": ("inspect",),  # reads Inspect logs
+    "rap harness inspect-predictions": ("inspect",),  # reads Inspect logs
     "rap citecast serve": ("redis",),  # --store redis
-    "rap sft-gate": ("llm",),
-    "rap publish": ("hf",),
+    "rap sft gate": ("llm",),
+    "rap hub publish": ("hf",),
 }
 INSPECT_EXTRAS = ("inspect",)
 LM_EVAL_EXTRAS = ("llm",)

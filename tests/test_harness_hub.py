@@ -1,4 +1,4 @@
-"""Harness tasks on the published datasets alone: an export folder (``rap export-hf``), no build.
+"""Harness tasks on the published datasets alone: an export folder (``rap hub export``), no build.
 
 Regression (issue 16): the tasks needed a locally built instance and refused a hub export
 (``SHA256SUMS is missing``). Here the instance is assembled from the ``episodes``, ``fields``,

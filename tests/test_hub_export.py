@@ -331,15 +331,26 @@ def test_cli_export_publish_dry_run_and_verify_reveal(mini_dir: Path, tmp_path: 
     salt_file.write_text(SALT.hex() + "\n", encoding="ascii")
     hub = tmp_path / "hub"
     assert (
-        main(["export-hf", str(mini_dir), "--out", str(hub), "--withhold-test-targets", "--salt-file", str(salt_file)])
+        main(
+            [
+                "hub",
+                "export",
+                str(mini_dir),
+                "--out",
+                str(hub),
+                "--withhold-test-targets",
+                "--salt-file",
+                str(salt_file),
+            ]
+        )
         == 0
     )
     assert (hub / PRIVATE_DIR / "salt.hex").read_text().strip() == SALT.hex()
-    assert main(["publish", str(hub), "--org", "rap", "--tag", "v1.0.0", "--dry-run"]) == 0
+    assert main(["hub", "publish", str(hub), "--org", "rap", "--tag", "v1.0.0", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert out.count("plan\tcreate_tag") == len(REPO_NAMES) and PRIVATE_DIR not in out
     assert (
         main(["leaderboard", "verify-reveal", str(hub / "rap" / "episodes"), "--reveal", str(hub / PRIVATE_DIR)]) == 0
     )
-    assert main(["lm-eval-path"]) == 0
+    assert main(["harness", "lm-eval-path"]) == 0
     assert Path(capsys.readouterr().out.strip().splitlines()[-1]).is_dir()

@@ -216,7 +216,7 @@ def test_inspect_cli_every_condition_and_citecast_against_scripted_server(
             assert np.isclose(ours, theirs, rtol=0, atol=1e-12)
     out = tmp_path / "preds" / "scripted.jsonl"
     proc = subprocess.run(
-        [sys.executable, "-m", "rap_benchmark", "inspect-predictions", str(logs), "--out", str(out)],
+        [sys.executable, "-m", "rap_benchmark", "harness", "inspect-predictions", str(logs), "--out", str(out)],
         env=env,
         capture_output=True,
         text=True,

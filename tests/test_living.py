@@ -285,7 +285,7 @@ def _hub_episodes(repo: Path, config: str) -> pd.DataFrame:
 
 
 def test_export_of_a_pending_version_publishes_no_target_until_resolved(mini, tmp_path):
-    """Regression (issue 17): ``rap export-hf`` of an extended version whose y is pending put the
+    """Regression (issue 17): ``rap hub export`` of an extended version whose y is pending put the
     pending episodes in the scored ``<policy>`` configs with y null, y_counts all zero and n_y 0
     (read as a target of nothing), and the card said "every target is public". Now they go to
     ``<policy>_pending`` with no target column, the manifest, card and command say so, and the
@@ -302,7 +302,7 @@ def test_export_of_a_pending_version_publishes_no_target_until_resolved(mini, tm
     v1, v2, v3 = tmp_path / "v1", tmp_path / "v2", tmp_path / "v3"
     _rap("build", "--quiet", "--spec", tmp_path / "parent.json", "--source", cut, "--freeze-instrument", "--out", v1)
     _rap("extend", v1, "--source", cut, "--origin", T, "--out", v2, "--quiet")
-    said = _rap("export-hf", v2, "--out", tmp_path / "hub2")
+    said = _rap("hub", "export", v2, "--out", tmp_path / "hub2")
     assert f"pending targets (origin {T})" in said
 
     inst2 = load_instance(v2)
@@ -333,12 +333,12 @@ def test_export_of_a_pending_version_publishes_no_target_until_resolved(mini, tm
     assert len(live) == n_fields * len(Policy) and live["y"].isna().all()
     assert all(PENDING_FLAG in list(fl) for fl in live["flags"])
     # withholding from the last origin commits nothing for a target that does not exist
-    _rap("export-hf", v2, "--out", tmp_path / "hub2w", "--withhold-test-targets")
+    _rap("hub", "export", v2, "--out", tmp_path / "hub2w", "--withhold-test-targets")
     held = read_manifest(tmp_path / "hub2w" / "rap" / "episodes")
     assert not held["withheld"] and set(held["pending"]) == set(manifest["pending"])
 
     _rap("resolve", v2, "--source", full, "--out", v3)
-    said = _rap("export-hf", v3, "--out", tmp_path / "hub3")
+    said = _rap("hub", "export", v3, "--out", tmp_path / "hub3")
     assert "pending" not in said
     inst3 = load_instance(v3)
     repo = tmp_path / "hub3" / "rap" / "episodes"

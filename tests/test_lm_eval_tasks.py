@@ -83,7 +83,9 @@ def test_evaluator_internals_the_task_relies_on() -> None:
 
 def test_shipped_task_folder_is_generated_and_current() -> None:
     folder = REPO / "eval_harness_tasks"
-    assert harness.is_current(folder), "eval_harness_tasks/ is stale: run `rap lm-eval-path --write eval_harness_tasks`"
+    assert harness.is_current(folder), (
+        "eval_harness_tasks/ is stale: run `rap harness lm-eval-path --write eval_harness_tasks`"
+    )
     assert harness.task_path() == folder
     names = {p.stem for p in folder.glob("*.yaml")}
     assert names == {*harness.TASKS, harness.GROUP}

@@ -244,9 +244,9 @@ def test_cli_table_and_audit(tmp_path, instance_dir, inst, engine, capsys):
         tool(_query(inst, 40 + i))
     calls_path = tmp_path / "calls.jsonl"
     write_calls(calls_path, log)
-    assert main(["search", "audit", str(instance_dir), str(calls_path)]) == 0
+    assert main(["audit", "search", str(instance_dir), str(calls_path)]) == 0
     assert "5 reproduced exactly, 0 differ" in capsys.readouterr().out
     bad = [SearchCall(**{**{f: getattr(c, f) for f in c.__slots__}, "total_hits": c.total_hits + 1}) for c in log]
     write_calls(calls_path, bad)
-    assert main(["search", "audit", str(instance_dir), str(calls_path)]) == 1
+    assert main(["audit", "search", str(instance_dir), str(calls_path)]) == 1
     assert main(["search", str(instance_dir), "graph"]) == 2  # --field/--origin missing

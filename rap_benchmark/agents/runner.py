@@ -380,7 +380,7 @@ def prepare_submission(
             + (f" (models found: {', '.join(found)})" if found else "")
         )
     if run.get("shard") not in (None, "0/1"):
-        raise InputError(f"{run_dir} is shard {run['shard']} of a run: rap merge-runs the shards first")
+        raise InputError(f"{run_dir} is shard {run['shard']} of a run: rap runs merge the shards first")
     conditions = sorted({Condition(c) for c in frame["condition"]}, key=lambda c: c.value)
     backend = run.get("backend") or "unknown backend"
     source = f"rap run store {Path(run_dir).name} (backend {backend}, prompt {run.get('prompt_version')})"

@@ -35,6 +35,24 @@ A user mistake prints one line, "rap <command>: <what is wrong>", and exits 2;
 rap --debug <command> ... shows the traceback.
 """
 
+RENAMED: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("export-hf",): ("hub", "export"),
+    ("publish",): ("hub", "publish"),
+    ("leaderboard", "export-hf"): ("hub", "export-board"),
+    ("lm-eval-path",): ("harness", "lm-eval-path"),
+    ("lm-eval-predictions",): ("harness", "lm-eval-predictions"),
+    ("inspect-predictions",): ("harness", "inspect-predictions"),
+    ("sft-export",): ("sft", "export"),
+    ("sft-gate",): ("sft", "gate"),
+    ("merge-runs",): ("runs", "merge"),
+    ("search", "audit"): ("audit", "search"),
+    ("diagnose", "trace-audit"): ("audit", "traces"),
+}
+"""Commands renamed in 1.1 (old words -> new words). The old names still run, with a one-line
+notice on stderr, and are not listed in ``rap --help``; they go in :data:`OLD_NAMES_GO_IN`."""
+
+OLD_NAMES_GO_IN = "1.2"
+
 PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError, FileExistsError)
 """Operating-system refusals of a path the user gave: reported like a UserError."""
 
@@ -93,6 +111,18 @@ def _name_commands(parser: argparse.ArgumentParser) -> None:
                 _name_commands(child)
 
 
+def renamed(argv: list[str]) -> list[str]:
+    """``argv`` with an old command name replaced by its new one (and a one-line notice on stderr)."""
+    for old, new in RENAMED.items():
+        if tuple(argv[: len(old)]) == old:
+            print(
+                f"rap {' '.join(old)} is now rap {' '.join(new)}; the old name goes in {OLD_NAMES_GO_IN}",
+                file=sys.stderr,
+            )
+            return [*new, *argv[len(old) :]]
+    return argv
+
+
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, OSError) and exc.strerror:
         return f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
@@ -102,7 +132,7 @@ def _describe(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv  # accepted anywhere: rap --debug run ... or rap run ... --debug
-    argv = [a for a in argv if a != "--debug"]
+    argv = renamed([a for a in argv if a != "--debug"])
     parser = build_parser()
     args = parser.parse_args(argv)
     args.debug = debug

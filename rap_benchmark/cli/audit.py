@@ -1,4 +1,10 @@
-"""``rap audit``: parallel-instrument agreement, truth agreement (mini) and the human audit."""
+"""``rap audit``: checks of the benchmark's two instruments against an independent reference.
+
+The assignment instrument: parallel-instrument agreement, truth agreement (mini) and the human
+audit (sample, analyse). The Search instrument: recorded calls replayed against the index
+(search) and a run's traces replayed natively and under the recent window (traces). Agent
+diagnostics that measure the agent rather than check the instrument are under ``rap diagnose``.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.errors import ArtifactError, InputError
 from rap_benchmark.core.fsio import atomic_write_text
 
 EPILOG = """examples:
@@ -15,6 +21,18 @@ EPILOG = """examples:
   rap audit sample build/mini --out audit/sheet --fields 6 --per-cell 2
   rap audit analyse build/mini audit/sheet/key.private.csv annotations.csv --ratings ratings.csv
   rap audit analyse build/mini audit/sheet/key.private.csv a.csv b.csv --ratings ra.csv --ratings rb.csv
+  rap audit search build/mini runs/ref                # every Search call recorded in a run folder
+  rap audit search build/mini runs/calls.jsonl
+  rap audit traces build/mini runs/qwen --out runs/qwen/trace_audit.csv
+
+The assignment instrument: parallel re-assigns every paper with a second offline instrument and
+reports cross-fit agreement; truth (mini only) compares the frozen instrument with the
+generator's latent directions; sample and analyse run the human audit. The Search instrument:
+search re-executes recorded calls (JSON lines: field_id, origin, regime, query, start, end,
+result_ids, total_hits, or every call in a run folder) and exits 1 when any call's ids, order or
+total differ; traces does the same for a run and also reports, per unit, what the calls saw
+natively and what the recent window would have shown (JSON summary; --out writes the table).
+Agent diagnostics (replay, oracle input, trace statistics) are rap diagnose.
 """
 
 
@@ -191,10 +209,58 @@ def _analyse(args: argparse.Namespace) -> int:
     return 0
 
 
+def _search(args: argparse.Namespace) -> int:
+    import sys
+
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.search import SearchEngine
+    from rap_benchmark.search.audit import audit_calls
+
+    inst = load_instance(args.dir)
+    calls = _recorded_calls(Path(args.calls), inst.manifest_hash)
+    engine = SearchEngine.from_instance(inst, backend=args.backend, progress=sys.stderr.isatty())
+    report = audit_calls(engine, calls, progress=sys.stderr.isatty())
+    print(report.summary())
+    return 0 if report.ok else 1
+
+
+def _recorded_calls(path: Path, manifest_hash: str) -> list:
+    """The calls of a recorded-call JSONL file, or every Search call stored in a run folder."""
+    from rap_benchmark.search.audit import read_calls
+
+    if not path.is_dir():
+        return read_calls(path)
+    from rap_benchmark.agents.diagnostics import recorded_calls
+    from rap_benchmark.agents.store import RunStore
+
+    store = RunStore(path)
+    meta = store.read_run()
+    if meta is None:
+        raise ArtifactError(f"{path} is not a run folder (no run.json) nor a recorded-call file")
+    if meta.get("manifest_hash") not in (None, manifest_hash):
+        raise InputError(f"{path} was run on instance {meta.get('manifest_hash')}, not on this one ({manifest_hash})")
+    return [call for rec in store.iter_units() for call in recorded_calls(rec)]
+
+
+def _traces(args: argparse.Namespace) -> int:
+    from rap_benchmark.agents.diagnostics import trace_audit
+    from rap_benchmark.agents.store import RunStore
+    from rap_benchmark.cli.args import run_folder
+    from rap_benchmark.cli.run import print_json
+    from rap_benchmark.core.artifacts import load_instance
+
+    store = RunStore(run_folder(args.rundir))
+    table, summary = trace_audit(load_instance(args.dir), store, progress=not args.no_progress)
+    if args.out:
+        atomic_write_text(args.out, table.to_csv(index=False))
+    print_json(summary)
+    return 0 if summary.get("exact", True) else 1
+
+
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "audit",
-        help="audit the assignment instrument (parallel instrument, human audit)",
+        help="audit the instruments: assignment (parallel, truth, human audit) and Search (replay, traces)",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -263,3 +329,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=_analyse)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+
+    q = asub.add_parser(
+        "search",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="re-execute recorded Search calls; exit 1 when any result differs",
+    )
+    q.add_argument("dir", help="built instance folder")
+    q.add_argument("calls", metavar="CALLS", help="recorded-call JSON lines, or a run folder (rap run --out)")
+    q.add_argument("--backend", choices=["auto", "numba", "numpy"], default="auto", help=argparse.SUPPRESS)
+    q.set_defaults(func=_search)
+
+    q = asub.add_parser(
+        "traces",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        help="replay a run's Search traces natively and under the recent window, per unit",
+    )
+    q.add_argument("dir", help="built instance folder")
+    q.add_argument("rundir", help="run directory (rap run --out)")
+    q.add_argument("--out", help="CSV of the per-unit table")
+    q.add_argument("--no-progress", action="store_true", help="no progress bar")
+    q.set_defaults(func=_traces)

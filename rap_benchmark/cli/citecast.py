@@ -25,7 +25,7 @@ RUN_EPILOG = """examples:
 
   # split over 4 machines, then merge
   rap citecast run build/citecast ... --shard 2/4 --out runs/qwen-s2
-  rap merge-runs runs/qwen runs/qwen-s0 runs/qwen-s1 runs/qwen-s2 runs/qwen-s3
+  rap runs merge runs/qwen runs/qwen-s0 runs/qwen-s1 runs/qwen-s2 runs/qwen-s3
 
 The run folder is the agent runner's (units/, executions.jsonl, run.json, predictions.jsonl): a rerun
 with the same --out resumes, skipping tasks already submitted.

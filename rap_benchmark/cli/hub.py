@@ -1,5 +1,5 @@
-"""``rap export-hf``, ``rap publish``, ``rap lm-eval-path``, ``rap lm-eval-predictions`` and
-``rap inspect-predictions``."""
+"""``rap hub export``, ``rap hub publish``, ``rap harness lm-eval-path``, ``rap harness lm-eval-predictions`` and
+``rap harness inspect-predictions``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 EXPORT_EPILOG = """examples:
-  rap export-hf build/mini --out hub/
-  rap export-hf build/full --out hub/ --withhold-test-targets --citecast build/citecast
+  rap hub export build/mini --out hub/
+  rap hub export build/full --out hub/ --withhold-test-targets --citecast build/citecast
   cd hub && HF_HUB_OFFLINE=1 python -c 'import datasets; print(datasets.load_dataset("rap/assignments"))'
 
 Writes hub/<org>/<repo>/ (README.md card with a `configs:` block, data/<config>/<split>.parquet,
@@ -20,8 +20,8 @@ the salt and the targets go to hub/_private/ (never publish it before the reveal
 """
 
 PUBLISH_EPILOG = """examples:
-  rap publish hub/ --org rap --tag v1.0.0 --dry-run
-  rap publish hub/ --org my-lab --local-org rap --tag v1.0.0 --private
+  rap hub publish hub/ --org rap --tag v1.0.0 --dry-run
+  rap hub publish hub/ --org my-lab --local-org rap --tag v1.0.0 --private
 
 Creates each dataset repo <org>/<name> on the Hugging Face Hub, uploads its folder in one commit
 and tags it. Needs a token (huggingface-cli login or HF_TOKEN). hub/_private is never uploaded.
@@ -29,12 +29,12 @@ and tags it. Needs a token (huggingface-cli login or HF_TOKEN). hub/_private is 
 
 LM_EVAL_EPILOG = """examples:
   lm_eval --model local-chat-completions --model_args model=Qwen/Qwen3-4B,base_url=http://127.0.0.1:8000/v1/chat/completions \\
-      --apply_chat_template --tasks rap,citecast --include_path "$(rap lm-eval-path)" --log_samples --output_path out/
+      --apply_chat_template --tasks rap,citecast --include_path "$(rap harness lm-eval-path)" --log_samples --output_path out/
   lm_eval --model hf --model_args pretrained=HuggingFaceTB/SmolLM2-135M-Instruct,max_length=8192 \\
-      --tasks rap_forecast --include_path "$(rap lm-eval-path)" --apply_chat_template --limit 4 \\
+      --tasks rap_forecast --include_path "$(rap harness lm-eval-path)" --apply_chat_template --limit 4 \\
       --metadata '{"hub": "rap"}'
-  lm_eval ls tasks --include_path "$(rap lm-eval-path)"
-  rap lm-eval-path --write my_tasks/
+  lm_eval ls tasks --include_path "$(rap harness lm-eval-path)"
+  rap harness lm-eval-path --write my_tasks/
 
 Prints the folder of the RAP lm-eval tasks (rap_forecast, rap_forecast_closed,
 rap_forecast_expanding, rap_state, rap_state_expanding; group: rap, with an aggregate row) and of
@@ -44,9 +44,9 @@ the CiteCast task (citecast) for --include_path. The instance: --metadata '{"hub
 
 
 PREDICTIONS_EPILOG = """examples:
-  rap lm-eval-predictions out/ --out preds/my-model.jsonl
+  rap harness lm-eval-predictions out/ --out preds/my-model.jsonl
   rap submit validate preds/my-model.jsonl --instance build/mini
-  rap lm-eval-predictions out/ --model org/name --knowledge-cutoff 2024-10-01 --out preds/name.jsonl
+  rap harness lm-eval-predictions out/ --model org/name --knowledge-cutoff 2024-10-01 --out preds/name.jsonl
 
 Converts lm-eval samples (--log_samples --output_path out/) of the RAP tasks into a prediction
 file, parsing each final answer exactly as the task's own metric did, and writes the submission
@@ -58,7 +58,7 @@ several runs went to the same folder, the newest run of each task is used.
 
 INSPECT_EPILOG = """examples:
   inspect eval rap_benchmark/rap_forecast --model vllm/Qwen/Qwen3-4B -T condition=A1 --log-dir logs/
-  rap inspect-predictions logs/ --out preds/qwen3-4b.jsonl
+  rap harness inspect-predictions logs/ --out preds/qwen3-4b.jsonl
   rap submit validate preds/qwen3-4b.jsonl --instance build/mini
 
 Converts Inspect logs of rap_forecast / rap_state into a prediction file, parsing each recorded
@@ -68,10 +68,40 @@ Qwen/Qwen3-4B) unless --model is given; a newer log of the same episode supersed
 """
 
 
+HUB_EPILOG = """examples:
+  rap hub export build/mini --out hub/
+  rap hub export-board board/ --out hub/ --org rap
+  rap hub publish hub/ --org rap --tag v1.0.0 --dry-run
+
+export writes an instance as dataset repos, export-board writes the board folders written by
+the command rap leaderboard score --out as the repo ORG/leaderboard, and publish pushes all under
+the hub folder to the Hugging Face Hub.
+"""
+
+HARNESS_EPILOG = """examples:
+  rap harness lm-eval-path
+  rap harness lm-eval-predictions out/ --out preds/my-model.jsonl
+  rap harness inspect-predictions logs/ --out preds/qwen3-4b.jsonl
+
+Run RAP through lm-eval (lm-eval-path gives its --include_path) or Inspect (inspect eval
+rap_benchmark/rap_forecast), then turn what the harness logged into a prediction file for the
+commands rap submit validate and rap score.
+"""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from rap_benchmark.cli.leaderboard import BOARD_EXPORT_EPILOG, cmd_export_hf
+
     fmt = argparse.RawDescriptionHelpFormatter
-    p = subparsers.add_parser(
-        "export-hf", help="export an instance as Hugging Face dataset repos", epilog=EXPORT_EPILOG, formatter_class=fmt
+    hub = subparsers.add_parser(
+        "hub",
+        help="Hugging Face dataset repos: export an instance or a leaderboard, publish",
+        epilog=HUB_EPILOG,
+        formatter_class=fmt,
+    )
+    hsub = hub.add_subparsers(dest="hub_command", metavar="ACTION", required=True)
+    p = hsub.add_parser(
+        "export", help="export an instance as Hugging Face dataset repos", epilog=EXPORT_EPILOG, formatter_class=fmt
     )
     p.add_argument("dir", type=Path, help="a built instance folder")
     p.add_argument("--out", type=Path, required=True, help="hub folder (repos go to OUT/<org>/<name>)")
@@ -83,10 +113,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--repos", default=None, help="comma-separated subset of repos to write")
     p.set_defaults(func=cmd_export)
 
-    p = subparsers.add_parser(
+    p = hsub.add_parser(
+        "export-board",
+        help="write leaderboard folders as a Hugging Face dataset repo",
+        epilog=BOARD_EXPORT_EPILOG,
+        formatter_class=fmt,
+    )
+    p.add_argument(
+        "boards", type=Path, nargs="+", help="board folders (rap leaderboard score --out, with or without --live)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="hub folder (the repo goes to OUT/ORG/NAME)")
+    p.add_argument("--org", default="rap", help="organisation folder / Hub namespace (default rap)")
+    p.add_argument("--name", default="leaderboard", help="repo name (default leaderboard)")
+    p.set_defaults(func=cmd_export_hf)
+
+    p = hsub.add_parser(
         "publish", help="push exported repos to the Hugging Face Hub", epilog=PUBLISH_EPILOG, formatter_class=fmt
     )
-    p.add_argument("hub_dir", type=Path, help="the folder given to rap export-hf --out")
+    p.add_argument("hub_dir", type=Path, help="the folder given to rap hub export --out")
     p.add_argument("--org", required=True, help="Hub namespace to publish under")
     p.add_argument("--local-org", default=None, help="folder under HUB_DIR holding the repos (default: --org)")
     p.add_argument("--tag", required=True, help="version tag, e.g. v1.0.0")
@@ -94,7 +138,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="verify and print the plan; touch nothing")
     p.set_defaults(func=cmd_publish)
 
-    p = subparsers.add_parser(
+    harness = subparsers.add_parser(
+        "harness",
+        help="lm-eval and Inspect: the task folder, and their logs as prediction files",
+        epilog=HARNESS_EPILOG,
+        formatter_class=fmt,
+    )
+    rsub = harness.add_subparsers(dest="harness_command", metavar="ACTION", required=True)
+    p = rsub.add_parser(
         "lm-eval-path",
         help="print the lm-eval task folder (--include_path)",
         epilog=LM_EVAL_EPILOG,
@@ -103,7 +154,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--write", type=Path, default=None, help="write the task folder here instead")
     p.set_defaults(func=cmd_lm_eval_path)
 
-    p = subparsers.add_parser(
+    p = rsub.add_parser(
         "lm-eval-predictions",
         help="convert lm-eval samples of the RAP tasks into a prediction file",
         epilog=PREDICTIONS_EPILOG,
@@ -113,7 +164,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _submission_args(p, "the one lm-eval recorded")
     p.set_defaults(func=cmd_lm_eval_predictions)
 
-    p = subparsers.add_parser(
+    p = rsub.add_parser(
         "inspect-predictions",
         help="convert Inspect logs of the RAP tasks into a prediction file",
         epilog=INSPECT_EPILOG,

@@ -29,6 +29,8 @@ seal: writes a salted SHA-256 commitment of the canonical predictions with a UTC
 JSON row to append to a public log (e.g. seals.jsonl in a Hugging Face dataset repo) before the
 window opens; the salt goes to FILE.salt.hex (keep it secret). The reveal is FILE + its salt.
 An existing --out is never overwritten: a seal, once published, is the record.
+To compare your own prediction files without metadata, use rap score; the maintainers score
+a board of submissions with rap leaderboard score.
 """
 
 LEADERBOARD_EPILOG = """examples:
@@ -36,7 +38,6 @@ LEADERBOARD_EPILOG = """examples:
   rap leaderboard score baselines.jsonl --split-models --instance build/mini --out board/
   rap leaderboard verify-reveal hub/rap/episodes --reveal revealed/_private
   rap leaderboard score reveals/*.jsonl --live --seals seals.jsonl --instance build/v2 --out board-live/
-  rap leaderboard export-hf board/ board-live/ --out hub/ --org rap    # then rap publish, as for the instance
 
 score: every submission is validated and scored on its own with rap score's scorer (field-macro
 Spearman, 95% block-bootstrap intervals; State conditions against their State target x); a row
@@ -48,16 +49,23 @@ FILE.meta.json); it is scored on the Forecast-Live track only when its commitmen
 against the salted SHA256 commitments published in a repo's *_heldout configs.
 Each board folder also holds contrasts.csv (model vs model), strict_vs_exposed.csv, board.json,
 forest.png, cost_vs_score.png and index.html (self-contained; open it offline).
-export-hf: writes board folders (retrospective and/or Forecast-Live) as the dataset repo
-HUB/ORG/leaderboard (configs retrospective, forecast_live, contrasts, submissions); rap publish
-pushes it with the instance repos. Walkthrough: docs/SUBMITTING.md.
+To put a board on the Hub: rap hub export-board BOARD... --out hub/, then rap hub publish.
+Walkthrough: docs/SUBMITTING.md.
+"""
+
+BOARD_EXPORT_EPILOG = """examples:
+  rap hub export-board board/ board-live/ --out hub/ --org rap    # then rap hub publish, as for the instance
+
+Writes board folders (rap leaderboard score --out: retrospective and/or Forecast-Live) as the
+dataset repo HUB/ORG/leaderboard (configs retrospective, forecast_live, contrasts, submissions),
+which rap hub publish pushes with the instance repos. Walkthrough: docs/SUBMITTING.md.
 """
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     fmt = argparse.RawDescriptionHelpFormatter
     submit = subparsers.add_parser(
-        "submit", help="check a leaderboard submission", epilog=SUBMIT_EPILOG, formatter_class=fmt
+        "submit", help="prepare, check and seal a leaderboard submission", epilog=SUBMIT_EPILOG, formatter_class=fmt
     )
     ssub = submit.add_subparsers(dest="submit_command", metavar="ACTION", required=True)
     p = ssub.add_parser(
@@ -109,10 +117,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_seal)
 
     board = subparsers.add_parser(
-        "leaderboard", help="score submissions, verify reveals", epilog=LEADERBOARD_EPILOG, formatter_class=fmt
+        "leaderboard",
+        help="maintainers: score submissions into a board, verify reveals",
+        epilog=LEADERBOARD_EPILOG,
+        formatter_class=fmt,
     )
     bsub = board.add_subparsers(dest="leaderboard_command", metavar="ACTION", required=True)
-    p = bsub.add_parser("score", help="validate and score submissions", epilog=LEADERBOARD_EPILOG, formatter_class=fmt)
+    p = bsub.add_parser(
+        "score",
+        help="maintainers: score many submissions into a board folder (your own files: rap score)",
+        epilog=LEADERBOARD_EPILOG,
+        formatter_class=fmt,
+    )
     p.add_argument("files", type=Path, nargs="+", help="submission files")
     p.add_argument("--instance", type=Path, required=True, help="the scorer's instance folder (holds the targets)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
@@ -146,20 +162,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("repo", type=Path, help="an exported repo folder (e.g. hub/rap/episodes)")
     p.add_argument("--reveal", type=Path, required=True, help="the revealed private folder (salt.hex + targets)")
     p.set_defaults(func=cmd_verify_reveal)
-
-    p = bsub.add_parser(
-        "export-hf",
-        help="write board folders as a Hugging Face dataset repo (published by rap publish)",
-        epilog=LEADERBOARD_EPILOG,
-        formatter_class=fmt,
-    )
-    p.add_argument(
-        "boards", type=Path, nargs="+", help="board folders (rap leaderboard score --out, with or without --live)"
-    )
-    p.add_argument("--out", type=Path, required=True, help="hub folder (the repo goes to OUT/ORG/NAME)")
-    p.add_argument("--org", default="rap", help="organisation folder / Hub namespace (default rap)")
-    p.add_argument("--name", default="leaderboard", help="repo name (default leaderboard)")
-    p.set_defaults(func=cmd_export_hf)
 
 
 def _split(value: str) -> Split | None:

@@ -1,4 +1,4 @@
-"""``rap run`` (agent rollouts A0-A4), ``rap merge-runs``, ``rap diagnose ...`` and ``rap sft-export``/``rap sft-gate``."""
+"""``rap run`` (agent rollouts A0-A4), ``rap runs merge``, ``rap diagnose ...`` and ``rap sft {export, gate}``."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ RUN_EPILOG = """examples:
 
   # split over 4 nodes, then merge and score
   rap run build/mini ... --shard 2/4 --out runs/qwen-s2
-  rap merge-runs runs/qwen runs/qwen-s0 runs/qwen-s1 runs/qwen-s2 runs/qwen-s3
+  rap runs merge runs/qwen runs/qwen-s0 runs/qwen-s1 runs/qwen-s2 runs/qwen-s3
   rap score build/mini runs/qwen/predictions.jsonl
 
 A rerun with the same --out resumes: valid units are skipped, missing or invalid ones rerun.
@@ -193,7 +193,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 DIAG_EPILOG = """examples:
   rap diagnose replay build/mini runs/qwen --backend openai --model Qwen/Qwen3-4B --base-url http://localhost:8000/v1 --conditions A3,A4
   rap diagnose oracle build/mini runs/qwen --backend openai --model Qwen/Qwen3-4B --base-url http://localhost:8000/v1
-  rap diagnose trace-audit build/mini runs/qwen --out runs/qwen/trace_audit.csv
+  rap audit traces build/mini runs/qwen --out runs/qwen/trace_audit.csv
   rap diagnose trace-stats build/mini runs/qwen --out runs/qwen/trace_stats.csv
 
 replay and oracle runs go into the same run directory under variant keys (resumable) and write
@@ -215,7 +215,8 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
-def _print(obj: Any) -> None:
+def print_json(obj: Any) -> None:
+    """A summary as strict, indented JSON (NaN and inf become null)."""
     print(json.dumps(_clean(obj), sort_keys=True, default=str, indent=1, allow_nan=False))
 
 
@@ -239,11 +240,9 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         summary = dg.run_variant_units(
             inst, backend, args.rundir, units, concurrency=args.concurrency, progress=not args.no_progress
         )
-        _print(summary)
+        print_json(summary)
         return 0
-    if args.kind == "trace-audit":
-        table, summary = dg.trace_audit(inst, store, progress=not args.no_progress)
-    else:
+    if args.kind == "trace-stats":
         table, pairs = dg.trace_stats(inst, store)
         summary = {
             "units": len(table),
@@ -275,7 +274,7 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
             atomic_write_text(out.with_name(out.stem + "_pairs.csv"), pairs.to_csv(index=False))
     if args.out:
         atomic_write_text(args.out, table.to_csv(index=False))
-    _print(summary)
+    print_json(summary)
     return 0 if summary.get("exact", True) else 1
 
 
@@ -298,7 +297,7 @@ def cmd_sft_export(args: argparse.Namespace) -> int:
         fields=_csv(args.fields),
         origins=_csv(args.origins),
     )
-    _print({"out": args.out, **counts})
+    print_json({"out": args.out, **counts})
     return 0
 
 
@@ -312,7 +311,7 @@ def cmd_sft_gate(args: argparse.Namespace) -> int:
     conditions = enum_list(Condition, args.conditions, "--conditions")
     inst = load_instance(args.dir)
     result = sft_gate(inst, candidate, base, conditions=conditions)
-    _print(result.to_dict())
+    print_json(result.to_dict())
     return 0 if result.passed else 1
 
 
@@ -379,11 +378,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_run)
 
-    m = sub.add_parser(
-        "merge-runs",
+    runs = sub.add_parser(
+        "runs",
+        help="work on run directories: merge shards",
+        epilog="example:\n  rap runs merge runs/qwen runs/qwen-s0 runs/qwen-s1\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    rsub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    m = rsub.add_parser(
+        "merge",
         help="merge shard run directories into one run",
         description="Merge the run stores written with --shard i/n into one run and write its predictions.jsonl.",
-        epilog="example:\n  rap merge-runs runs/qwen runs/qwen-s0 runs/qwen-s1\n",
+        epilog="example:\n  rap runs merge runs/qwen runs/qwen-s0 runs/qwen-s1\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     m.add_argument("out", help="merged run directory")
@@ -392,12 +398,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     d = sub.add_parser(
         "diagnose",
-        help="agent diagnostics: replay, oracle input, search-trace audit, trace statistics",
+        help="agent diagnostics: replay, oracle input, trace statistics (trace audit: rap audit traces)",
         description="The paper's agent diagnostics on a run directory.",
         epilog=DIAG_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    d.add_argument("kind", choices=["replay", "oracle", "trace-audit", "trace-stats"])
+    d.add_argument("kind", choices=["replay", "oracle", "trace-stats"])
     d.add_argument("dir", help="built instance folder")
     d.add_argument("rundir", help="run directory of the source run (rap run --out)")
     _add_backend_args(d)
@@ -407,15 +413,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     d.add_argument("--fields", help="oracle: field ids (default all)")
     d.add_argument("--origins", help="oracle: origins (default all)")
-    d.add_argument("--out", help="trace-audit/trace-stats: CSV of the per-unit table")
+    d.add_argument("--out", help="trace-stats: CSV of the per-unit table")
     d.add_argument("--no-progress", action="store_true")
     d.set_defaults(func=cmd_diagnose)
 
-    e = sub.add_parser(
-        "sft-export",
+    sft = sub.add_parser(
+        "sft",
+        help="supervised fine-tuning: export a teacher run, gate a fine-tuned model",
+        epilog="examples:\n  rap sft export build/mini runs/teacher --origins 2024-07-01 --out sft/train.jsonl\n"
+        "  rap sft gate build/mini runs/sft-dev runs/base-dev --conditions A1,A3\n",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ssub = sft.add_subparsers(dest="sft_command", metavar="ACTION", required=True)
+    e = ssub.add_parser(
+        "export",
         help="SFT chat JSONL from a teacher run (targets replaced by realised y)",
         description="Keep Search actions and observations, drop reasoning, end with the realised y (the paper's SFT data).",
-        epilog="example:\n  rap sft-export build/mini runs/teacher --origins 2024-07-01 --out sft/train.jsonl\n",
+        epilog="example:\n  rap sft export build/mini runs/teacher --origins 2024-07-01 --out sft/train.jsonl\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     e.add_argument("dir", help="built instance folder")
@@ -426,11 +440,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--origins")
     e.set_defaults(func=cmd_sft_export)
 
-    g = sub.add_parser(
-        "sft-gate",
+    g = ssub.add_parser(
+        "gate",
         help="the SFT validation gate: candidate run vs base run",
         description="Pooled gain >= 0.03, non-negative gain per regime, full validity, Search use, query-unique ratio >= 0.80.",
-        epilog="example:\n  rap sft-gate build/mini runs/sft-dev runs/base-dev --conditions A1,A3\n",
+        epilog="example:\n  rap sft gate build/mini runs/sft-dev runs/base-dev --conditions A1,A3\n",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g.add_argument("dir", help="built instance folder")

@@ -30,6 +30,11 @@ Spearman with 95% block-bootstrap intervals (no multiplicity correction). A row 
 when it covers every episode of the split; partial rows are listed apart. A model and condition
 already given by an earlier file is refused in a later one. Exit status 1 when any file has
 errors (missing episodes are only warnings).
+
+Which to use: rap score compares your own prediction files on your own instance (prints the
+table; writes nothing). To check one file plus its .meta.json before you send it to a
+leaderboard, use rap submit validate. The maintainers score many submissions on the held-out
+targets into a board folder with rap leaderboard score.
 """
 
 REPORT_EPILOG = """examples:
@@ -68,7 +73,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_baselines)
 
     p = subparsers.add_parser(
-        "score", help="validate prediction files and print the leaderboard", epilog=SCORE_EPILOG, formatter_class=fmt
+        "score",
+        help="score your prediction files on an instance and print the table (submissions: rap submit validate)",
+        epilog=SCORE_EPILOG,
+        formatter_class=fmt,
     )
     p.add_argument("dir", type=Path, help="a built instance folder")
     p.add_argument("predictions", type=Path, nargs="+", help="prediction files (.jsonl or .parquet)")

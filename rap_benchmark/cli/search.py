@@ -1,13 +1,12 @@
-"""``rap search``: query an episode universe, or audit a file of recorded Search calls."""
+"""``rap search``: query an episode universe (``rap audit search`` replays recorded calls)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rap_benchmark.core.errors import ArtifactError, InputError
+from rap_benchmark.core.errors import InputError
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
@@ -16,32 +15,25 @@ EPILOG = """examples:
   rap search build/mini --field f003 --origin 2025-01-01 --regime fixed "graph neural network"
   rap search build/mini --field f003 --origin 2025-01-01 --regime expanding "diffusion" \\
       --start 2024-01-01 --end 2024-06-30 --json
-  rap search audit build/mini runs/ref                # every Search call recorded in a run folder
-  rap search audit build/mini runs/calls.jsonl
 
 The first form prints the ranked papers as a table (--json prints exactly the observation JSON
 an agent receives). --start/--end narrow the universe (end inclusive) and never widen it: a
-paper dated on or after the origin is never returned. The second form re-executes every
-recorded call (JSON lines: field_id, origin, regime, query, start, end, result_ids, total_hits)
-(or every call in a run folder written by rap run) and exits 1 when any call's ids, order or
-total differ. (An instance folder literally named
-"audit" can be queried as ./audit.)
+paper dated on or after the origin is never returned. To check that recorded Search calls
+replay exactly, use rap audit search.
 """
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "search",
-        help="search an episode universe (BM25), or audit recorded Search calls",
+        help="search an episode universe (BM25)",
         description="Field-local BM25 search over one (field, origin, regime) universe of a built instance.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("target", metavar="DIR", help="built instance folder (or the word 'audit', see below)")
+    p.add_argument("target", metavar="DIR", help="built instance folder")
     # REMAINDER + a second, intermixed parse: options may come before or after the query words
-    p.add_argument(
-        "rest", nargs=argparse.REMAINDER, metavar="QUERY", help="the query (after 'audit': DIR CALLS.jsonl|RUNDIR)"
-    )
+    p.add_argument("rest", nargs=argparse.REMAINDER, metavar="QUERY", help="the query")
     _add_options(p)
     p.set_defaults(func=run)
 
@@ -89,8 +81,6 @@ def run(args: argparse.Namespace) -> int:
     args.rest = None
     args = inner.parse_intermixed_args(rest, namespace=args)
     args.rest = args.words
-    if args.target == "audit":
-        return _run_audit(args)
     if not args.field or not args.origin or not args.rest:
         raise InputError("DIR, --field, --origin and a query are required (see rap search --help)")
     from rap_benchmark.core.artifacts import load_instance
@@ -110,36 +100,3 @@ def run(args: argparse.Namespace) -> int:
         title = hit.title if len(hit.title) <= 70 else hit.title[:67] + "..."
         print(f"{rank:>2}  {hit.score:8.4f}  {hit.date}  {hit.arxiv_id:<12}  {title}")
     return 0
-
-
-def _run_audit(args: argparse.Namespace) -> int:
-    if len(args.rest) != 2:
-        raise InputError("usage: rap search audit DIR CALLS.jsonl|RUNDIR")
-    from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.search import SearchEngine
-    from rap_benchmark.search.audit import audit_calls
-
-    inst = load_instance(args.rest[0])
-    calls = _recorded_calls(Path(args.rest[1]), inst.manifest_hash)
-    engine = SearchEngine.from_instance(inst, backend=args.backend, progress=sys.stderr.isatty())
-    report = audit_calls(engine, calls, progress=sys.stderr.isatty())
-    print(report.summary())
-    return 0 if report.ok else 1
-
-
-def _recorded_calls(path: Path, manifest_hash: str) -> list:
-    """The calls of a recorded-call JSONL file, or every Search call stored in a run folder."""
-    from rap_benchmark.search.audit import read_calls
-
-    if not path.is_dir():
-        return read_calls(path)
-    from rap_benchmark.agents.diagnostics import recorded_calls
-    from rap_benchmark.agents.store import RunStore
-
-    store = RunStore(path)
-    meta = store.read_run()
-    if meta is None:
-        raise ArtifactError(f"{path} is not a run folder (no run.json) nor a recorded-call file")
-    if meta.get("manifest_hash") not in (None, manifest_hash):
-        raise InputError(f"{path} was run on instance {meta.get('manifest_hash')}, not on this one ({manifest_hash})")
-    return [call for rec in store.iter_units() for call in recorded_calls(rec)]

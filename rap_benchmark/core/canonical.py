@@ -3,7 +3,7 @@
 A table's *content hash* does not depend on the file format it travels in: every row becomes a
 canonical JSON line (keys sorted, floats written exactly by ``repr``, numpy scalars and arrays
 turned into Python numbers and lists, NaN and missing values written as ``null``), and the hash
-is the SHA256 of those lines in row order. So a table written to parquet by ``rap export-hf`` and
+is the SHA256 of those lines in row order. So a table written to parquet by ``rap hub export`` and
 read back by ``datasets.load_dataset`` hashes the same as the artifact it came from.
 
 A *commitment* binds a withheld target to its row without revealing it:

@@ -1,6 +1,6 @@
-"""The leaderboard as a Hugging Face dataset repo: ``rap leaderboard export-hf``.
+"""The leaderboard as a Hugging Face dataset repo: ``rap hub export-board``.
 
-Layout, the same as the instance repos (``rap_manifest.json`` verified before ``rap publish``
+Layout, the same as the instance repos (``rap_manifest.json`` verified before ``rap hub publish``
 uploads it, so the board is published by the same path)::
 
     <HUB_DIR>/<org>/<name>/README.md                       card; YAML ``configs:`` per track and table

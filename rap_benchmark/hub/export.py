@@ -2,7 +2,7 @@
 
 Layout (``<HUB_DIR>/<org>/<name>/``, so that ``load_dataset("rap/assignments")`` run from
 ``<HUB_DIR>`` resolves the local folder offline, and the same call reaches the Hub after
-``rap publish``)::
+``rap hub publish``)::
 
     <HUB_DIR>/<org>/<repo>/README.md                      card; YAML ``configs:`` declares every file
     <HUB_DIR>/<org>/<repo>/data/<config>/<split>.parquet  one file per (config, split)
@@ -624,7 +624,7 @@ def export_instance(
         atomic_write_text(
             private_dir / "README.md",
             "PRIVATE: the salt and the withheld targets of the public repos next to this folder.\n"
-            "Never publish this folder before the reveal; `rap publish` never uploads it.\n"
+            "Never publish this folder before the reveal; `rap hub publish` never uploads it.\n"
             "To reveal, publish it as is; anyone can then run `rap leaderboard verify-reveal`.\n",
             encoding="utf-8",
         )

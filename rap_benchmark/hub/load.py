@@ -36,7 +36,7 @@ def resolve_repo(repo: str | Path, *, revision: str | None = None) -> Path:
 def read_manifest(repo_dir: str | Path) -> dict[str, Any]:
     path = Path(repo_dir) / MANIFEST_FILE
     if not path.is_file():
-        raise RepoError(f"{repo_dir}: no {MANIFEST_FILE} (not a repo written by rap export-hf)")
+        raise RepoError(f"{repo_dir}: no {MANIFEST_FILE} (not a repo written by rap hub export)")
     return json.loads(path.read_text(encoding="utf-8"))
 
 

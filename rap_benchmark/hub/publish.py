@@ -89,7 +89,7 @@ def publish(
                 repo_id=step.repo_id,
                 folder_path=str(step.folder),
                 repo_type="dataset",
-                commit_message=f"rap export-hf {tag}",
+                commit_message=f"rap hub publish {tag}",
                 delete_patterns=["data/**"],  # files of an earlier export that this one no longer has
             )
             commits[step.repo_id] = getattr(info, "oid", None)

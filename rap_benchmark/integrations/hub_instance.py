@@ -1,7 +1,7 @@
 """An instance assembled from the published Hugging Face datasets, for the harness tasks.
 
 ``load_hub_instance("rap")`` (a Hub organisation) or ``load_hub_instance("hub/")`` (a folder
-written by ``rap export-hf``) reads the ``episodes``, ``fields``, ``splits``, ``papers``,
+written by ``rap hub export``) reads the ``episodes``, ``fields``, ``splits``, ``papers``,
 ``assignments`` and ``search_manifests`` repos, every file checked against its repo's
 ``rap_manifest.json``, and returns an :class:`~rap_benchmark.core.artifacts.Instance` that holds
 what a harness needs and no more:
@@ -62,7 +62,7 @@ def repo_locations(hub: str | Path, *, revision: str | None = None) -> dict[str,
             org_dir = orgs[0]
         missing = [r for r in REPOS if not (org_dir / r / MANIFEST_FILE).is_file()]
         if missing:
-            raise HubInstanceError(f"{org_dir}: missing repo(s) {', '.join(missing)} (export them with rap export-hf)")
+            raise HubInstanceError(f"{org_dir}: missing repo(s) {', '.join(missing)} (export them with rap hub export)")
         return {r: org_dir / r for r in REPOS}
     org = str(hub).strip("/")
     if org.count("/") == 1 and org.split("/")[1] in REPOS:
@@ -141,7 +141,7 @@ def load_hub_instance(hub: str | Path, *, revision: str | None = None, cache: Pa
         raise HubInstanceError(f"{hub}: the repos come from {len(hashes)} different instances (manifest hashes differ)")
     ep_manifest = manifests["episodes"]
     if "spec" not in ep_manifest:
-        raise HubInstanceError(f"{repos['episodes']}: the manifest has no spec (exported by an older rap export-hf)")
+        raise HubInstanceError(f"{repos['episodes']}: the manifest has no spec (exported by an older rap hub export)")
     spec = BenchmarkSpec.from_dict(ep_manifest["spec"])
     manifest_hash = hashes.pop()
 

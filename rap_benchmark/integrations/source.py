@@ -4,7 +4,7 @@ The instance is, in order:
 
 1. ``hub`` (task metadata / parameter) or ``$RAP_HUB``: the published Hugging Face datasets,
    either a Hub organisation (``rap``: the repos ``rap/episodes``, ``rap/papers``, ...; add
-   ``hub_revision`` for a tag) or a local folder written by ``rap export-hf`` (``hub/`` or
+   ``hub_revision`` for a tag) or a local folder written by ``rap hub export`` (``hub/`` or
    ``hub/rap``). No build is needed: the episodes come from the ``episodes`` repo (Test targets
    that are withheld there stay unknown: those episodes are run, recorded and left unscored),
    codebooks from ``fields``, the Dev/Test split from ``splits``, and the search index is built

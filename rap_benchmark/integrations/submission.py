@@ -1,6 +1,6 @@
 """From a harness run to a leaderboard submission: the prediction file plus its metadata.
 
-Both converters (``rap lm-eval-predictions`` and ``rap inspect-predictions``) end here, so a
+Both converters (``rap harness lm-eval-predictions`` and ``rap harness inspect-predictions``) end here, so a
 harness run becomes exactly what ``rap submit validate`` and ``rap leaderboard score`` read: the
 prediction file and ``<file>.meta.json`` beside it, whose ``model``, ``conditions`` and
 ``manifest_hash`` are read from the rows themselves (one model, one instance), so they cannot

@@ -3,7 +3,7 @@
 Registered through Inspect's setuptools entry point (``[project.entry-points.inspect_ai]`` in
 ``pyproject.toml`` names :mod:`rap_benchmark.integrations.inspect._registry`), so after
 ``pip install "rap_benchmark[inspect]"`` the tasks are ``rap_benchmark/rap_forecast``,
-``rap_benchmark/rap_state`` and ``rap_benchmark/citecast``. ``rap inspect-predictions LOG``
+``rap_benchmark/rap_state`` and ``rap_benchmark/citecast``. ``rap harness inspect-predictions LOG``
 converts an evaluation log into a prediction file with its submission metadata.
 
 Importing this package imports ``inspect_ai``.

@@ -1,5 +1,5 @@
 """lm-evaluation-harness tasks for RAP and CiteCast
-(``lm_eval --tasks rap_forecast --include_path "$(rap lm-eval-path)"``; ``--tasks citecast``).
+(``lm_eval --tasks rap_forecast --include_path "$(rap harness lm-eval-path)"``; ``--tasks citecast``).
 
 ``rap_benchmark.integrations.lmeval.task`` and ``rap_benchmark.integrations.lmeval.citecast_task`` import lm-eval;
 everything else here does not.
