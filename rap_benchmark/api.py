@@ -29,7 +29,7 @@ from rap_benchmark.core.sums import verify as _verify
 if TYPE_CHECKING:
     import pandas as pd
 
-    from rap_benchmark.agents.pricing import PriceTable
+    from rap_benchmark.llmclient.pricing import PriceTable
     from rap_benchmark.agents.protocol import Backend
     from rap_benchmark.agents.runner import RunStats, ToolProvider
     from rap_benchmark.evaluation.predictions import ValidationReport
