@@ -283,3 +283,78 @@ def test_scoring_helpers_stay_private() -> None:
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("rap_benchmark.evaluation.scoring."):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.module}")
     assert not offenders, "\n".join(offenders)
+
+
+def _defined_names(path: Path) -> set[str] | None:
+    """The names a module defines at top level (or None when a module ``__getattr__`` may define
+    any name)."""
+    names: set[str] = set()
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name == "__getattr__" and node in tree.body:
+                return None
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def unresolved_imports(package: Path | None = None) -> list[str]:
+    """Imports of the package's own modules that name a module or a name that does not exist: a
+    deferred or type-checking import is never run by a plain ``import``, so a move can leave one
+    dangling."""
+    package = package or PACKAGE
+    files = {module_name(p): p for p in sorted(package.rglob("*.py"))}
+    root = package.name
+    problems = []
+    for name, path in files.items():
+        is_init = path.name == "__init__.py"
+        for node, kind in _statements(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            where = f"{path.relative_to(package.parent)}:{node.lineno} ({kind})"
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == root and alias.name not in files:
+                        problems.append(f"{where}: no module {alias.name}")
+                continue
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_init else name.split(".")[:-1]
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            if base.split(".")[0] != root:
+                continue
+            if base not in files:
+                problems.append(f"{where}: no module {base}")
+                continue
+            defined = _defined_names(files[base])
+            for alias in node.names:
+                if alias.name == "*" or f"{base}.{alias.name}" in files or defined is None:
+                    continue
+                if alias.name not in defined:
+                    problems.append(f"{where}: {base} defines no {alias.name}")
+    return problems
+
+
+def test_every_import_of_the_package_names_what_exists() -> None:
+    problems = unresolved_imports()
+    assert not problems, "imports of modules or names that do not exist:\n" + "\n".join(problems)
+
+
+def test_a_dangling_type_checking_import_is_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pkg = _scratch(
+        tmp_path,
+        {
+            "core/__init__.py": "",
+            "core/a.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rap_benchmark.core.gone import X\n"
+            "def f():\n    from rap_benchmark.core.b import missing, there\n",
+            "core/b.py": "there = 1\n",
+        },
+    )
+    monkeypatch.setattr(f"{__name__}.PACKAGE", pkg)
+    assert unresolved_imports(pkg) == [
+        "rap_benchmark/core/a.py:3 (type-checking): no module rap_benchmark.core.gone",
+        "rap_benchmark/core/a.py:5 (function): rap_benchmark.core.b defines no missing",
+    ]
