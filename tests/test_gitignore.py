@@ -10,19 +10,20 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from test_readme import all_blocks
 
 REPO = Path(__file__).resolve().parents[1]
-DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 # what a command writes: --out X, --output_path X, --log-dir X, --store X (a file), > X
 WRITES = re.compile(r"(?:--out|--output_path|--log-dir|--store)[ =](\S+)|\s>\s*([\w./-]+)")
-BLOCK = re.compile(r"```(?:bash|sh|shell)\n(.*?)```", re.DOTALL)
 
 
 def written_paths() -> list[str]:
+    """Every path a README or docs command writes, read from the README test's own parse of the
+    shell blocks (indented fences and continuation lines included, comments left out)."""
     found = set()
-    for doc in DOCS:
-        for block in BLOCK.findall(doc.read_text(encoding="utf-8")):
-            for out, redirected in WRITES.findall(block):
+    for block in all_blocks(REPO):
+        for command in block.commands:
+            for out, redirected in WRITES.findall(command.text):
                 path = (out or redirected).strip("\"'")
                 if not path or path.startswith(("/", "$", "~", "-")) or "://" in path or path.isupper():
                     continue  # absolute, variable, placeholder (DIR) or a URL (redis://)
