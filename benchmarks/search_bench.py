@@ -21,7 +21,7 @@ What is measured, side by side in one run, on the same universes and the same qu
 * build: a fresh process makes every universe servable from the cached tokens (and cached
   display text); wall time, RSS after the build (= serving memory) and peak RSS.
 * paper scale: a generated Zipfian corpus of 356,357 papers in 278 fields (2,780 universes;
-  ``rap_benchmark.search.synthetic``): a fresh process builds from cached tokens and records
+  ``rap_benchmark.bm25.synthetic``): a fresh process builds from cached tokens and records
   86,284 calls (a fifth of them date-narrowed); another fresh process re-executes them all from
   the JSONL file (audit); then a seeded sample of 40 universes is compared with bm25s as above.
   ``--quick`` divides papers, fields and calls by 10.
@@ -71,7 +71,7 @@ def _log(msg: str) -> None:
 
 
 def _worker_build(root: str) -> dict:
-    from rap_benchmark.search import SearchEngine
+    from rap_benchmark.bm25 import SearchEngine
 
     base_rss, _ = _rss_mib()
     t0 = time.perf_counter()
@@ -99,8 +99,8 @@ def _worker_record(root: str, calls_path: str, n_calls: int, seed: int) -> dict:
     """Build from cached tokens, then record ``n_calls`` realistic calls to ``calls_path``."""
     import pandas as pd
 
+    from rap_benchmark.bm25.audit import call_to_dict, record_call
     from rap_benchmark.core.text import tokenize
-    from rap_benchmark.search.audit import call_to_dict, record_call
 
     out = _worker_build(root)
     engine = out.pop("_engine")
@@ -128,7 +128,7 @@ def _worker_record(root: str, calls_path: str, n_calls: int, seed: int) -> dict:
 
 
 def _worker_audit(root: str, calls_path: str) -> dict:
-    from rap_benchmark.search.audit import audit_calls, read_calls
+    from rap_benchmark.bm25.audit import audit_calls, read_calls
 
     out = _worker_build(root)
     engine = out.pop("_engine")
@@ -168,8 +168,8 @@ def _compare_instance(
     from rank_bm25 import BM25Okapi
     from tqdm import tqdm
 
+    from rap_benchmark.bm25 import SearchEngine
     from rap_benchmark.core.text import query_terms, tokenize
-    from rap_benchmark.search import SearchEngine
 
     engine = SearchEngine.from_dir(root)
     papers = pd.read_parquet(root / "papers.parquet", columns=["arxiv_id", "date", "title", "abstract"])
@@ -293,11 +293,11 @@ def _instance_dir(name: str, work: Path) -> Path:
 
 
 def _paper_scale_dir(work: Path, n_papers: int, n_fields: int, seed: int) -> tuple[Path, dict]:
+    from rap_benchmark.bm25 import SearchEngine
+    from rap_benchmark.bm25.synthetic import zipf_corpus
     from rap_benchmark.core.artifacts import LEDGER_FILE, write_json, write_table
     from rap_benchmark.core.spec import BenchmarkSpec
     from rap_benchmark.core.sums import write_sums
-    from rap_benchmark.search import SearchEngine
-    from rap_benchmark.search.synthetic import zipf_corpus
 
     root = work / f"paper-scale-{n_papers}"
     root.mkdir(parents=True, exist_ok=True)
@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp.name)
     try:
         root = _instance_dir(args.instance, work)
-        from rap_benchmark.search import SearchEngine
+        from rap_benchmark.bm25 import SearchEngine
 
         SearchEngine.from_dir(root)  # make sure the token cache exists
         _log("instance: fresh-process build from cached tokens ...")

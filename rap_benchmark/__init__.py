@@ -16,14 +16,10 @@ What they return is exported too: ``Instance`` (load), ``SearchObservation`` (se
 ``RunStats`` (run), ``ValidationReport`` (validate), ``ScoreResult`` (score) and ``ExportResult``
 (export); the last three load their subpackage on first use, as the verbs do.
 
-Everything else is private to its subpackage (``core``, ``pipeline``, ``search``, ``agents``,
+Everything else is private to its subpackage (``core``, ``pipeline``, ``bm25``, ``agents``,
 ``evaluation``, ``hub``, ``integrations``, ``citecast``, ``cli``).
 """
 
-# The subpackage rap_benchmark.search shares its name with the verb: import it first, so that the
-# import system's binding of the subpackage to this module's ``search`` attribute happens now and
-# the verb below replaces it (a later ``import rap_benchmark.search.x`` no longer rebinds it).
-import rap_benchmark.search  # noqa: F401, I001  (must precede the verbs)
 from rap_benchmark.api import ScoreResult, build, export, load, run, score, search, validate, verify
 from rap_benchmark.core.artifacts import Instance, PublicInstance
 from rap_benchmark.core.errors import UserError

@@ -29,11 +29,11 @@ from rap_benchmark.core.sums import verify as _verify
 if TYPE_CHECKING:
     import pandas as pd
 
-    from rap_benchmark.llmclient.pricing import PriceTable
     from rap_benchmark.agents.protocol import Backend
     from rap_benchmark.agents.runner import RunStats, ToolProvider
     from rap_benchmark.evaluation.predictions import ValidationReport
     from rap_benchmark.hub.export import ExportResult
+    from rap_benchmark.llmclient.pricing import PriceTable
 
 PathLike = str | Path
 
@@ -101,7 +101,7 @@ def search(
     >>> obs.total_hits > 0, all(hit.date < "2025-01-01" for hit in obs.hits)
     (True, True)
     """
-    from rap_benchmark.search import SearchEngine
+    from rap_benchmark.bm25 import SearchEngine
 
     engine = SearchEngine.from_instance(instance)
     return engine.search(field_id, origin, parse_enum(Regime, regime), query, start=start, end=end)

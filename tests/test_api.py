@@ -110,16 +110,16 @@ def test_dataset_scripts_call_the_api(mini_dir: Path, tmp_path: Path, capsys: py
     assert sum(line.startswith("plan\tcreate_repo\trap/") for line in plan) == 6
 
 
-def test_the_search_verb_survives_importing_the_search_subpackage() -> None:
-    """Regression: ``rap_benchmark.search`` (the verb) was replaced by the subpackage module once any
-    code imported ``rap_benchmark.search.<module>``, so ``rap.search(...)`` raised 'module is not
-    callable' in the full suite but not alone."""
+def test_the_search_verb_is_not_shadowed_by_a_subpackage() -> None:
+    """The engine lives in ``rap_benchmark.bm25``, so importing its modules never rebinds
+    ``rap.search`` (when the subpackage was called ``search``, ``rap.search(...)`` raised 'module
+    is not callable' in the full suite but not alone)."""
     import subprocess
     import sys
 
     code = (
-        "import rap_benchmark as rap, rap_benchmark.search.engine, importlib;"
-        "importlib.import_module('rap_benchmark.search.tool');"
+        "import rap_benchmark as rap, rap_benchmark.bm25.engine, importlib;"
+        "importlib.import_module('rap_benchmark.bm25.tool');"
         "assert callable(rap.search) and rap.search is rap.api.search, rap.search"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

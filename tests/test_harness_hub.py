@@ -35,8 +35,8 @@ def hub_dir(mini, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_hub_instance_serves_the_published_episodes_and_universes(hub_dir: Path, mini, tmp_path: Path) -> None:
-    from rap_benchmark.search import SearchEngine
-    from rap_benchmark.search.tool import make_search_tool
+    from rap_benchmark.bm25 import SearchEngine
+    from rap_benchmark.bm25.tool import make_search_tool
 
     inst = load_hub_instance(hub_dir, cache=tmp_path)
     assert inst.manifest_hash == mini.manifest_hash and inst.spec == mini.spec

@@ -37,7 +37,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("llmclient",),
     ("pipeline",),
     ("audit",),
-    ("search",),
+    ("bm25",),
     ("tools",),
     ("citecast",),
     ("evaluation",),

@@ -110,8 +110,8 @@ def test_mockllm_runs_each_condition_with_search_tool_calls(condition: str, mini
     else:
         assert [c.function for c in calls] == ["search"] and len(tool_results) == 1
         (call,) = record["search_calls"]
-        from rap_benchmark.search import SearchEngine
-        from rap_benchmark.search.tool import make_search_tool
+        from rap_benchmark.bm25 import SearchEngine
+        from rap_benchmark.bm25.tool import make_search_tool
 
         tool = make_search_tool(
             SearchEngine.from_instance(mini), sample.metadata["field_id"], sample.metadata["origin"], cond.regime

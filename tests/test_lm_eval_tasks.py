@@ -216,8 +216,8 @@ def test_search_rounds_are_batched_and_observations_real(scripted_run, mini) -> 
     # round 1: all five first turns in one batch; then at most one batch per further round
     assert len(lm.batches[0]) == 5
     assert all(len(b) <= 5 for b in lm.batches[1:]) and len(lm.batches) <= 5
-    from rap_benchmark.search import SearchEngine
-    from rap_benchmark.search.tool import make_search_tool
+    from rap_benchmark.bm25 import SearchEngine
+    from rap_benchmark.bm25.tool import make_search_tool
 
     engine = SearchEngine.from_instance(mini)
     for s in samples:

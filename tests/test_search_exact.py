@@ -17,11 +17,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rap_benchmark.bm25 import SearchEngine
+from rap_benchmark.bm25.synthetic import synthetic_instance
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.records import Regime
 from rap_benchmark.core.text import query_terms, tokenize
-from rap_benchmark.search import SearchEngine
-from rap_benchmark.search.synthetic import synthetic_instance
 
 QUERIES_PER_UNIVERSE = 20
 

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rap_benchmark.bm25 import BM25Index, SearchEngine, kernels
+from rap_benchmark.bm25.synthetic import synthetic_instance, zipf_corpus
+from rap_benchmark.bm25.tokens import CACHE_NAME, cached_table, load_table, table_from_token_ids, tokenize_texts
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.records import Regime
 from rap_benchmark.core.text import tokenize
-from rap_benchmark.search import BM25Index, SearchEngine, kernels
-from rap_benchmark.search.synthetic import synthetic_instance, zipf_corpus
-from rap_benchmark.search.tokens import CACHE_NAME, cached_table, load_table, table_from_token_ids, tokenize_texts
 
 
 @functools.cache

@@ -9,15 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from rap_benchmark.cli import main
-from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance, write_json, write_table
-from rap_benchmark.core.dates import add_months, parse_date
-from rap_benchmark.core.records import Regime, SearchCall, SearchHit, SearchObservation
-from rap_benchmark.core.schemas import EPISODES
-from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.core.sums import verify, write_sums
-from rap_benchmark.core.text import tokenize
-from rap_benchmark.search import (
+from rap_benchmark.bm25 import (
     SearchEngine,
     audit_calls,
     make_search_tool,
@@ -27,8 +19,16 @@ from rap_benchmark.search import (
     shard_hash,
     write_calls,
 )
-from rap_benchmark.search.synthetic import synthetic_instance
-from rap_benchmark.search.tokens import CACHE_NAME
+from rap_benchmark.bm25.synthetic import synthetic_instance
+from rap_benchmark.bm25.tokens import CACHE_NAME
+from rap_benchmark.cli import main
+from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance, write_json, write_table
+from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.records import Regime, SearchCall, SearchHit, SearchObservation
+from rap_benchmark.core.schemas import EPISODES
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.sums import verify, write_sums
+from rap_benchmark.core.text import tokenize
 from rap_benchmark.tools import tool_schema
 
 ORIGIN = "2025-01-01"

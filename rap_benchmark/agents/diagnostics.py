@@ -233,7 +233,7 @@ def trace_audit(
     Returns one row per unit (composition of what was seen natively and under the recent
     window, its Spearman with x and y) and a summary with the exact-reproduction check.
     """
-    from rap_benchmark.search import SearchEngine, audit_calls
+    from rap_benchmark.bm25 import SearchEngine, audit_calls
 
     engine = engine or SearchEngine.from_instance(inst)
     lookup = _primary_lookup(inst)

@@ -61,7 +61,7 @@ class Unit(Protocol):
 
 
 class SearchTools:
-    """Binds the project's Search tool (rap_benchmark.search) to one episode universe."""
+    """Binds the project's Search tool (rap_benchmark.bm25) to one episode universe."""
 
     def __init__(self, inst: PublicInstance) -> None:
         self.inst = inst
@@ -70,13 +70,13 @@ class SearchTools:
     @property
     def engine(self) -> Any:
         if self._engine is None:
-            from rap_benchmark.search import SearchEngine
+            from rap_benchmark.bm25 import SearchEngine
 
             self._engine = SearchEngine.from_instance(self.inst)
         return self._engine
 
     def bind(self, field_id: str, origin: str, regime: Regime) -> tuple[SearchFn, dict[str, Any]]:
-        from rap_benchmark.search.tool import make_search_tool
+        from rap_benchmark.bm25.tool import make_search_tool
         from rap_benchmark.tools import tool_schema
 
         fn = make_search_tool(self.engine, field_id, origin, Regime(regime))

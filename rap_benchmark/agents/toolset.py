@@ -91,13 +91,13 @@ def search_text_protocol() -> TextProtocol:
 
 def observation_text(observation: dict[str, Any]) -> str:
     """The exact tool-message content for a Search observation (the Search tool's stable JSON)."""
-    from rap_benchmark.search.tool import observation_json
+    from rap_benchmark.bm25.tool import observation_json
 
     return observation_json(observation)
 
 
 class SearchToolSet:
-    """RAP's one tool, a bound Search function (``rap_benchmark.search.tool.make_search_tool``)."""
+    """RAP's one tool, a bound Search function (``rap_benchmark.bm25.tool.make_search_tool``)."""
 
     answer_tool: str | None = None
 

@@ -6,7 +6,7 @@ line) and from WARC files (see :mod:`rap_benchmark.citecast.warc`).
 
 :meth:`WebCorpus.view` gives the corpus as it stood on a cutoff day: for every url, its latest
 crawl dated on or before the cutoff (urls first crawled after the cutoff do not exist in the
-view), plus a BM25 index (the project's engine, ``rap_benchmark.search.BM25Index``) built over
+view), plus a BM25 index (the project's engine, ``rap_benchmark.bm25.BM25Index``) built over
 that view only, so not even corpus statistics (IDF, average length) depend on later crawls.
 """
 
@@ -83,7 +83,7 @@ class CorpusView:
     def _get_index(self):
         with self._lock:
             if self._index is None:
-                from rap_benchmark.search import BM25Index
+                from rap_benchmark.bm25 import BM25Index
 
                 docs = self.documents
                 self._index = BM25Index.build(
@@ -99,7 +99,7 @@ class CorpusView:
         """Build the BM25 index now (otherwise on the first search)."""
         self._get_index()
 
-    def bm25_index(self):  # -> rap_benchmark.search.BM25Index
+    def bm25_index(self):  # -> rap_benchmark.bm25.BM25Index
         """The view's BM25 index (built on first use), keyed by position in :attr:`keys`."""
         return self._get_index()
 

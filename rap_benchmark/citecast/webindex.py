@@ -133,7 +133,7 @@ class MappedView:
     """A corpus view served from an index folder (see the module docstring); read-only, fork-safe."""
 
     def __init__(self, folder: str | Path) -> None:
-        from rap_benchmark.search import BM25Index
+        from rap_benchmark.bm25 import BM25Index
 
         folder = Path(folder)
         meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))

@@ -93,7 +93,7 @@ def _sample(args: argparse.Namespace) -> int:
     fields = sorted(rng.choice(inst.field_ids, size=min(args.fields, len(inst.field_ids)), replace=False).tolist())
     retrieve = None
     if args.retrieved > 0:
-        from rap_benchmark.search import SearchEngine
+        from rap_benchmark.bm25 import SearchEngine
 
         engine = SearchEngine.from_instance(inst)
         last = inst.spec.origins[-1]
@@ -212,9 +212,9 @@ def _analyse(args: argparse.Namespace) -> int:
 def _search(args: argparse.Namespace) -> int:
     import sys
 
+    from rap_benchmark.bm25 import SearchEngine
+    from rap_benchmark.bm25.audit import audit_calls
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.search import SearchEngine
-    from rap_benchmark.search.audit import audit_calls
 
     inst = load_instance(args.dir)
     calls = _recorded_calls(Path(args.calls), inst.manifest_hash)
@@ -226,7 +226,7 @@ def _search(args: argparse.Namespace) -> int:
 
 def _recorded_calls(path: Path, manifest_hash: str) -> list:
     """The calls of a recorded-call JSONL file, or every Search call stored in a run folder."""
-    from rap_benchmark.search.audit import read_calls
+    from rap_benchmark.bm25.audit import read_calls
 
     if not path.is_dir():
         return read_calls(path)

@@ -187,8 +187,8 @@ def step_search_manifest(ctx: DemoContext) -> str:
 
 
 def step_search(ctx: DemoContext) -> str:
-    from rap_benchmark.search import SearchEngine
-    from rap_benchmark.search.tool import observation_json
+    from rap_benchmark.bm25 import SearchEngine
+    from rap_benchmark.bm25.tool import observation_json
 
     inst = ctx.require_instance()
     engine = SearchEngine.from_instance(inst)

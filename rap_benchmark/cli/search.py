@@ -83,9 +83,9 @@ def run(args: argparse.Namespace) -> int:
     args.rest = args.words
     if not args.field or not args.origin or not args.rest:
         raise InputError("DIR, --field, --origin and a query are required (see rap search --help)")
+    from rap_benchmark.bm25 import SearchEngine
+    from rap_benchmark.bm25.tool import observation_json
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.search import SearchEngine
-    from rap_benchmark.search.tool import observation_json
 
     inst = load_instance(args.target)
     query = " ".join(args.rest)

@@ -5,7 +5,7 @@
 * :class:`TextProtocol`: tool calls as tags for models without native tool calling (render, parse,
   stop sequences).
 
-RAP's Search tool (``rap_benchmark.search.tool``) and CiteCast's tools
+RAP's Search tool (``rap_benchmark.bm25.tool``) and CiteCast's tools
 (``rap_benchmark.citecast.tools``) both go through these; so do the agent runner, the lm-eval tasks
 and the audit.
 """

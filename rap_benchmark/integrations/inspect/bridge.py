@@ -34,7 +34,7 @@ FINISH_REASONS = {"stop": "stop", "tool_calls": "tool_calls", "max_tokens": "len
 
 
 def tool_infos(schemas: Sequence[dict[str, Any]] | None) -> list[ToolInfo]:
-    """OpenAI ``tools`` entries (what :func:`rap_benchmark.search.tool.tool_schema` derives from
+    """OpenAI ``tools`` entries (what :func:`rap_benchmark.bm25.tool.tool_schema` derives from
     the Search tool's signature and docstring) as Inspect ``ToolInfo``."""
     out = []
     for schema in schemas or ():

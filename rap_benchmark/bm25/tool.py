@@ -19,9 +19,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from rap_benchmark.bm25.engine import SearchEngine
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.records import Regime, SearchCall, SearchObservation
-from rap_benchmark.search.engine import SearchEngine
 
 
 def _scope(regime: Regime, window_months: int) -> str:

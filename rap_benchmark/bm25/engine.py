@@ -26,11 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.dates import add_months, parse_date, to_days
-from rap_benchmark.core.records import Regime, SearchHit, SearchObservation
-from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.core.sums import CACHE_DIR, listed_sha256, shard_hash
-from rap_benchmark.search.columns import (
+from rap_benchmark.bm25.columns import (
     DISPLAY_CACHE,
     date_strings,
     display_key,
@@ -39,9 +35,13 @@ from rap_benchmark.search.columns import (
     strings,
     write_display,
 )
-from rap_benchmark.search.index import DAY_MIN, BM25Index, RankedResult, id_ranks
-from rap_benchmark.search.kernels import Backend
-from rap_benchmark.search.tokens import cached_table, token_cache_valid
+from rap_benchmark.bm25.index import DAY_MIN, BM25Index, RankedResult, id_ranks
+from rap_benchmark.bm25.kernels import Backend
+from rap_benchmark.bm25.tokens import cached_table, token_cache_valid
+from rap_benchmark.core.dates import add_months, parse_date, to_days
+from rap_benchmark.core.records import Regime, SearchHit, SearchObservation
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.sums import CACHE_DIR, listed_sha256, shard_hash
 
 DateArg = str | dt.date | None
 

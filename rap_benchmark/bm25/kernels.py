@@ -1,6 +1,6 @@
 """The two hot loops of search, each as a numba kernel and a pure-numpy fallback.
 
-* ``build_postings``: turn a set of documents of a :class:`~rap_benchmark.search.tokens.TokenTable`
+* ``build_postings``: turn a set of documents of a :class:`~rap_benchmark.bm25.tokens.TokenTable`
   (given in index order) into term-major postings whose documents ascend within each term.
 * ``query``: score one query on the slice of documents whose day lies in ``[lo_day, hi_day)``
   with that slice's own N, df and avgdl, and return the top ``k`` by (score desc, id rank asc)

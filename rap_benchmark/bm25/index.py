@@ -21,11 +21,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rap_benchmark.bm25 import kernels
+from rap_benchmark.bm25.kernels import Backend
+from rap_benchmark.bm25.tokens import TokenTable, tokenize_texts
 from rap_benchmark.core.dates import parse_date, to_days
 from rap_benchmark.core.text import query_terms
-from rap_benchmark.search import kernels
-from rap_benchmark.search.kernels import Backend
-from rap_benchmark.search.tokens import TokenTable, tokenize_texts
 
 DAY_MIN = -(2**31)
 DAY_MAX = 2**31 - 1

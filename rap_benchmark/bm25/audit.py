@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rap_benchmark.bm25.engine import SearchEngine
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import FileFormatError
 from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import Regime, SearchCall
-from rap_benchmark.search.engine import SearchEngine
 
 CALL_KEYS = ("field_id", "origin", "regime", "query", "start", "end", "result_ids", "total_hits")
 
