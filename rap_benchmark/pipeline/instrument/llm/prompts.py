@@ -122,7 +122,6 @@ _DIRECTION = re.compile(
 )
 _PROGRAM = re.compile(r"^(P\d+)\. (.+?): ", re.MULTILINE)
 _FIELD = re.compile(r"^([A-Za-z0-9_.-]+): (.+?)\. ", re.MULTILINE)
-_KEYED = re.compile(r"^(D\d): (.+?)\. ", re.MULTILINE)
 
 _TASK_BY_HEADING = {
     "name a research field": Stage.FIELD_NAME,
@@ -166,7 +165,3 @@ def programs_in(prompt: str) -> list[tuple[str, str]]:
 
 def fields_in(prompt: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in _FIELD.finditer(prompt)]
-
-
-def keys_in(prompt: str) -> Sequence[str]:
-    return [m.group(1) for m in _KEYED.finditer(prompt)]

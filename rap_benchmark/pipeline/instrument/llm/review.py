@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rap_benchmark.pipeline.instrument.llm.stages import FieldReport, PipelineResult
+from rap_benchmark.pipeline.instrument.llm.records import FieldReport, PipelineResult
 
 
 def _directions(dirs: Sequence[dict[str, Any]], counts: Sequence[int] | None = None) -> list[str]:

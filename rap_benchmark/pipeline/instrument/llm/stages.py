@@ -32,10 +32,8 @@ import hashlib
 import math
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.records import Codebook
@@ -45,6 +43,15 @@ from rap_benchmark.pipeline.instrument.llm import prompts as P
 from rap_benchmark.pipeline.instrument.llm.assign import ASSIGNMENT_COLUMNS, assignment_table, label_batch
 from rap_benchmark.pipeline.instrument.llm.client import LLMClient, StandInClient, run_all
 from rap_benchmark.pipeline.instrument.llm.prompts import Stage
+from rap_benchmark.pipeline.instrument.llm.records import (
+    MAX_TOKENS,
+    FieldReport,
+    Outcome,
+    PipelineConfig,
+    PipelineResult,
+    StageDrops,
+    StageLost,
+)
 from rap_benchmark.pipeline.instrument.llm.validate import (
     FieldName,
     InvalidOutput,
@@ -63,123 +70,8 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
     validate_programs,
 )
 
-MAX_TOKENS = {
-    Stage.FIELD_NAME: 200,
-    Stage.FIELD_MERGE: 4000,
-    Stage.PROGRAMS: 2000,
-    Stage.PROGRAMS_DEDUPE: 1000,
-    Stage.DRAFT: 4000,
-    Stage.ABSORB: 1500,
-    Stage.REVISE: 4000,
-    Stage.CONSOLIDATE: 4000,
-}
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """What the LLM construction asks, and of whom (stored in the ledger)."""
-
-    model: str
-    draft_models: tuple[str, str]
-    max_attempts: int = 3
-    name_titles: int = 30
-    program_papers: int = 120
-    program_batch: int = 20
-    draft_papers: int = 40
-    absorb_papers: int = 80
-    absorb_batch: int = 20
-    assign_batch: int = 8
-    abstract_chars: int = 400
-    assign_abstract_chars: int = 800
-    reasoning_tokens: int = 0  # added to every budget: room for a thinking model's reasoning
-    max_tokens_cap: int = 32768  # a truncated reply is re-asked once with twice the budget, at most this
-    extra_body: dict[str, Any] = field(default_factory=dict)  # sent with every request (chat_template_kwargs)
-    concurrency: int = 64
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if k != "concurrency"}
-
-    def budget(self, base: int) -> int:
-        """max_tokens of a first request whose answer needs about ``base`` tokens."""
-        return min(base + self.reasoning_tokens, self.max_tokens_cap)
-
-    def widened(self, budget: int) -> int:
-        """The budget of the one re-ask after a reply cut at ``budget``."""
-        return min(2 * budget, self.max_tokens_cap)
-
-
-@dataclass
-class Outcome:
-    """A unit's value (None when it stayed invalid), the last reason and raw reply, attempts."""
-
-    value: Any
-    reason: str | None
-    raw: str | None
-    attempts: int
-
-
-@dataclass
-class FieldReport:
-    """What the review file shows for one field."""
-
-    field_id: str
-    name: str
-    sources: tuple[str, ...]  # candidate field ids merged into it
-    n_pre: int
-    programs: list[Program] = field(default_factory=list)
-    drafts: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)
-    revised: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)
-    absorbed: dict[str, list[int]] = field(default_factory=dict)
-    unplaced: dict[str, int] = field(default_factory=dict)
-    union: list[dict[str, Any]] = field(default_factory=list)
-    codebook: Codebook | None = None
-    notes: list[str] = field(default_factory=list)
-    repaired: bool = False  # the codebook comes from the deterministic repair of a consolidation
-
-
-@dataclass
-class PipelineResult:
-    codebooks: list[Codebook]
-    field_info: dict[str, FieldInfo]
-    memberships: pd.DataFrame
-    assignments: pd.DataFrame
-    reports: list[FieldReport]
-    invalid_assignments: list[dict[str, str]]
-    notes: list[str]
-    drops: dict[str, StageDrops] = field(default_factory=dict)
-    not_in_field: list[dict[str, str]] = field(default_factory=list)  # memberships judged wrong, left out
-
-
-@dataclass
-class StageDrops:
-    """Of a stage's units (a field to name, a batch, a draft, a membership to label), how many
-    stayed without a valid answer, and the first reasons why."""
-
-    units: int = 0
-    dropped: int = 0
-    reasons: list[str] = field(default_factory=list)
-
-    def add(self, n: int = 1, dropped: int = 0, reason: str | None = None) -> None:
-        self.units += n
-        self.dropped += dropped
-        if reason is not None and len(self.reasons) < 3 and reason not in self.reasons:
-            self.reasons.append(reason)
-
-    @property
-    def share(self) -> float:
-        return self.dropped / self.units if self.units else 0.0
-
-
-class StageLost(Exception):
-    """A stage left more than the allowed share of its units without a valid answer."""
-
-    def __init__(self, stage: str, drops: StageDrops) -> None:
-        super().__init__(stage)
-        self.stage = stage
-        self.drops = drops
-
-
 Client = LLMClient | StandInClient
+Ask = tuple[Any, str, str, Callable[[dict[str, Any]], Any]]  # owner, model, prompt, validate
 
 
 def _order(seed: int, salt: str, ids: Sequence[str]) -> list[str]:
@@ -306,6 +198,14 @@ class Pipeline:
     async def _all(self, jobs: list[Callable[[], Any]], stage: Stage) -> list[Any]:
         return await run_all(self.client, jobs, self.cfg.concurrency, f"llm {stage}" if self.progress else None)
 
+    async def _ask_all(self, stage: Stage, asks: list[Ask], count: bool = True) -> list[tuple[Any, Outcome]]:
+        """Send every (owner, model, prompt, validate) of ``stage`` at once; (owner, outcome) in order."""
+        jobs = [lambda m=m, p=p, v=v: ask(self.client, stage, m, p, v, self.cfg) for _, m, p, v in asks]
+        outs = await self._all(jobs, stage)
+        if count:
+            self._count(stage, outs)
+        return [(a[0], out) for a, out in zip(asks, outs, strict=True)]
+
     def _rows(self, ids: Sequence[str]) -> list[tuple[str, str, str]]:
         return [(i, self._title[i], self._abstract[i]) for i in ids]
 
@@ -380,14 +280,20 @@ class Pipeline:
             {c: [p for p in members[c] if self._date[p] < self.spec.eligibility_end] for c in cids}, self._title
         )
 
-        def name_job(cid: str) -> Callable[[], Any]:
-            prompt = self._naming_prompt(cid, members[cid], phrases.top((cid,)), candidates[cid].name)
-            return lambda: ask(self.client, Stage.FIELD_NAME, cfg.model, prompt, validate_field_name, cfg)
-
-        named = await self._all([name_job(c) for c in cids], Stage.FIELD_NAME)
-        self._count(Stage.FIELD_NAME, named)
+        named = await self._ask_all(
+            Stage.FIELD_NAME,
+            [
+                (
+                    c,
+                    cfg.model,
+                    self._naming_prompt(c, members[c], phrases.top((c,)), candidates[c].name),
+                    validate_field_name,
+                )
+                for c in cids
+            ],
+        )
         names: dict[str, FieldName] = {}
-        for cid, out in zip(cids, named, strict=True):
+        for cid, out in named:
             if out.value is None:
                 self.notes.append(f"candidate {cid}: naming failed ({out.reason}); offline name kept")
                 names[cid] = FieldName(candidates[cid].name, candidates[cid].definition)
@@ -416,15 +322,14 @@ class Pipeline:
         # a merged field is named again, from its members' names and its whole membership
         renames = [u for u in units if len(u) > 1]
 
-        def rename_job(unit: tuple[str, ...]) -> Callable[[], Any]:
+        def rename(unit: tuple[str, ...]) -> str:
             merged = P.merged_line([(names[c].name, names[c].definition) for c in unit])
             lead = names[self._lead(unit, members)].name
-            prompt = self._naming_prompt("+".join(unit), unions[unit], phrases.top(unit), lead, merged)
-            return lambda: ask(self.client, Stage.FIELD_NAME, cfg.model, prompt, validate_field_name, cfg)
+            return self._naming_prompt("+".join(unit), unions[unit], phrases.top(unit), lead, merged)
 
-        renamed = await self._all([rename_job(u) for u in renames], Stage.FIELD_NAME)
-        self._count(Stage.FIELD_NAME, renamed)
-        new_name = dict(zip(renames, renamed, strict=True))
+        new_name = dict(
+            await self._ask_all(Stage.FIELD_NAME, [(u, cfg.model, rename(u), validate_field_name) for u in renames])
+        )
         merged = []
         for unit in units:
             fname = names[self._lead(unit, members)]
@@ -455,7 +360,7 @@ class Pipeline:
         self, reports: list[FieldReport], info: dict[str, FieldInfo], pre: dict[str, list[str]]
     ) -> None:
         cfg, spec = self.cfg, self.spec
-        jobs, owners = [], []
+        asks: list[Ask] = []
         for r in reports:
             sample = _order(spec.seed, f"programs|{r.field_id}", pre[r.field_id])[: cfg.program_papers]
             for start in range(0, len(sample), cfg.program_batch):
@@ -466,27 +371,14 @@ class Pipeline:
                     field_definition=info[r.field_id].definition,
                     papers=P.paper_lines(self._rows(batch), cfg.abstract_chars),
                 )
-                allowed = frozenset(batch)
-                jobs.append(
-                    lambda prompt=prompt, allowed=allowed: ask(
-                        self.client,
-                        Stage.PROGRAMS,
-                        cfg.model,
-                        prompt,
-                        lambda o: validate_programs(o, allowed),
-                        cfg,
-                    )
-                )
-                owners.append(r)
-        outs = await self._all(jobs, Stage.PROGRAMS)
-        self._count(Stage.PROGRAMS, outs)
-        for r, out in zip(owners, outs, strict=True):
+                asks.append((r, cfg.model, prompt, lambda o, a=frozenset(batch): validate_programs(o, a)))
+        for r, out in await self._ask_all(Stage.PROGRAMS, asks):
             if out.value is None:
                 r.notes.append(f"a program batch stayed invalid: {out.reason}")
                 continue
             r.programs.extend(out.value)
         # exact-name deduplication, then the model groups reworded duplicates
-        dedupe_jobs, dedupe_owners = [], []
+        asks = []
         for r in reports:
             seen: dict[str, Program] = {}
             for p in r.programs:
@@ -500,20 +392,8 @@ class Pipeline:
             pids = [f"P{i + 1}" for i in range(len(r.programs))]
             lines = "\n".join(f"{pid}. {p.name}: {p.description}" for pid, p in zip(pids, r.programs, strict=True))
             prompt = P.render(Stage.PROGRAMS_DEDUPE, field_name=info[r.field_id].name, programs=lines)
-            dedupe_jobs.append(
-                lambda prompt=prompt, pids=pids: ask(
-                    self.client,
-                    Stage.PROGRAMS_DEDUPE,
-                    cfg.model,
-                    prompt,
-                    lambda o: validate_named_groups(o, pids, "dedupe"),
-                    cfg,
-                )
-            )
-            dedupe_owners.append(r)
-        outs = await self._all(dedupe_jobs, Stage.PROGRAMS_DEDUPE)
-        self._count(Stage.PROGRAMS_DEDUPE, outs)
-        for r, out in zip(dedupe_owners, outs, strict=True):
+            asks.append((r, cfg.model, prompt, lambda o, pids=pids: validate_named_groups(o, pids, "dedupe")))
+        for r, out in await self._ask_all(Stage.PROGRAMS_DEDUPE, asks):
             if out.value is None:
                 r.notes.append(f"program deduplication stayed invalid ({out.reason}); exact-name dedupe only")
                 continue
@@ -525,7 +405,7 @@ class Pipeline:
 
     async def _drafts(self, reports: list[FieldReport], info: dict[str, FieldInfo], pre: dict[str, list[str]]) -> None:
         cfg = self.cfg
-        jobs, owners = [], []
+        asks: list[Ask] = []
         for r in reports:
             sample = self._draft_sample(r.field_id, pre[r.field_id])
             if not sample:
@@ -543,15 +423,8 @@ class Pipeline:
                     n_papers=len(shown),
                     papers=P.paper_lines(self._rows(shown), cfg.abstract_chars),
                 )
-                jobs.append(
-                    lambda prompt=prompt, model=model, allowed=allowed: ask(
-                        self.client, Stage.DRAFT, model, prompt, lambda o: validate_draft(o, allowed), cfg
-                    )
-                )
-                owners.append((r, which))
-        outs = await self._all(jobs, Stage.DRAFT)
-        self._count(Stage.DRAFT, outs)
-        for (r, which), out in zip(owners, outs, strict=True):
+                asks.append(((r, which), model, prompt, lambda o, a=allowed: validate_draft(o, a)))
+        for (r, which), out in await self._ask_all(Stage.DRAFT, asks):
             r.drafts[which] = None if out.value is None else list(out.value)
             if out.value is None:
                 r.notes.append(f"draft {which} stayed invalid: {out.reason}")
@@ -561,7 +434,7 @@ class Pipeline:
         self, reports: list[FieldReport], info: dict[str, FieldInfo], pre: dict[str, list[str]]
     ) -> None:
         cfg, spec = self.cfg, self.spec
-        jobs, owners = [], []
+        asks: list[Ask] = []
         extra: dict[str, list[str]] = {}
         for r in reports:
             shown = set(self._draft_sample(r.field_id, pre[r.field_id]))
@@ -583,22 +456,10 @@ class Pipeline:
                         papers=P.paper_lines(self._rows(batch), cfg.abstract_chars),
                     )
                     model = cfg.draft_models[0 if which == "A" else 1]
-                    n_dirs = len(draft)
-                    jobs.append(
-                        lambda prompt=prompt, model=model, batch=batch, n=n_dirs: ask(
-                            self.client,
-                            Stage.ABSORB,
-                            model,
-                            prompt,
-                            lambda o: validate_absorption(o, batch, n),
-                            cfg,
-                        )
-                    )
-                    owners.append((r, which))
+                    check = lambda o, b=batch, d=draft: validate_absorption(o, b, len(d))  # noqa: E731
+                    asks.append(((r, which), model, prompt, check))
         absorbed_ids: dict[tuple[str, str], list[str]] = {}
-        outs = await self._all(jobs, Stage.ABSORB)
-        self._count(Stage.ABSORB, outs)
-        for (r, which), out in zip(owners, outs, strict=True):
+        for (r, which), out in await self._ask_all(Stage.ABSORB, asks):
             if out.value is None:
                 r.notes.append(f"an absorption batch of draft {which} stayed invalid: {out.reason}")
                 continue
@@ -608,7 +469,7 @@ class Pipeline:
                     absorbed_ids.setdefault((r.field_id, "unplaced" + which), []).append(pid)
                 else:
                     r.absorbed[which][d - 1] += 1
-        jobs, owners = [], []
+        asks = []
         for r in reports:
             sample = self._draft_sample(r.field_id, pre[r.field_id])
             for which in ("A", "B"):
@@ -631,16 +492,8 @@ class Pipeline:
                     papers=P.paper_lines(self._rows(exemplar_pool), None),
                 )
                 model = cfg.draft_models[0 if which == "A" else 1]
-                allowed = frozenset(exemplar_pool)
-                jobs.append(
-                    lambda prompt=prompt, model=model, allowed=allowed: ask(
-                        self.client, Stage.REVISE, model, prompt, lambda o: validate_draft(o, allowed), cfg
-                    )
-                )
-                owners.append((r, which))
-        outs = await self._all(jobs, Stage.REVISE)
-        self._count(Stage.REVISE, outs)
-        for (r, which), out in zip(owners, outs, strict=True):
+                asks.append(((r, which), model, prompt, lambda o, a=frozenset(exemplar_pool): validate_draft(o, a)))
+        for (r, which), out in await self._ask_all(Stage.REVISE, asks):
             if out.value is None:
                 r.notes.append(
                     f"the revision of draft {which} stayed invalid ({out.reason}); the draft is frozen as is"
@@ -654,7 +507,7 @@ class Pipeline:
         self, reports: list[FieldReport], info: dict[str, FieldInfo], pre: dict[str, list[str]]
     ) -> None:
         cfg = self.cfg
-        jobs, owners = [], []
+        asks: list[Ask] = []
         for r in reports:
             if not r.union:
                 r.notes.append("no valid draft: no consolidation")
@@ -669,19 +522,10 @@ class Pipeline:
                 candidates="\n".join(P.direction_line(f"C{i + 1}", d) for i, d in enumerate(r.union)),
                 papers=P.paper_lines(self._rows(sample), None),
             )
-            jobs.append(
-                lambda prompt=prompt, allowed=allowed, fi=fi: ask(
-                    self.client,
-                    Stage.CONSOLIDATE,
-                    cfg.model,
-                    prompt,
-                    lambda o: validate_codebook(o, allowed, fi.field_id, fi.name, fi.definition),
-                    cfg,
-                )
-            )
-            owners.append((r, allowed))
+            check = lambda o, a=allowed, fi=fi: validate_codebook(o, a, fi.field_id, fi.name, fi.definition)  # noqa: E731
+            asks.append(((r, allowed), cfg.model, prompt, check))
         drops = self.drops[Stage.CONSOLIDATE]
-        for (r, allowed), out in zip(owners, await self._all(jobs, Stage.CONSOLIDATE), strict=True):
+        for (r, allowed), out in await self._ask_all(Stage.CONSOLIDATE, asks, count=False):
             drops.add(1)
             if out.value is not None:
                 r.codebook = out.value
@@ -764,20 +608,3 @@ def union_of(revised: dict[str, list[dict[str, Any]] | None]) -> list[dict[str, 
             else:
                 pooled[k] = dict(d)
     return [pooled[k] for k in sorted(pooled, key=lambda k: (k, pooled[k]["definition"]))]
-
-
-def stage_sizes(result: PipelineResult) -> dict[str, Any]:
-    """Summary figures of a finished pipeline (ledger and CLI)."""
-    types = result.assignments["type"].value_counts()
-    return {
-        "fields": len(result.codebooks),
-        "memberships": len(result.assignments),
-        "invalid_assignments": len(result.invalid_assignments),
-        "not_in_field": len(result.not_in_field),
-        "type_counts": {str(k): int(v) for k, v in sorted(types.items())},
-        "repaired_consolidations": sorted(r.field_id for r in result.reports if r.repaired),
-        "dropped_fields": sorted(r.field_id for r in result.reports if r.codebook is None),
-        "mean_draft_size": float(
-            np.mean([len(d) for r in result.reports for d in r.revised.values() if d is not None] or [0.0])
-        ),
-    }

@@ -1,0 +1,257 @@
+"""The LLM instrument's verbs: :func:`run_llm_instrument` (send, or answer from the store, every
+request of the pipeline in :mod:`.stages`; write the review and the summary; fail a stage that
+lost too much) and :func:`estimate` (the dry run: the same pipeline with typical stand-in
+replies, nothing sent, tokens and price per stage)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd
+
+from rap_benchmark.core.errors import InputError, UserError
+from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.fields import FieldInfo
+from rap_benchmark.pipeline.instrument.llm.client import LLMClient, StandInClient
+from rap_benchmark.pipeline.instrument.llm.prompts import PROMPT_VERSION, prompt_hashes
+from rap_benchmark.pipeline.instrument.llm.records import PipelineConfig, PipelineResult, StageLost, stage_sizes
+from rap_benchmark.pipeline.instrument.llm.stages import Pipeline
+from rap_benchmark.pipeline.instrument.llm.store import RequestStore
+
+SUMMARY_FILE = "summary.json"
+REVIEW_FILE = "review.md"
+MAX_DROP_SHARE = 0.05  # a stage that leaves more of its units without a valid answer fails the build
+FALLBACKS = ("offline",)
+
+
+class StageFailed(UserError, RuntimeError):
+    """The construction finished but a stage lost too much (or no field was kept): the build
+    stops before anything is written; the store keeps every answer and review.md says why."""
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    """Where the requests go and what they may cost (not part of the artifacts)."""
+
+    base_urls: tuple[str, ...]
+    store_dir: Path
+    max_in_flight: int = 64
+    timeout_s: float = 300.0
+    max_transport_retries: int = 8
+    max_spend_usd: float | None = None
+    prices_path: str | None = None
+    fallback: str | None = None  # "offline": a refused request (HTTP 4xx) falls back, counted
+
+
+@dataclass(frozen=True)
+class LLMInstrument:
+    """The LLM instrument as ``build_instance`` uses it: what to ask and where to send it."""
+
+    config: PipelineConfig
+    settings: LLMSettings
+
+    def check(self) -> None:
+        """Refuse, before anything is read or sent, endpoints that are not URLs, a model that no
+        endpoint serves, and a spend cap without prices (InputError)."""
+        from rap_benchmark.llmclient.endpoints import check_url, parse_endpoint
+
+        if self.settings.fallback not in (None, *FALLBACKS):
+            raise InputError(f"--fallback: {self.settings.fallback!r} is not one of: {', '.join(FALLBACKS)}")
+        bound = [parse_endpoint(u) for u in self.settings.base_urls]
+        for _, url in bound:
+            check_url(url)
+        if bound:
+            served = {m for m, _ in bound}
+            for model in (self.config.model, *self.config.draft_models):
+                if model not in served and None not in served:
+                    raise InputError(f"no --base-url serves model {model!r} (bind one with {model}=URL)")
+        _check_prices(self.config, self.settings)
+
+    def run(
+        self,
+        papers: pd.DataFrame,
+        memberships: pd.DataFrame,
+        candidates: dict[str, FieldInfo],
+        spec: BenchmarkSpec,
+        *,
+        progress: bool = False,
+    ) -> tuple[PipelineResult, dict[str, Any]]:
+        return run_llm_instrument(papers, memberships, candidates, spec, self.config, self.settings, progress=progress)
+
+
+def _prices(path: str | None) -> Any:
+    from rap_benchmark.llmclient.pricing import load_prices
+
+    return load_prices(path)
+
+
+def _check_prices(config: PipelineConfig, settings: LLMSettings) -> None:
+    if settings.max_spend_usd is None:
+        return
+    prices = _prices(settings.prices_path)
+    for model in {config.model, *config.draft_models}:
+        if prices.cost_usd(model, 1, 1) is None:
+            raise InputError(
+                f"--max-spend-usd needs a price for model {model!r}: add it to a price table and pass --prices"
+            )
+
+
+def run_llm_instrument(
+    papers: pd.DataFrame,
+    memberships: pd.DataFrame,
+    candidates: dict[str, FieldInfo],
+    spec: BenchmarkSpec,
+    config: PipelineConfig,
+    settings: LLMSettings,
+    *,
+    progress: bool = False,
+) -> tuple[PipelineResult, dict[str, Any]]:
+    """Run the pipeline through the endpoints; (result, ledger entry). Writes the store's
+    ``review.md`` and ``summary.json``. Raises :class:`StopRun` (spend cap, no endpoint) after
+    storing every answer received: rerunning resumes."""
+    from rap_benchmark.core.fsio import atomic_write_text
+    from rap_benchmark.pipeline.instrument.llm.review import review_markdown
+
+    _check_prices(config, settings)
+    config = PipelineConfig(**{**config.__dict__, "concurrency": settings.max_in_flight * len(settings.base_urls)})
+    with RequestStore(settings.store_dir) as store:
+        strict = None if settings.fallback is not None else MAX_DROP_SHARE
+        stopped: list[Any] = []
+
+        async def main() -> tuple[PipelineResult, LLMClient]:
+            client = LLMClient(
+                settings.base_urls,
+                store,
+                _prices(settings.prices_path),
+                max_in_flight=settings.max_in_flight,
+                timeout_s=settings.timeout_s,
+                max_transport_retries=settings.max_transport_retries,
+                max_spend_usd=settings.max_spend_usd,
+                extra_body=config.extra_body,
+                fallback=settings.fallback,
+            )
+            pipeline = Pipeline(client, config, spec, progress, strict)
+            async with client:
+                try:
+                    result = await pipeline.run(papers, memberships, candidates)
+                except StageLost as lost:
+                    stopped.append(lost)
+                    result = pipeline.partial()
+            return result, client
+
+        start, cpu_start = time.perf_counter(), time.process_time()
+        try:
+            result, client = asyncio.run(main())
+        finally:
+            store.flush()
+        wall_s, cpu_s = time.perf_counter() - start, time.process_time() - cpu_start
+        stages = client.accounting.table()
+        summary = {
+            "stages": stages,
+            "truncated_replies": sum(v["truncated"] for v in stages.values()),
+            "refused_requests": sum(v["refused"] for v in stages.values()),
+            "dropped": {k: d.__dict__ for k, d in result.drops.items() if d.units},
+            "store_records": len(store.records),
+            "loaded_from_store": store.loaded,
+            "repaired_bytes": store.repaired_bytes,
+            "transport_errors": client.transport_errors,
+            "spent_usd_in_store": round(client.spent, 6),
+            "wall_s": round(wall_s, 3),
+            "client_cpu_s": round(cpu_s, 3),
+        }
+        atomic_write_text(settings.store_dir / SUMMARY_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
+        entry = ledger_entry(config, result)
+        header = _review_header(entry) | {"fallback": settings.fallback or "none (a refused request stops the build)"}
+        if stopped:
+            header["stopped"] = f"after stage {stopped[0].stage} (it lost more than {100 * MAX_DROP_SHARE:.0f}%)"
+        atomic_write_text(settings.store_dir / REVIEW_FILE, review_markdown(result, header, stages))
+    check_outcome(result, settings, settings.store_dir / REVIEW_FILE)
+    return result, entry
+
+
+def check_outcome(result: PipelineResult, settings: LLMSettings, review: Path) -> None:
+    """Raise :class:`StageFailed` when no field was kept, or (without a fallback) when a stage
+    left more than 5% of its units without a valid answer: one line, the stage, the first reasons."""
+    where = f"every answer is kept in {settings.store_dir}; see {review}"
+    if settings.fallback is None:
+        for stage, d in result.drops.items():
+            if d.units and d.share > MAX_DROP_SHARE:
+                raise StageFailed(
+                    f"LLM instrument: stage {stage} lost {d.dropped} of {d.units} units ({100 * d.share:.1f}% > "
+                    f"{100 * MAX_DROP_SHARE:.0f}%): {' | '.join(d.reasons[:2])}; {where}"
+                )
+    if not result.codebooks:
+        first = next((d for d in result.drops.values() if d.reasons), None)
+        why = f": {first.reasons[0]}" if first is not None else ""
+        raise StageFailed(f"LLM instrument: no field kept (every field was dropped){why}; {where}")
+
+
+def ledger_entry(config: PipelineConfig, result: PipelineResult) -> dict[str, Any]:
+    """What the ledger records about the LLM construction (deterministic)."""
+    return {
+        "name": "llm",
+        "config": config.to_dict(),
+        "prompt_version": PROMPT_VERSION,
+        "prompts_sha256": prompt_hashes(),
+        **stage_sizes(result),
+        "notes": list(result.notes),
+    }
+
+
+def _review_header(entry: dict[str, Any]) -> dict[str, Any]:
+    cfg = entry["config"]
+    return {"model": cfg["model"], "drafting models": ", ".join(cfg["draft_models"])}
+
+
+def estimate(
+    papers: pd.DataFrame,
+    memberships: pd.DataFrame,
+    candidates: dict[str, FieldInfo],
+    spec: BenchmarkSpec,
+    config: PipelineConfig,
+    *,
+    store_dir: Path | None = None,
+    prices_path: str | None = None,
+    tokenizer: str | None = None,
+) -> dict[str, dict[str, Any]]:
+    """The dry run: requests, tokens and price per stage, sending nothing.
+
+    Walks the real pipeline; answers already in the store (``store_dir``, read only) are used
+    and counted as ``from_store``; every other request is rendered exactly and answered with a
+    typical stand-in reply (:mod:`.standin`) so that the later prompts can be rendered too.
+    Tokens are counted with ``tokenizer`` (a Hugging Face tokenizer's name or folder) when
+    given, else with the pre-tokeniser count of :mod:`.tokens`.
+    """
+    records: dict[str, dict[str, Any]] = {}
+    path = None if store_dir is None else Path(store_dir) / "requests.jsonl"
+    if path is not None and path.is_file():
+        for line in path.read_bytes().splitlines():
+            try:
+                rec = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            records.setdefault(rec["key"], rec)
+    client = StandInClient(records, _prices(prices_path), tokenizer, config.extra_body)
+    asyncio.run(Pipeline(client, config, spec).run(papers, memberships, candidates))
+    table = client.accounting.table()
+    total = {
+        k: sum(v[k] for v in table.values())
+        for k in (
+            "requests",
+            "sent",
+            "from_store",
+            "retries",
+            "truncated",
+            "refused",
+            "prompt_tokens",
+            "completion_tokens",
+        )
+    }
+    costs = [v["cost_usd"] for v in table.values()]
+    total["cost_usd"] = None if any(c is None for c in costs) else round(sum(costs), 6)
+    return {**table, "total": total}
