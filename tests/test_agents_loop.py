@@ -372,3 +372,57 @@ def test_text_and_hermes_tool_call_parsing_and_rendering():
         "content": '<search start_date="2023-07-01" end_date="2023-12-31">graph nets</search>',
     }
     assert msgs[3]["role"] == "user" and msgs[3]["content"].startswith("<observation>")
+
+
+class _RecordingApp:
+    """The scripted server's app, keeping every chat request body it received."""
+
+    def __new__(cls) -> Any:
+        from rap_benchmark.testing.scripted_server import ScriptedApp
+
+        class Recording(ScriptedApp):
+            bodies: list[dict[str, Any]] = []
+
+            def reply_for(self, body: bytes, path: str = "/v1/chat/completions") -> tuple[int, bytes, bool]:
+                self.bodies.append(json.loads(body))
+                return super().reply_for(body, path)
+
+        return Recording()
+
+
+def test_rap_run_sends_extra_body_and_chat_template_kwargs_with_every_request(mini_dir, tmp_path, capsys):
+    """Issue 22's leftover: ``rap run`` passes --extra-body and --chat-template-kwargs (Qwen3's
+    ``enable_thinking``) to an OpenAI-compatible server with every request, as ``rap build`` does."""
+    from rap_benchmark.cli import main
+    from rap_benchmark.testing.scripted_server import ServerThread
+
+    app = _RecordingApp()
+    with ServerThread(app) as srv:
+        argv = ["run", str(mini_dir), "--backend", "openai", "--base-url", srv.url, "--model", "scripted"]
+        argv += ["--conditions", "A0,A1", "--limit", "2", "--no-progress", "--out", str(tmp_path / "r")]
+        argv += ["--chat-template-kwargs", '{"enable_thinking": false}', "--extra-body", '{"top_k": 20}']
+        assert main(argv) == 0
+    assert "2 valid" in capsys.readouterr().out
+    assert len(app.bodies) >= 2
+    for body in app.bodies:
+        assert body["chat_template_kwargs"] == {"enable_thinking": False} and body["top_k"] == 20
+        assert body["model"] == "scripted"
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--extra-body", '{"max_tokens": 5}'], "--extra-body may not set max_tokens (rap sets them)"),
+        (["--extra-body", "[1]"], "--extra-body: expected a JSON object, got list"),
+        (["--chat-template-kwargs", "{"], "--chat-template-kwargs: not JSON"),
+        (["--backend", "reference", "--extra-body", "{}", "--chat-template-kwargs", '{"a": 1}'], "need --backend openai"),
+    ],
+)
+def test_rap_run_refuses_a_bad_extra_body_in_one_line(mini_dir, tmp_path, capsys, flags, needle):
+    from rap_benchmark.cli import main
+
+    argv = ["run", str(mini_dir), "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+    assert main([*argv, "--out", str(tmp_path / "r"), *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("rap run: ") and needle in err[0], err
+    assert not (tmp_path / "r").exists()

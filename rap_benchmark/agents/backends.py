@@ -22,7 +22,7 @@ from rap_benchmark.agents.protocol import (
     ToolCall,
     wire_messages,
 )
-from rap_benchmark.llmclient.endpoints import EndpointPool, call_with_failover
+from rap_benchmark.llmclient.endpoints import EndpointPool, call_with_failover, check_extra_body
 from rap_benchmark.llmclient.failures import reasoning_of
 
 
@@ -84,6 +84,7 @@ class OpenAIBackend:
         self.backoff_max_s = backoff_max_s
         self.max_tokens_param = max_tokens_param
         self.extra_body = dict(extra_body or {})
+        check_extra_body(self.extra_body, "the agent")
         self._sleep = sleep
 
     def backoff(self, attempt: int) -> float:

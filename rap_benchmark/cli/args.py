@@ -7,10 +7,10 @@ import argparse
 from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rap_benchmark.core.errors import ArtifactError, InputError
-from rap_benchmark.core.records import parse_enum
+from rap_benchmark.core.records import Split, parse_enum
 
 E = TypeVar("E", bound=Enum)
 
@@ -26,6 +26,11 @@ def enum_list(cls: type[E], text: str | None, flag: str) -> list[E]:
     if not values:
         raise InputError(f"{flag}: give at least one of {', '.join(str(m.value) for m in cls)}")
     return [parse_enum(cls, v, what=f"{flag} value") for v in values]
+
+
+def split_or_all(value: str) -> Split | None:
+    """``--split test|dev|all``: the split, or None for every episode."""
+    return None if value == "all" else parse_enum(Split, value)
 
 
 def _number(kind: Callable[[str], float], low: float, inclusive: bool, what: str) -> Callable[[str], float]:
@@ -46,6 +51,47 @@ positive_int = _number(int, 1, True, "a positive integer")
 nonnegative_int = _number(int, 0, True, "an integer >= 0")
 positive_float = _number(float, 0.0, False, "a number > 0")
 nonnegative_float = _number(float, 0.0, True, "a number >= 0")
+
+
+def json_object(flag: str, text: str | None) -> dict[str, Any]:
+    """The JSON object given to ``flag`` (``{}`` when none); anything else is refused by name."""
+    import json
+
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{flag}: not JSON ({exc.msg} at column {exc.colno}): {text[:80]!r}") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{flag}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def add_extra_body_args(p: Any) -> None:
+    """``--chat-template-kwargs`` and ``--extra-body`` (``rap build --instrument llm``, ``rap run``)."""
+    p.add_argument(
+        "--chat-template-kwargs",
+        metavar="JSON",
+        help="sent with every request, e.g. '{\"enable_thinking\": false}' to turn a Qwen3 model's thinking off",
+    )
+    p.add_argument("--extra-body", metavar="JSON", help="further keys sent with every request (vLLM sampling options)")
+
+
+def extra_body(args: argparse.Namespace, setter: str) -> dict[str, Any]:
+    """The keys sent with every request: --extra-body, and --chat-template-kwargs as its
+    ``chat_template_kwargs`` (vLLM passes them to the model's chat template). A key that
+    ``setter`` sets itself (the model, the messages, the budget...) is refused."""
+    from rap_benchmark.llmclient.endpoints import check_extra_body
+
+    extra = json_object("--extra-body", args.extra_body)
+    kwargs = json_object("--chat-template-kwargs", args.chat_template_kwargs)
+    if kwargs:
+        if "chat_template_kwargs" in extra:
+            raise InputError("give chat_template_kwargs once: --chat-template-kwargs or inside --extra-body")
+        extra["chat_template_kwargs"] = kwargs
+    check_extra_body(extra, setter)
+    return extra
 
 
 def existing_files(paths: Sequence[str | Path], what: str = "file") -> list[Path]:

@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from rap_benchmark.cli.args import add_extra_body_args, extra_body
 from rap_benchmark.core import resources
 from rap_benchmark.core.errors import InputError
 
@@ -103,9 +104,7 @@ def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None
         return None, "--max-spend-usd must be positive"
     if args.reasoning_tokens < 0:
         return None, "--reasoning-tokens must be >= 0"
-    extra, problem = _extra_body(args)
-    if problem is not None:
-        return None, problem
+    extra = extra_body(args, "the pipeline")
     store = Path(args.llm_store) if args.llm_store else Path(f"{str(args.out).rstrip('/')}.llm-store")
     config = PipelineConfig(
         model=args.model,
@@ -127,38 +126,6 @@ def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None
     instrument = LLMInstrument(config, settings)
     instrument.check()
     return instrument, None
-
-
-def _json_object(flag: str, text: str | None) -> tuple[dict[str, object], str | None]:
-    import json
-
-    if not text:
-        return {}, None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return {}, f"{flag}: not JSON ({exc.msg} at column {exc.colno}): {text[:80]!r}"
-    if not isinstance(value, dict):
-        return {}, f"{flag}: expected a JSON object, got {type(value).__name__}"
-    return value, None
-
-
-def _extra_body(args: argparse.Namespace) -> tuple[dict[str, object], str | None]:
-    """The keys sent with every request: --extra-body, and --chat-template-kwargs as its
-    ``chat_template_kwargs`` (vLLM passes them to the model's chat template)."""
-    from rap_benchmark.pipeline.instrument.llm.client import RESERVED_BODY_KEYS
-
-    extra, problem = _json_object("--extra-body", args.extra_body)
-    if problem is None:
-        kwargs, problem = _json_object("--chat-template-kwargs", args.chat_template_kwargs)
-        if kwargs:
-            if "chat_template_kwargs" in extra:
-                problem = "give chat_template_kwargs once: --chat-template-kwargs or inside --extra-body"
-            extra["chat_template_kwargs"] = kwargs
-    clash = sorted(RESERVED_BODY_KEYS & set(extra))
-    if problem is None and clash:
-        problem = f"--extra-body may not set {', '.join(clash)} (the pipeline sets them)"
-    return extra, problem
 
 
 def _dry_run(spec: object, source: Path, instrument: object, quiet: bool, tokenizer: str | None) -> int:
@@ -363,12 +330,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--timeout-s", type=float, default=300.0, help="seconds per request before it is retried")
     g.add_argument("--max-spend-usd", type=float, help="stop cleanly (resumable) before spending more than this")
     g.add_argument("--prices", help="price table JSON (default: the packaged agents price table)")
-    g.add_argument(
-        "--chat-template-kwargs",
-        metavar="JSON",
-        help="sent with every request, e.g. '{\"enable_thinking\": false}' to turn a Qwen3 model's thinking off",
-    )
-    g.add_argument("--extra-body", metavar="JSON", help="further keys sent with every request (vLLM sampling options)")
+    add_extra_body_args(g)
     g.add_argument(
         "--reasoning-tokens",
         type=int,

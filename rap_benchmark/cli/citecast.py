@@ -297,14 +297,7 @@ def _run(args: argparse.Namespace) -> int:
 
     shard = parse_shard(args.shard)
     prices = load_prices(args.prices)
-    if args.backend == "constant":
-        backend, model = cc.ConstantBackend(args.constant), args.model or f"constant/{args.constant}"
-        if args.request_delay:
-            from rap_benchmark.agents.backends import Throttled
-
-            backend = Throttled(backend, args.request_delay)
-    else:
-        backend, model = _backend(args)
+    backend, model = _backend(args)
     if args.url:
         from rap_benchmark.citecast.client import HttpClient
 

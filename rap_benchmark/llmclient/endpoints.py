@@ -29,6 +29,20 @@ from urllib.parse import urlsplit
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.llmclient.failures import Attempt, BackendFailure
 
+# the body keys a caller sets itself: --extra-body may add keys, never replace one of these
+RESERVED_BODY_KEYS = frozenset(
+    {"model", "messages", "temperature", "max_tokens", "max_completion_tokens", "stream", "n"}
+    | {"tools", "tool_choice", "parallel_tool_calls"}
+)
+
+
+def check_extra_body(extra: dict[str, Any], setter: str) -> None:
+    """Refuse extra body keys that would replace one ``setter`` sets itself (InputError)."""
+    clash = sorted(RESERVED_BODY_KEYS & set(extra))
+    if clash:
+        raise InputError(f"--extra-body may not set {', '.join(clash)} ({setter} sets them)")
+
+
 RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 FAILURES_BEFORE_REST = 3
 REST_S = (1.0, 30.0)  # first and longest rest of a failing endpoint

@@ -36,8 +36,8 @@ from typing import Any
 
 import orjson
 
-from rap_benchmark.core.errors import InputError, UserError
-from rap_benchmark.llmclient.endpoints import EndpointPool, Refused, call_with_failover
+from rap_benchmark.core.errors import UserError
+from rap_benchmark.llmclient.endpoints import EndpointPool, Refused, call_with_failover, check_extra_body
 from rap_benchmark.llmclient.failures import BackendFailure, reasoning_of
 from rap_benchmark.llmclient.pricing import PriceTable
 from rap_benchmark.pipeline.instrument.llm.store import RequestStore
@@ -117,9 +117,6 @@ class StageUsage:
         }
 
 
-RESERVED_BODY_KEYS = frozenset({"model", "messages", "temperature", "max_tokens", "stream", "n"})
-
-
 def request_body(
     model: str, messages: Sequence[dict[str, str]], max_tokens: int, extra: dict[str, Any] | None = None
 ) -> bytes:
@@ -129,9 +126,7 @@ def request_body(
     vLLM sampling options); none of them may replace one of the canonical keys."""
     body: dict[str, Any] = {"model": model, "messages": list(messages), "temperature": 0.0, "max_tokens": max_tokens}
     if extra:
-        clash = sorted(RESERVED_BODY_KEYS & set(extra))
-        if clash:
-            raise InputError(f"--extra-body may not set {', '.join(clash)} (the pipeline sets them)")
+        check_extra_body(extra, "the pipeline")
         body.update(extra)
     return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
 
@@ -193,7 +188,6 @@ class LLMClient:
         self._inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
         self.stop_reason: StopRun | None = None
         self.transport_errors = 0
-        self.response_s = 0.0  # wall time spent waiting for endpoints (the rest of the wall time is the client's)
         self.extra_body = dict(extra_body or {})
         self.fallback = fallback
         self._flusher: asyncio.Task[None] | None = None
@@ -256,14 +250,6 @@ class LLMClient:
         self.accounting.record(stage, model, rec, cached=cached, retry=retry)
         return reply_of(rec, cached)
 
-    def _worst_case(self, model: str, messages: list[dict[str, str]], max_tokens: int) -> float:
-        cost = self.accounting.cost(model, count_prompt_tokens(messages), max_tokens)
-        return cost or 0.0
-
-    def endpoints_for(self, model: str) -> list[int]:
-        """The endpoints that may serve ``model``: those bound to it, else the unbound ones."""
-        return self.pool.endpoints_for(model)
-
     async def _send(
         self, stage: str, model: str, key: str, body: bytes, messages: list[dict[str, str]], max_tokens: int
     ) -> dict[str, Any]:
@@ -271,7 +257,7 @@ class LLMClient:
             raise self.stop_reason
         reserve = 0.0
         if self.max_spend_usd is not None:
-            reserve = self._worst_case(model, messages, max_tokens)
+            reserve = self.accounting.cost(model, count_prompt_tokens(messages), max_tokens) or 0.0
             if self.spent + self._reserved + reserve > self.max_spend_usd:
                 self.stop_reason = SpendCapReached(
                     f"spend cap ${self.max_spend_usd:.2f} reached (${self.spent:.4f} spent); "
@@ -306,7 +292,6 @@ class LLMClient:
                 )
                 raise self.stop_reason from None
             self.transport_errors += len(attempts) - 1
-            self.response_s += sum(a.latency_s for a in attempts)
             rec = response_record(response, key, stage, model)
         finally:
             self._reserved -= reserve
