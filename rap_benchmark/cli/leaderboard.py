@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rap_benchmark.core.records import Split, parse_enum
+from rap_benchmark.cli.args import split_or_all as _split
 
 SUBMIT_EPILOG = """examples:
   rap submit prepare runs/my-model --out subs/my-model.jsonl --knowledge-cutoff 2024-10-01
@@ -162,10 +162,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("repo", type=Path, help="an exported repo folder (e.g. hub/rap/episodes)")
     p.add_argument("--reveal", type=Path, required=True, help="the revealed private folder (salt.hex + targets)")
     p.set_defaults(func=cmd_verify_reveal)
-
-
-def _split(value: str) -> Split | None:
-    return None if value == "all" else parse_enum(Split, value)
 
 
 def _instance(path: Path | None):

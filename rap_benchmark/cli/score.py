@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from rap_benchmark.cli.args import existing_files, nonnegative_int, positive_int
-from rap_benchmark.core.records import Policy, Split, parse_enum
+from rap_benchmark.cli.args import split_or_all as _split
+from rap_benchmark.core.records import Policy, parse_enum
 
 BASELINES_EPILOG = """examples:
   rap baselines build/mini                          -> build/mini_predictions/baselines.jsonl
@@ -44,10 +45,6 @@ REPORT_EPILOG = """examples:
 Writes report/report.html (self-contained: open it in any browser, offline), report/tables.md,
 one CSV and markdown file per table, leaderboard.png and a few field_<id>.png figures.
 """
-
-
-def _split(value: str) -> Split | None:
-    return None if value == "all" else parse_enum(Split, value)
 
 
 def _common(p: argparse.ArgumentParser) -> None:
