@@ -415,7 +415,10 @@ def test_rap_run_sends_extra_body_and_chat_template_kwargs_with_every_request(mi
         (["--extra-body", '{"max_tokens": 5}'], "--extra-body may not set max_tokens (rap sets them)"),
         (["--extra-body", "[1]"], "--extra-body: expected a JSON object, got list"),
         (["--chat-template-kwargs", "{"], "--chat-template-kwargs: not JSON"),
-        (["--backend", "reference", "--extra-body", "{}", "--chat-template-kwargs", '{"a": 1}'], "need --backend openai"),
+        (
+            ["--backend", "reference", "--extra-body", "{}", "--chat-template-kwargs", '{"a": 1}'],
+            "need --backend openai",
+        ),
     ],
 )
 def test_rap_run_refuses_a_bad_extra_body_in_one_line(mini_dir, tmp_path, capsys, flags, needle):

@@ -29,7 +29,7 @@ from typing import Any
 
 from rap_benchmark.agents.episode import Episode
 from rap_benchmark.agents.protocol import Backend, CiteCastContext, ModelTurn, Request, ToolCall, UnitContext
-from rap_benchmark.agents.runner import RunStats, accounting_columns, run_units, select_shard
+from rap_benchmark.agents.runner import RunStats, accounting_columns, run_to_end, select_shard
 from rap_benchmark.agents.store import RunStore, TaskKey
 from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolOutcome, decode_arguments
 from rap_benchmark.citecast.records import TaskSplit
@@ -315,15 +315,6 @@ def run_citecast(
             },
             must_match=MATCH_KEYS,
         )
-
-        async def go() -> RunStats:
-            try:
-                return await run_units(
-                    units, backend, store, None, concurrency=concurrency, prices=prices, progress=progress
-                )
-            finally:
-                await backend.aclose()
-
-        stats = asyncio.run(go())
+        stats = run_to_end(units, backend, store, concurrency=concurrency, prices=prices, progress=progress)
         path = write_predictions(store, model)
     return stats, path

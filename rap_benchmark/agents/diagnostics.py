@@ -18,7 +18,6 @@ are analyses, like scoring: they compare what agents saw with x and y.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -382,19 +381,12 @@ def run_variant_units(
     """Run diagnostic units into ``run_dir`` (same store, variant keys) and write one prediction
     file per (variant, source condition) under ``run_dir/diagnostics/``, with agreement against
     the native predictions of the same condition. Returns a summary."""
-    from rap_benchmark.agents.runner import SearchTools, predictions_frame, run_units
+    from rap_benchmark.agents.runner import SearchTools, predictions_frame, run_to_end
     from rap_benchmark.evaluation.predictions import write_predictions
 
     store = RunStore(run_dir)
     tools = SearchTools(inst.public_view()) if any(u.regime is not None for u in units) else None
-
-    async def go() -> Any:
-        try:
-            return await run_units(units, backend, store, tools, concurrency=concurrency, progress=progress)
-        finally:
-            await backend.aclose()
-
-    stats = asyncio.run(go())
+    stats = run_to_end(units, backend, store, tools, concurrency=concurrency, progress=progress)
     out_dir = store.root / "diagnostics"
     summary: dict[str, Any] = {"stats": stats.to_dict(), "files": {}}
     native = predictions_frame(store, inst.manifest_hash, variant="native")

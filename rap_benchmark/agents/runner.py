@@ -220,6 +220,18 @@ async def run_units(
         )
 
 
+def run_to_end(units: Sequence[Unit], backend: Backend, store: RunStore, tools: Any = None, **options: Any) -> RunStats:
+    """:func:`run_units` in its own event loop; the backend is closed afterwards, whatever happened."""
+
+    async def go() -> RunStats:
+        try:
+            return await run_units(units, backend, store, tools, **options)
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(go())
+
+
 async def _run_locked(
     units: Sequence[UnitSpec],
     backend: Backend,
@@ -465,16 +477,9 @@ def run_benchmark(
         )
         if tools is None and any(u.regime is not None for u in units):
             tools = SearchTools(inst)
-
-        async def go() -> RunStats:
-            try:
-                return await run_units(
-                    units, backend, store, tools, concurrency=concurrency, prices=prices, progress=progress, limit=limit
-                )
-            finally:
-                await backend.aclose()
-
-        stats = asyncio.run(go())
+        stats = run_to_end(
+            units, backend, store, tools, concurrency=concurrency, prices=prices, progress=progress, limit=limit
+        )
         frame = predictions_frame(store, inst.manifest_hash, model=model)
         path = store.root / PREDICTIONS_FILE
         if not frame.empty:
