@@ -17,7 +17,7 @@ import pandas as pd
 from rap_benchmark.core.errors import InputError, UserError
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.fields import FieldInfo
-from rap_benchmark.pipeline.instrument.llm.client import LLMClient, StandInClient
+from rap_benchmark.pipeline.instrument.llm.client import LLMClient, StageUsage, StandInClient
 from rap_benchmark.pipeline.instrument.llm.prompts import PROMPT_VERSION, prompt_hashes
 from rap_benchmark.pipeline.instrument.llm.records import PipelineConfig, PipelineResult, StageLost, stage_sizes
 from rap_benchmark.pipeline.instrument.llm.stages import Pipeline
@@ -239,19 +239,7 @@ def estimate(
     client = StandInClient(records, _prices(prices_path), tokenizer, config.extra_body)
     asyncio.run(Pipeline(client, config, spec).run(papers, memberships, candidates))
     table = client.accounting.table()
-    total = {
-        k: sum(v[k] for v in table.values())
-        for k in (
-            "requests",
-            "sent",
-            "from_store",
-            "retries",
-            "truncated",
-            "refused",
-            "prompt_tokens",
-            "completion_tokens",
-        )
-    }
+    total = {k: sum(v[k] for v in table.values()) for k in StageUsage().to_dict() if k != "cost_usd"}
     costs = [v["cost_usd"] for v in table.values()]
     total["cost_usd"] = None if any(c is None for c in costs) else round(sum(costs), 6)
     return {**table, "total": total}
