@@ -68,14 +68,17 @@ def json_object(flag: str, text: str | None) -> dict[str, Any]:
     return value
 
 
-def add_extra_body_args(p: Any) -> None:
+def add_extra_body_args(p: Any, for_whom: str = "") -> None:
     """``--chat-template-kwargs`` and ``--extra-body`` (``rap build --instrument llm``, ``rap run``)."""
     p.add_argument(
         "--chat-template-kwargs",
         metavar="JSON",
-        help="sent with every request, e.g. '{\"enable_thinking\": false}' to turn a Qwen3 model's thinking off",
+        help=for_whom
+        + "sent with every request, e.g. '{\"enable_thinking\": false}' to turn a Qwen3 model's thinking off",
     )
-    p.add_argument("--extra-body", metavar="JSON", help="further keys sent with every request (vLLM sampling options)")
+    p.add_argument(
+        "--extra-body", metavar="JSON", help=for_whom + "further keys sent with every request (vLLM sampling options)"
+    )
 
 
 def extra_body(args: argparse.Namespace, setter: str) -> dict[str, Any]:

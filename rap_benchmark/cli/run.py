@@ -346,7 +346,7 @@ def _add_backend_args(
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument("--concurrency", type=positive_int, default=8, help="units in flight at once")
     p.add_argument("--max-tokens-param", default="max_tokens", choices=["max_tokens", "max_completion_tokens"])
-    add_extra_body_args(p)
+    add_extra_body_args(p, "openai: ")
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request attempt")
     p.add_argument(
         "--max-attempts", type=positive_int, default=6, help="attempts per request (retries on 5xx/timeouts)"
