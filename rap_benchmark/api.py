@@ -235,8 +235,12 @@ def score(
     """
     import pandas as pd
 
-    from rap_benchmark.evaluation.predictions import keep_first_owner, n_expected_episodes, validate_predictions
-    from rap_benchmark.evaluation.report import combine_validated
+    from rap_benchmark.evaluation.predictions import (
+        combine_validated,
+        keep_first_owner,
+        n_expected_episodes,
+        validate_predictions,
+    )
     from rap_benchmark.evaluation.scoring import leaderboard, score_predictions, state_table
     from rap_benchmark.evaluation.submissions import apply_ranking_rule
 

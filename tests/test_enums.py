@@ -62,7 +62,7 @@ def test_parse_enum_passes_members_and_values() -> None:
 
 
 def test_unknown_values_are_refused_at_the_api(mini) -> None:
-    from rap_benchmark.evaluation.predictions import baseline_predictions
+    from rap_benchmark.evaluation.scoring import baseline_predictions
     from rap_benchmark.evaluation.scoring.score import episode_arrays, leaderboard, score_predictions
 
     with pytest.raises(ValueError, match="unknown policy 'canon'"):

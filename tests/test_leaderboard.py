@@ -20,7 +20,7 @@ MODEL = "baseline/ewma"
 
 @pytest.fixture(scope="module")
 def good_frame(mini) -> pd.DataFrame:
-    from rap_benchmark.evaluation.predictions import baseline_predictions
+    from rap_benchmark.evaluation.scoring import baseline_predictions
 
     frame, _ = baseline_predictions(mini)
     return frame[frame["model"] == MODEL].reset_index(drop=True)

@@ -28,7 +28,7 @@ def _rap(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def live_files(mini, tmp_path_factory) -> dict[str, Path]:
     """EWMA and Recent forecasts of the last origin, one submission each, with sidecar metadata."""
-    from rap_benchmark.evaluation.predictions import baseline_predictions
+    from rap_benchmark.evaluation.scoring import baseline_predictions
 
     frame, _ = baseline_predictions(mini)
     frame = frame[frame["origin"].astype(str) == ORIGIN]

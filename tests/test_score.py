@@ -13,7 +13,8 @@ from scipy.spatial.distance import jensenshannon
 from rap_benchmark.core.artifacts import Instance
 from rap_benchmark.core.records import DIRECTION_KEYS
 from rap_benchmark.core.spec import mini_spec
-from rap_benchmark.evaluation.predictions import baseline_predictions, validate_predictions
+from rap_benchmark.evaluation.predictions import validate_predictions
+from rap_benchmark.evaluation.scoring import baseline_predictions
 from rap_benchmark.evaluation.scoring.score import (
     episode_arrays,
     leaderboard,

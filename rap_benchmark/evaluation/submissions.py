@@ -35,7 +35,6 @@ import pandas as pd
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Condition, Split
 from rap_benchmark.evaluation.predictions import (
-    BASELINE_PREFIX,
     DEFAULT_MAX_BYTES,
     Problem,
     ProblemKind,
@@ -43,6 +42,7 @@ from rap_benchmark.evaluation.predictions import (
     ValidationReport,
     validate_predictions,
 )
+from rap_benchmark.evaluation.scoring import BASELINE_PREFIX
 from rap_benchmark.evaluation.usage import Usage, check_usage, unknown_columns, usage_from_rows
 
 META_SUFFIX = ".meta.json"

@@ -18,7 +18,7 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import Policy, Split
-from rap_benchmark.evaluation.predictions import BASELINE_PREFIX
+from rap_benchmark.evaluation.scoring import BASELINE_PREFIX
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance

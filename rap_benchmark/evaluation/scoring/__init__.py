@@ -8,11 +8,17 @@ outside this package uses; every other function is private to its module (``pars
 """
 
 from rap_benchmark.evaluation.scoring.aggregate import field_macro
-from rap_benchmark.evaluation.scoring.baselines import BASELINE_NAMES, baseline_forecasts, tune_baselines
+from rap_benchmark.evaluation.scoring.baselines import (
+    BASELINE_NAMES,
+    BASELINE_PREFIX,
+    baseline_forecasts,
+    baseline_predictions,
+    tune_baselines,
+)
 from rap_benchmark.evaluation.scoring.bootstrap import rank_intervals
 from rap_benchmark.evaluation.scoring.exposure import exposure_masks, load_registry, strict_lookup
 from rap_benchmark.evaluation.scoring.metrics import rank_correlation, spearman
-from rap_benchmark.evaluation.scoring.parse import parse_answer
+from rap_benchmark.evaluation.scoring.parse import MAX_WEIGHT, parse_answer, weight_fault
 from rap_benchmark.evaluation.scoring.reliability import reliability
 from rap_benchmark.evaluation.scoring.score import (
     block_of_field,
@@ -30,12 +36,15 @@ from rap_benchmark.evaluation.scoring.score import (
 
 __all__ = [
     "BASELINE_NAMES",
+    "BASELINE_PREFIX",
     "baseline_forecasts",
+    "baseline_predictions",
     "block_of_field",
     "episode_arrays",
     "exposure_masks",
     "exposure_table",
     "field_macro",
+    "MAX_WEIGHT",
     "leaderboard",
     "load_registry",
     "paired_contrasts",
@@ -52,4 +61,5 @@ __all__ = [
     "state_table",
     "strict_lookup",
     "tune_baselines",
+    "weight_fault",
 ]
