@@ -91,7 +91,8 @@ def test_seal_reveal_score_live(mini_dir, live_files, tmp_path):
 
     # the score equals the retrospective scorer restricted to the same origin's episodes
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
+    from rap_benchmark.evaluation.report.aggregates import leaderboard
+    from rap_benchmark.evaluation.scoring import score_predictions
 
     inst = load_instance(mini_dir)
     frame, _ = prediction_commitment(ewma, bytes(16))

@@ -24,8 +24,8 @@ from rap_benchmark.evaluation.predictions import (
     validate_predictions,
     write_predictions,
 )
-from rap_benchmark.evaluation.scoring import baseline_predictions
-from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
+from rap_benchmark.evaluation.report.aggregates import leaderboard
+from rap_benchmark.evaluation.scoring import baseline_predictions, score_predictions
 
 GOOD_MODEL = "baseline/ewma"
 K = ProblemKind

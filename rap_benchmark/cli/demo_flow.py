@@ -206,8 +206,9 @@ def step_search(ctx: DemoContext) -> str:
 
 def _leaderboard(ctx: DemoContext, files: list[Path]) -> str:
     from rap_benchmark.evaluation.predictions import combine_validated, validate_predictions
+    from rap_benchmark.evaluation.report.aggregates import leaderboard
     from rap_benchmark.evaluation.report.tables import leaderboard_markdown
-    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
+    from rap_benchmark.evaluation.scoring import score_predictions
 
     inst = ctx.require_instance()
     preds, problems = combine_validated([validate_predictions(f, inst) for f in files])

@@ -319,7 +319,8 @@ def score_submission(
     are the submission's :func:`episode_scores` when already computed. Each row carries the
     submission's stated usage for its condition (tokens, Search calls, USD; NaN when unknown).
     """
-    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
+    from rap_benchmark.evaluation.report.aggregates import leaderboard
+    from rap_benchmark.evaluation.scoring import score_predictions
 
     if scores is None:
         scores = episode_scores(report, inst)

@@ -1,6 +1,6 @@
 """The report's tables: computed from validated predictions, written as CSV and markdown.
 
-``compute_tables`` runs every table builder of ``rap_benchmark.evaluation.scoring.score`` once; the display
+``compute_tables`` runs every table builder of ``report.aggregates`` once; the display
 helpers turn a table into strings ("0.803 [0.790, 0.815]") for markdown and HTML. Numbers stay
 unformatted in the CSV files.
 """
@@ -89,18 +89,16 @@ def compute_tables(
     without it the strict-vs-exposed table is empty. The reliability ceiling is computed on the
     same split under the canonical policy.
     """
-    from rap_benchmark.evaluation.scoring import (
-        episode_arrays,
+    from rap_benchmark.evaluation.report.aggregates import (
         exposure_table,
         leaderboard,
         paired_contrasts,
         per_origin_table,
         policy_table,
-        reliability,
         revision_table,
-        score_predictions,
         state_table,
     )
+    from rap_benchmark.evaluation.scoring import episode_arrays, reliability, score_predictions
 
     n_res = int(inst.spec.bootstrap_resamples if n_resamples is None else n_resamples)
     seed_ = int(inst.spec.bootstrap_seed if seed is None else seed)
