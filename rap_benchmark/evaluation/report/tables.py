@@ -170,7 +170,7 @@ def fmt_signed_interval(est: Any, lo: Any, hi: Any, digits: int = 3) -> str:
     return f"{float(est):+.{digits}f} [{float(lo):+.{digits}f}, {float(hi):+.{digits}f}]"
 
 
-def _display(df: pd.DataFrame, columns: Sequence[tuple[str, Any]]) -> pd.DataFrame:
+def display(df: pd.DataFrame, columns: Sequence[tuple[str, Any]]) -> pd.DataFrame:
     """Build a display frame: each (header, column name or function of a row) becomes strings."""
     if df.empty:
         return pd.DataFrame(columns=[h for h, _ in columns])
@@ -179,6 +179,35 @@ def _display(df: pd.DataFrame, columns: Sequence[tuple[str, Any]]) -> pd.DataFra
     for header, spec in columns:
         out[header] = [spec(r) if callable(spec) else fmt(r.get(spec)) for r in records]
     return pd.DataFrame(out)
+
+
+LEADERBOARD_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("model", "model"),
+    ("cond.", "condition"),
+    ("Spearman [95% block CI]", lambda r: fmt_interval(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
+    (
+        "field-clustered CI",
+        lambda r: f"[{fmt(r.get('spearman_field_lo'))}, {fmt(r.get('spearman_field_hi'))}]",
+    ),
+    ("cent. cosine", "centred_cosine"),
+    ("TV", "tv"),
+    ("JSD", "jsd"),
+    ("Pred-Recent", "pred_recent"),
+    ("residual vs EWMA", "residual_spearman"),
+    ("change-rich", "spearman_change_rich"),
+    ("fields", "n_fields"),
+    ("episodes", "n_episodes"),
+    ("invalid", "n_invalid"),
+)
+"""The scorer's leaderboard for people: (header, column or function of a row)."""
+
+STATE_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("model", "model"),
+    ("cond.", "condition"),
+    ("scored as", "target"),
+    ("Spearman [95% block CI]", lambda r: fmt_interval(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
+    ("fields", "n_fields"),
+)
 
 
 def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -245,30 +274,10 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
     iv = fmt_interval
     siv = fmt_signed_interval
     return {
-        "leaderboard": _display(
-            tables.leaderboard,
-            [
-                ("model", "model"),
-                ("cond.", "condition"),
-                ("Spearman [95% block CI]", lambda r: iv(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
-                (
-                    "field-clustered CI",
-                    lambda r: f"[{fmt(r.get('spearman_field_lo'))}, {fmt(r.get('spearman_field_hi'))}]",
-                ),
-                ("cent. cosine", "centred_cosine"),
-                ("TV", "tv"),
-                ("JSD", "jsd"),
-                ("Pred-Recent", "pred_recent"),
-                ("residual vs EWMA", "residual_spearman"),
-                ("change-rich", "spearman_change_rich"),
-                ("fields", "n_fields"),
-                ("episodes", "n_episodes"),
-                ("invalid", "n_invalid"),
-            ],
-        ),
+        "leaderboard": display(tables.leaderboard, LEADERBOARD_COLUMNS),
         "paired_contrasts": _contrasts_wide(tables.contrasts),
         "per_origin": _per_origin_wide(tables.per_origin),
-        "strict_vs_exposed": _display(
+        "strict_vs_exposed": display(
             tables.exposure,
             [
                 ("model", "model"),
@@ -283,17 +292,8 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
             ],
         ),
         "policy": _policy_wide(tables.policy),
-        "state": _display(
-            tables.state,
-            [
-                ("model", "model"),
-                ("cond.", "condition"),
-                ("scored as", "target"),
-                ("Spearman [95% block CI]", lambda r: iv(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
-                ("fields", "n_fields"),
-            ],
-        ),
-        "revision_alignment": _display(
+        "state": display(tables.state, STATE_COLUMNS),
+        "revision_alignment": display(
             tables.revision,
             [
                 ("model", "model"),
@@ -309,7 +309,7 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
                 ("pairs", "n_pairs"),
             ],
         ),
-        "instrument_audit": _display(
+        "instrument_audit": display(
             tables.instrument,
             [
                 ("measure", "measure"),
@@ -317,7 +317,7 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
                 ("fields", "n_fields"),
             ],
         ),
-        "validation": _display(
+        "validation": display(
             tables.validation,
             [
                 ("file", "file"),
@@ -403,15 +403,23 @@ def write_tables(tables: ReportTables, out_dir: str | Path) -> list[Path]:
     return written
 
 
-def leaderboard_markdown(board: pd.DataFrame) -> str:
-    """The leaderboard alone as a markdown table (what ``rap score`` prints)."""
-    empty = board.iloc[0:0]
-    tables = ReportTables(board, empty, empty, empty, empty, empty, empty, empty, None)
-    return to_markdown(display_tables(tables)["leaderboard"])
+def leaderboard_markdown(
+    board: pd.DataFrame,
+    columns: Sequence[tuple[str, Any]] = LEADERBOARD_COLUMNS,
+    *,
+    note: str = "",
+    empty: str | None = None,
+) -> str:
+    """A leaderboard as a markdown table, then ``note``: the package's one leaderboard renderer.
+
+    By default the scorer's rows (what ``rap score`` prints); a board of submissions passes its
+    columns (``board.display.board_columns``). ``empty`` replaces the table when there are no rows.
+    """
+    if board.empty and empty is not None:
+        return empty
+    return to_markdown(display(board, columns)) + (f"\n{note}\n" if note else "")
 
 
 def state_markdown(state: pd.DataFrame) -> str:
     """The State table (A2, A4 scored against x and, as a forecast, against y) as markdown."""
-    empty = state.iloc[0:0]
-    tables = ReportTables(empty, empty, empty, empty, state, empty, empty, empty, None)
-    return to_markdown(display_tables(tables)["state"])
+    return to_markdown(display(state, STATE_COLUMNS))
