@@ -37,7 +37,6 @@ from rap_benchmark.evaluation.predictions.problems import (
     ProblemKind,
     Severity,
     Tally,
-    canonical,
     empty_frame,
     short,
 )
@@ -51,7 +50,7 @@ MAX_KEY_CHARS = 256
 """The longest model, field_id, manifest_hash or response_model accepted."""
 MAX_REASON_CHARS = 2000
 """An invalid_reason is cut to this many characters."""
-BATCH_ROWS = 65_536
+BATCH_ROWS = 8192
 """Checked rows are moved into an Arrow batch this often (Python objects never pile up)."""
 
 _CONDITIONS = frozenset(c.value for c in Condition)
@@ -59,6 +58,7 @@ _ALLOWED = frozenset(ALL_COLUMNS)
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _KEPT = pa.schema([*PREDICTIONS, pa.field(LINE, pa.int64())])
+_INT64 = {pa.int64(): pd.Int64Dtype()}
 
 
 # -- strict JSON -------------------------------------------------------------------------------
@@ -277,12 +277,13 @@ class Rows:
         self._flush()
         table = pa.Table.from_batches(self._batches, schema=_KEPT)
         self._batches = []
-        absent = [c for c in META_COLUMNS if c not in self.present_meta]
-        table = table.drop_columns(absent)
-        # strings become one shared Python object per distinct value, and each Arrow buffer is
-        # released as soon as its column is converted: a 500 MB file stays far below 1 GiB
-        frame = table.to_pandas(self_destruct=True, split_blocks=True, deduplicate_objects=True)
-        return canonical(frame)
+        table = table.drop_columns([c for c in META_COLUMNS if c not in self.present_meta])
+        # the canonical frame straight from Arrow: strings become one shared Python object per
+        # distinct value, and each Arrow buffer is released as soon as its column is converted,
+        # so a 500 MB file stays below 1 GiB (benchmarks/validate_bench.py)
+        frame = table.to_pandas(self_destruct=True, split_blocks=True, types_mapper=_INT64.get)
+        frame[LINE] = frame[LINE].to_numpy(np.int64)
+        return frame
 
 
 def _unknown_column(col: str, line: int) -> Problem:

@@ -179,37 +179,29 @@ def paired_contrasts(
     ref_cond = Condition(reference_condition).value
     by_unit = {key: g for key, g in _groups(frame, ("model", "condition"))}
     reference = by_unit.get((reference_model, ref_cond))
-    todo: list[tuple[str, str, str, pd.DataFrame, pd.DataFrame, str]] = []
+    todo: list[tuple[str, str, str, str]] = []  # (model, contrast, candidate unit, reference unit)
     for model in sorted({m for m, _ in by_unit}):
         for cand, ref in pairs:
             c, r = Condition(cand).value, Condition(ref).value
             if (model, c) in by_unit and (model, r) in by_unit:
-                todo.append(
-                    (model, f"{c}-{r}", f"{model} {c}", by_unit[(model, c)], by_unit[(model, r)], f"{model} {r}")
-                )
+                todo.append((model, f"{c}-{r}", c, r))
     if reference is not None:
-        for (model, cond), g in sorted(by_unit.items()):
-            if model == reference_model or Condition(cond).task is not Task.FORECAST:
-                continue
-            todo.append(
-                (
-                    model,
-                    f"{cond} vs {reference_model}",
-                    f"{model} {cond}",
-                    g,
-                    reference,
-                    f"{reference_model} {ref_cond}",
-                )
-            )
+        todo += [
+            (model, f"{cond} vs {reference_model}", cond, "")
+            for model, cond in sorted(by_unit)
+            if model != reference_model and Condition(cond).task is Task.FORECAST
+        ]
     rows = []
-    for model, contrast, cand_name, cand, ref, ref_name in todo:
+    for model, contrast, c, r in todo:
+        cand, ref = by_unit[(model, c)], by_unit[(model, r)] if r else reference
+        ref_name = f"{model} {r}" if r else f"{reference_model} {ref_cond}"
         for metric, reverse in CONTRAST_METRICS:
             block, field = _contrast(cand, ref, metric, blocks, n_res, seed_, reverse=reverse)
             rows.append(
                 {
                     "model": model,
                     "contrast": contrast,
-                    "candidate": cand_name,
+                    "candidate": f"{model} {c}",
                     "reference": ref_name,
                     "metric": metric if not reverse else f"{metric}_improvement",
                     "estimate": block.estimate,

@@ -236,34 +236,19 @@ def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _per_origin_wide(per_origin: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, condition), one column per origin."""
-    if per_origin.empty:
+def _wide(table: pd.DataFrame, column: str, order: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per (model, condition), one Spearman-interval column per value of ``column``."""
+    if table.empty:
         return pd.DataFrame(columns=["model", "cond."])
-    cells = per_origin.assign(
+    cells = table.assign(
         cell=[
             fmt_interval(e, lo, hi)
-            for e, lo, hi in per_origin[["spearman", "spearman_lo", "spearman_hi"]].itertuples(index=False)
+            for e, lo, hi in table[["spearman", "spearman_lo", "spearman_hi"]].itertuples(index=False)
         ]
     )
-    wide = cells.pivot(index=["model", "condition"], columns="origin", values="cell").fillna("")
-    wide = wide.reset_index().rename(columns={"condition": "cond."})
-    wide.columns.name = None
-    return wide
-
-
-def _policy_wide(by_policy: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, condition), one column per counting policy."""
-    if by_policy.empty:
-        return pd.DataFrame(columns=["model", "cond."])
-    cells = by_policy.assign(
-        cell=[
-            fmt_interval(e, lo, hi)
-            for e, lo, hi in by_policy[["spearman", "spearman_lo", "spearman_hi"]].itertuples(index=False)
-        ]
-    )
-    order = [p.value for p in Policy if p.value in set(cells["policy"])]
-    wide = cells.pivot(index=["model", "condition"], columns="policy", values="cell").fillna("")[order]
+    wide = cells.pivot(index=["model", "condition"], columns=column, values="cell").fillna("")
+    if order is not None:
+        wide = wide[[v for v in order if v in set(cells[column])]]
     wide = wide.reset_index().rename(columns={"condition": "cond."})
     wide.columns.name = None
     return wide
@@ -276,7 +261,7 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
     return {
         "leaderboard": display(tables.leaderboard, LEADERBOARD_COLUMNS),
         "paired_contrasts": _contrasts_wide(tables.contrasts),
-        "per_origin": _per_origin_wide(tables.per_origin),
+        "per_origin": _wide(tables.per_origin, "origin"),
         "strict_vs_exposed": display(
             tables.exposure,
             [
@@ -291,7 +276,7 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
                 ("fields", "n_fields"),
             ],
         ),
-        "policy": _policy_wide(tables.policy),
+        "policy": _wide(tables.policy, "policy", [p.value for p in Policy]),
         "state": display(tables.state, STATE_COLUMNS),
         "revision_alignment": display(
             tables.revision,
