@@ -209,7 +209,7 @@ def check_unit(rec: Any, relpath: Path) -> str | None:
             return "claims valid but 'weights' is not a list of eight numbers"
         fault = weight_fault(w)  # evaluation's one weight rule
         if fault is not None:
-            return f"claims valid but {fault[1]}"
+            return f"claims valid but its weights are unusable: {fault[1]}"
     for name in UNIT_INT_FIELDS:
         v = rec.get(name, 0)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:

@@ -282,7 +282,9 @@ class Rows:
         # distinct value, and each Arrow buffer is released as soon as its column is converted,
         # so a 500 MB file stays below 1 GiB (benchmarks/validate_bench.py)
         frame = table.to_pandas(self_destruct=True, split_blocks=True, types_mapper=_INT64.get)
-        frame[LINE] = frame[LINE].to_numpy(np.int64)
+        for col in frame.columns:  # Arrow-backed numbers are read-only: the caller gets its own, column by column
+            if isinstance(frame[col].dtype, np.dtype):
+                frame[col] = frame[col].to_numpy(np.int64 if col == LINE else None, copy=True)
         return frame
 
 
