@@ -150,14 +150,14 @@ def weight_fault(values: Sequence[Any]) -> tuple[str, str] | None:
     for key, value in zip(DIRECTION_KEYS, values, strict=True):
         if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
             return f"have a non-numeric {key}", f"{key} is not a number: {value!r}"
-        if math.isnan(value):
+        if isinstance(value, float | np.floating) and math.isnan(value):  # an int may be too large for a float
             return "have a NaN weight", f"{key} is NaN"
-        if math.isinf(value):
+        if isinstance(value, float | np.floating) and math.isinf(value):
             return "have an infinite weight", f"{key} is infinite"
+        if abs(value) > MAX_WEIGHT:
+            return f"have a weight beyond +-{MAX_WEIGHT:g} (out of range)", f"{key} is beyond +-{MAX_WEIGHT:g}"
         if value < 0:
             return "have a negative weight", f"{key} is negative: {float(value)!r}"
-        if value > MAX_WEIGHT:
-            return f"have a weight beyond +-{MAX_WEIGHT:g} (out of range)", f"{key} is beyond {MAX_WEIGHT:g}"
     if not math.fsum(values) > 0:
         return "all weights are zero", "the weights sum to zero"
     return None
