@@ -235,9 +235,14 @@ def score(
     """
     import pandas as pd
 
-    from rap_benchmark.evaluation.predictions import keep_first_owner, n_expected_episodes, validate_predictions
-    from rap_benchmark.evaluation.report import combine_validated
-    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions, state_table
+    from rap_benchmark.evaluation.predictions import (
+        combine_validated,
+        keep_first_owner,
+        n_expected_episodes,
+        validate_predictions,
+    )
+    from rap_benchmark.evaluation.report.aggregates import leaderboard, state_table
+    from rap_benchmark.evaluation.scoring import score_predictions
     from rap_benchmark.evaluation.submissions import apply_ranking_rule
 
     split = None if split is None else parse_enum(Split, split)

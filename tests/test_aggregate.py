@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rap_benchmark.evaluation.scoring.aggregate import field_macro, field_means
+from rap_benchmark.evaluation.scoring.aggregate import field_macro, field_table
 from rap_benchmark.evaluation.scoring.bootstrap import (
     block_bootstrap,
     field_bootstrap,
@@ -16,6 +16,13 @@ from rap_benchmark.evaluation.scoring.bootstrap import (
     paired_contrast,
     resample_statistics,
 )
+
+
+def field_means(values, field_ids) -> dict[str, float]:
+    """Each field's mean over its finite episode values (fields without any are omitted)."""
+    table = field_table(values, field_ids)
+    keep = table.has_data
+    return dict(zip(table.field_ids[keep].tolist(), table.means[keep].tolist(), strict=True))
 
 
 def _panel(n_fields: int = 60, n_origins: int = 5, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:

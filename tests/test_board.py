@@ -399,8 +399,8 @@ def test_board_on_arxiv_sample(arxiv_sample_dir: Path, tmp_path: Path) -> None:
     import datasets
 
     import rap_benchmark as rap
-    from rap_benchmark.evaluation.predictions import validate_predictions
-    from rap_benchmark.evaluation.report import combine_validated, compute_tables
+    from rap_benchmark.evaluation.predictions import combine_validated, validate_predictions
+    from rap_benchmark.evaluation.report import compute_tables
     from rap_benchmark.evaluation.submissions import score_submissions
 
     inst = rap.load(arxiv_sample_dir)

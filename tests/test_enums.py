@@ -62,8 +62,8 @@ def test_parse_enum_passes_members_and_values() -> None:
 
 
 def test_unknown_values_are_refused_at_the_api(mini) -> None:
-    from rap_benchmark.evaluation.predictions import baseline_predictions
-    from rap_benchmark.evaluation.scoring.score import episode_arrays, leaderboard, score_predictions
+    from rap_benchmark.evaluation.report.aggregates import leaderboard
+    from rap_benchmark.evaluation.scoring import baseline_predictions, episode_arrays, score_predictions
 
     with pytest.raises(ValueError, match="unknown policy 'canon'"):
         episode_arrays(mini, "canon")  # type: ignore[arg-type]

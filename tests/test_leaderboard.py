@@ -20,7 +20,7 @@ MODEL = "baseline/ewma"
 
 @pytest.fixture(scope="module")
 def good_frame(mini) -> pd.DataFrame:
-    from rap_benchmark.evaluation.predictions import baseline_predictions
+    from rap_benchmark.evaluation.scoring import baseline_predictions
 
     frame, _ = baseline_predictions(mini)
     return frame[frame["model"] == MODEL].reset_index(drop=True)
@@ -210,7 +210,8 @@ def test_bad_submissions_never_change_a_good_score(mini, corpus, tmp_path: Path)
 
 def test_leaderboard_uses_rap_scores_scorer(mini, corpus) -> None:
     from rap_benchmark.evaluation.predictions import read_predictions
-    from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
+    from rap_benchmark.evaluation.report.aggregates import leaderboard
+    from rap_benchmark.evaluation.scoring import score_predictions
 
     good, _ = corpus
     ours = score_submissions([good], mini, split=None, n_resamples=200, seed=1, max_bytes=HUGE_LIMIT).board

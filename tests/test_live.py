@@ -28,7 +28,7 @@ def _rap(*args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def live_files(mini, tmp_path_factory) -> dict[str, Path]:
     """EWMA and Recent forecasts of the last origin, one submission each, with sidecar metadata."""
-    from rap_benchmark.evaluation.predictions import baseline_predictions
+    from rap_benchmark.evaluation.scoring import baseline_predictions
 
     frame, _ = baseline_predictions(mini)
     frame = frame[frame["origin"].astype(str) == ORIGIN]
@@ -91,7 +91,8 @@ def test_seal_reveal_score_live(mini_dir, live_files, tmp_path):
 
     # the score equals the retrospective scorer restricted to the same origin's episodes
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
+    from rap_benchmark.evaluation.report.aggregates import leaderboard
+    from rap_benchmark.evaluation.scoring import score_predictions
 
     inst = load_instance(mini_dir)
     frame, _ = prediction_commitment(ewma, bytes(16))

@@ -114,10 +114,10 @@ def _pending_takes_no_retrospective_forecast(inst) -> None:
     """Rows for a pending episode are dropped with their own problem; coverage ignores them."""
     from rap_benchmark.evaluation.predictions import (
         ProblemKind,
-        baseline_predictions,
         n_expected_episodes,
         validate_predictions,
     )
+    from rap_benchmark.evaluation.scoring import baseline_predictions
 
     frame, _ = baseline_predictions(inst)
     assert T in set(frame["origin"])
@@ -149,7 +149,8 @@ def _seal_plan(inst, tmp: Path) -> dict:
     """EWMA, Recent and the search-hits reference agent (A1, run on the pending version: it never
     sees y) sealed before T; ARIMA sealed one second into T (too late for the live track)."""
     import rap_benchmark as rap
-    from rap_benchmark.evaluation.predictions import baseline_predictions, read_predictions
+    from rap_benchmark.evaluation.predictions import read_predictions
+    from rap_benchmark.evaluation.scoring import baseline_predictions
 
     _, agent = rap.run(inst.public_view(), "reference/search-hits", tmp / "run", conditions=[rap.Condition.A1])
     agent_rows = read_predictions(agent)

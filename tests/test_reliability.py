@@ -11,7 +11,7 @@ import pytest
 from rap_benchmark.core.artifacts import Instance
 from rap_benchmark.core.records import DIRECTION_KEYS
 from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.evaluation.scoring.reliability import reliability, spearman_brown, split_halves
+from rap_benchmark.evaluation.scoring.reliability import _Splitter, reliability, spearman_brown
 
 ORIGINS = ("2024-01-01", "2024-07-01", "2025-01-01", "2025-07-01")
 
@@ -69,6 +69,16 @@ def _instance(n_fields: int, papers_per_window: int, *, seed: int, drift: float 
 def test_spearman_brown() -> None:
     np.testing.assert_allclose(spearman_brown(np.array([0.0, 0.5, 1.0, -0.5])), [0.0, 2 / 3, 1.0, -2.0])
     assert np.isnan(spearman_brown(np.array([-1.0]))[0])
+
+
+def split_halves(groups, weights, n_groups: int, rng: np.random.Generator) -> np.ndarray:
+    """One random split of every group's papers: counts of shape (n_groups, 2, 8).
+
+    ``groups[i]`` is paper i's group (episode) and ``weights[i]`` its direction mass; each paper
+    gets a uniform key from ``rng`` (in input order) and the floor(n/2) papers of a group of n with
+    the smallest keys form half 0.
+    """
+    return _Splitter(groups, weights, n_groups).draw(rng)
 
 
 def test_split_halves_against_explicit_loop() -> None:

@@ -95,9 +95,10 @@ def test_remove_stale_only_touches_dead_writers(tmp_path):
 
 def test_predictions_write_is_atomic(tmp_path, mini):
     """Bug: predictions.jsonl was written in place; a kill mid-write left a 0-byte or a 4,096-byte file."""
-    import rap_benchmark.evaluation.predictions as pr
+    import rap_benchmark.evaluation.predictions.writing as pr
+    from rap_benchmark.evaluation.scoring import baseline_predictions
 
-    frame, _ = pr.baseline_predictions(mini)
+    frame, _ = baseline_predictions(mini)
     path = tmp_path / "p.jsonl"
     pr.write_predictions(frame.iloc[:10], path)
     before = path.read_bytes()
@@ -278,7 +279,7 @@ def test_killed_build_leaves_no_stale_folder_after_the_next_build(tmp_path):
 _KILL_DURING_WRITE = textwrap.dedent(
     """
     import os, signal, sys
-    import rap_benchmark.evaluation.predictions as pr
+    import rap_benchmark.evaluation.predictions.writing as pr
     real, n, k = pr.json.dumps, [0], int(sys.argv[1])
     def dumps(*a, **kw):
         n[0] += 1

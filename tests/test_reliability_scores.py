@@ -19,13 +19,13 @@ from rap_benchmark.evaluation.predictions import (
     MAX_LISTED,
     ProblemKind,
     Severity,
-    baseline_predictions,
+    combine_validated,
     keep_first_owner,
     validate_predictions,
     write_predictions,
 )
-from rap_benchmark.evaluation.report import combine_validated
-from rap_benchmark.evaluation.scoring.score import leaderboard, score_predictions
+from rap_benchmark.evaluation.report.aggregates import leaderboard
+from rap_benchmark.evaluation.scoring import baseline_predictions, score_predictions
 
 GOOD_MODEL = "baseline/ewma"
 K = ProblemKind

@@ -139,8 +139,7 @@ def test_score_cli_and_a_bad_file_does_not_change_the_good_ones(
 def test_clashing_files_keep_the_first_file(mini_dir: Path, baselines_file: Path, tmp_path: Path) -> None:
     """Bug: a second file reusing a model name removed both files' rows (issue 14); the first keeps them."""
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.evaluation.predictions import validate_predictions
-    from rap_benchmark.evaluation.report import combine_validated
+    from rap_benchmark.evaluation.predictions import combine_validated, validate_predictions
 
     inst = load_instance(mini_dir)
     copy = tmp_path / "copy.jsonl"

@@ -13,17 +13,16 @@ from scipy.spatial.distance import jensenshannon
 from rap_benchmark.core.artifacts import Instance
 from rap_benchmark.core.records import DIRECTION_KEYS
 from rap_benchmark.core.spec import mini_spec
-from rap_benchmark.evaluation.predictions import baseline_predictions, validate_predictions
-from rap_benchmark.evaluation.scoring.score import (
-    episode_arrays,
+from rap_benchmark.evaluation.predictions import validate_predictions
+from rap_benchmark.evaluation.report.aggregates import (
     leaderboard,
     paired_contrasts,
     per_origin_table,
     policy_table,
     revision_table,
-    score_predictions,
     state_table,
 )
+from rap_benchmark.evaluation.scoring import baseline_predictions, episode_arrays, score_predictions
 
 ORIGINS = ("2024-01-01", "2024-07-01", "2025-01-01", "2025-07-01", "2026-01-01")
 HASH = "c" * 64

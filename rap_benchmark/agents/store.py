@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from rap_benchmark.core.errors import InputError, UserError, json_reason
 from rap_benchmark.core.fsio import FolderLock, atomic_write_text, open_append_repaired, remove_stale, slug
 from rap_benchmark.core.records import Condition
+from rap_benchmark.evaluation.scoring import weight_fault
 
 RUN_FILE = "run.json"
 UNITS_DIR = "units"
@@ -206,10 +207,9 @@ def check_unit(rec: Any, relpath: Path) -> str | None:
         w = rec.get("weights")
         if not isinstance(w, list) or len(w) != 8:
             return "claims valid but 'weights' is not a list of eight numbers"
-        if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in w):
-            return "claims valid but has a non-numeric weight"
-        if not all(_finite(v) and v >= 0 for v in w) or not any(v > 0 for v in w):
-            return "claims valid but has a negative, non-finite or all-zero weight"
+        fault = weight_fault(w)  # evaluation's one weight rule
+        if fault is not None:
+            return f"claims valid but its weights are unusable: {fault[1]}"
     for name in UNIT_INT_FIELDS:
         v = rec.get(name, 0)
         if isinstance(v, bool) or not isinstance(v, int) or v < 0:

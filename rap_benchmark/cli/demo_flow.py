@@ -205,10 +205,10 @@ def step_search(ctx: DemoContext) -> str:
 
 
 def _leaderboard(ctx: DemoContext, files: list[Path]) -> str:
-    from rap_benchmark.evaluation.predictions import validate_predictions
-    from rap_benchmark.evaluation.report import combine_validated
+    from rap_benchmark.evaluation.predictions import combine_validated, validate_predictions
+    from rap_benchmark.evaluation.report.aggregates import leaderboard
     from rap_benchmark.evaluation.report.tables import leaderboard_markdown
-    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
+    from rap_benchmark.evaluation.scoring import score_predictions
 
     inst = ctx.require_instance()
     preds, problems = combine_validated([validate_predictions(f, inst) for f in files])
@@ -220,7 +220,8 @@ def _leaderboard(ctx: DemoContext, files: list[Path]) -> str:
 
 def step_baselines(ctx: DemoContext) -> str:
     from rap_benchmark.core.artifacts import write_json
-    from rap_benchmark.evaluation.predictions import baseline_predictions, write_predictions
+    from rap_benchmark.evaluation.predictions import write_predictions
+    from rap_benchmark.evaluation.scoring import baseline_predictions
 
     inst = ctx.require_instance()
     frame, ledger = baseline_predictions(inst, tune_dev=True)

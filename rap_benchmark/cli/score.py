@@ -98,7 +98,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_baselines(args: argparse.Namespace) -> int:
     from rap_benchmark.core.artifacts import load_instance, write_json
-    from rap_benchmark.evaluation.predictions import baseline_predictions, write_predictions
+    from rap_benchmark.evaluation.predictions import write_predictions
+    from rap_benchmark.evaluation.scoring import baseline_predictions
 
     inst = load_instance(args.dir)
     out = args.out or args.dir.resolve().parent / f"{args.dir.resolve().name}_predictions" / "baselines.jsonl"

@@ -282,8 +282,9 @@ def _score_origins(
 def write_live_board(result: LiveResult, out: str | Path, *, page: bool = True) -> Path:
     """``leaderboard_live.csv``, ``leaderboard_live.md``, ``reveals.json`` (every verdict),
     ``board.json`` and, with ``page``, the figures and ``index.html`` of the Forecast-Live track."""
+    from rap_benchmark.evaluation.board.display import NO_SUBMISSIONS, board_columns
     from rap_benchmark.evaluation.board.page import write_page
-    from rap_benchmark.evaluation.submissions import board_markdown
+    from rap_benchmark.evaluation.report.tables import leaderboard_markdown
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -294,7 +295,7 @@ def write_live_board(result: LiveResult, out: str | Path, *, page: bool = True) 
         "coverage counts the resolved episodes of those origins in the split. Sorted per condition by "
         "Spearman; 95% intervals: block bootstrap over dependency blocks; no multiplicity correction."
     )
-    board = board_markdown(result.board, note=note)
+    board = leaderboard_markdown(result.board, board_columns(result.board), note=note, empty=NO_SUBMISSIONS)
     atomic_write_text(out / "leaderboard_live.md", head + board)
     verdicts = [{"reveal": str(v.path), "accepted": v.accepted, "message": v.message} for v in result.verdicts]
     atomic_write_text(out / "reveals.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")

@@ -35,7 +35,6 @@ import pandas as pd
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Condition, Split
 from rap_benchmark.evaluation.predictions import (
-    BASELINE_PREFIX,
     DEFAULT_MAX_BYTES,
     Problem,
     ProblemKind,
@@ -43,6 +42,7 @@ from rap_benchmark.evaluation.predictions import (
     ValidationReport,
     validate_predictions,
 )
+from rap_benchmark.evaluation.scoring import BASELINE_PREFIX
 from rap_benchmark.evaluation.usage import Usage, check_usage, unknown_columns, usage_from_rows
 
 META_SUFFIX = ".meta.json"
@@ -319,7 +319,8 @@ def score_submission(
     are the submission's :func:`episode_scores` when already computed. Each row carries the
     submission's stated usage for its condition (tokens, Search calls, USD; NaN when unknown).
     """
-    from rap_benchmark.evaluation.scoring import leaderboard, score_predictions
+    from rap_benchmark.evaluation.report.aggregates import leaderboard
+    from rap_benchmark.evaluation.scoring import score_predictions
 
     if scores is None:
         scores = episode_scores(report, inst)
@@ -535,12 +536,15 @@ def write_leaderboard(result: LeaderboardResult, out: str | Path, *, page: bool 
     and problem, metadata and usage included), ``contrasts.csv`` (model vs model),
     ``strict_vs_exposed.csv``, ``board.json`` (what it was scored against) and, with ``page``,
     ``forest.png``, ``cost_vs_score.png`` and the self-contained ``index.html``."""
+    from rap_benchmark.evaluation.board.display import NO_SUBMISSIONS, board_columns
     from rap_benchmark.evaluation.board.page import write_page
+    from rap_benchmark.evaluation.report.tables import leaderboard_markdown
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "leaderboard.csv", result.board.to_csv(index=False, lineterminator="\n"))
-    atomic_write_text(out / "leaderboard.md", board_markdown(result.board))
+    board_md = leaderboard_markdown(result.board, board_columns(result.board), note=BOARD_NOTE, empty=NO_SUBMISSIONS)
+    atomic_write_text(out / "leaderboard.md", board_md)
     verdicts = [
         {
             "submission": str(r.path),
@@ -575,13 +579,3 @@ BOARD_NOTE = (
     "knowledge cutoff. Usage as the submission's metadata states it (per episode; unknown is never 0). "
     "95% intervals: block bootstrap over dependency blocks; no multiplicity correction."
 )
-
-
-def board_markdown(board: pd.DataFrame, note: str = BOARD_NOTE) -> str:
-    """The leaderboard as a markdown table (the cells of ``index.html``) and its note."""
-    from rap_benchmark.evaluation.board.display import display_board
-    from rap_benchmark.evaluation.report.tables import to_markdown
-
-    if board.empty:
-        return "No accepted submissions.\n"
-    return to_markdown(display_board(board)) + f"\n{note}\n"

@@ -12,15 +12,10 @@ from typing import Any
 
 import pandas as pd
 
+from rap_benchmark.evaluation.report.tables import display, fmt, fmt_interval
 from rap_benchmark.evaluation.usage import fmt_cost, fmt_usage
 
-
-def _num(value: Any, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return ""
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
+NO_SUBMISSIONS = "No accepted submissions.\n"
 
 
 def _missing(value: Any) -> bool:
@@ -44,8 +39,8 @@ def fmt_score(row: dict[str, Any], prefix: str = "spearman") -> str:
         return ""
     lo, hi = row.get(f"{prefix}_lo"), row.get(f"{prefix}_hi")
     if _missing(lo) or _missing(hi):
-        return _num(float(est))
-    return f"{float(est):.3f} [{float(lo):.3f}, {float(hi):.3f}]"
+        return fmt(float(est))
+    return fmt_interval(float(est), float(lo), float(hi))
 
 
 def fmt_stratum(row: dict[str, Any], stratum: str) -> str:
@@ -55,7 +50,7 @@ def fmt_stratum(row: dict[str, Any], stratum: str) -> str:
         return "unknown cutoff"
     if int(cells) == 0:
         return "no scored cell"
-    return f"{_num(row.get(f'spearman_{stratum}'))} ({int(cells)} cells)"
+    return f"{fmt(row.get(f'spearman_{stratum}'))} ({int(cells)} cells)"
 
 
 DISPLAY: tuple[tuple[str, Any, str], ...] = (
@@ -93,14 +88,12 @@ def _total_tokens(row: dict[str, Any]) -> str:
     return fmt_usage(float(a) + float(b))
 
 
+def board_columns(board: pd.DataFrame) -> list[tuple[str, Any]]:
+    """The (header, cell) pairs of ``DISPLAY`` this board can fill (see ``DISPLAY``)."""
+    optional = ("state_as_forecast", "strict_cells", "exposed_cells")
+    return [(h, s) for h, s, need in DISPLAY if need in board and not (need in optional and board[need].isna().all())]
+
+
 def display_board(board: pd.DataFrame) -> pd.DataFrame:
     """Every board row as strings under human headers (intervals and units folded in)."""
-    if board.empty:
-        return pd.DataFrame()
-    optional = ("state_as_forecast", "strict_cells", "exposed_cells")
-    columns = [
-        (h, s) for h, s, need in DISPLAY if need in board and not (need in optional and board[need].isna().all())
-    ]
-    records = board.to_dict(orient="records")
-    out = {h: [s(r) if callable(s) else _num(r.get(s)) for r in records] for h, s in columns}
-    return pd.DataFrame(out)
+    return pd.DataFrame() if board.empty else display(board, board_columns(board))

@@ -18,14 +18,8 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.records import Condition, Split, Task
-from rap_benchmark.evaluation.scoring import (
-    block_of_field,
-    exposure_masks,
-    exposure_table,
-    paired_contrasts,
-    rank_intervals,
-    strict_lookup,
-)
+from rap_benchmark.evaluation.report.aggregates import exposure_table, paired_contrasts
+from rap_benchmark.evaluation.scoring import block_of_field, exposure_masks, rank_intervals, strict_lookup
 
 CONTRAST_COLUMNS = [
     "condition",

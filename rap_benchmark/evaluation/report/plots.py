@@ -18,7 +18,7 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_path
 from rap_benchmark.core.records import DIRECTION_KEYS, Split, parse_enum
-from rap_benchmark.evaluation.predictions import BASELINE_PREFIX
+from rap_benchmark.evaluation.scoring import BASELINE_PREFIX
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

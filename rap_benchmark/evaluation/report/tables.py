@@ -1,6 +1,6 @@
 """The report's tables: computed from validated predictions, written as CSV and markdown.
 
-``compute_tables`` runs every table builder of ``rap_benchmark.evaluation.scoring.score`` once; the display
+``compute_tables`` runs every table builder of ``report.aggregates`` once; the display
 helpers turn a table into strings ("0.803 [0.790, 0.815]") for markdown and HTML. Numbers stay
 unformatted in the CSV files.
 """
@@ -18,7 +18,7 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import Policy, Split
-from rap_benchmark.evaluation.predictions import BASELINE_PREFIX
+from rap_benchmark.evaluation.scoring import BASELINE_PREFIX
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
@@ -89,18 +89,16 @@ def compute_tables(
     without it the strict-vs-exposed table is empty. The reliability ceiling is computed on the
     same split under the canonical policy.
     """
-    from rap_benchmark.evaluation.scoring import (
-        episode_arrays,
+    from rap_benchmark.evaluation.report.aggregates import (
         exposure_table,
         leaderboard,
         paired_contrasts,
         per_origin_table,
         policy_table,
-        reliability,
         revision_table,
-        score_predictions,
         state_table,
     )
+    from rap_benchmark.evaluation.scoring import episode_arrays, reliability, score_predictions
 
     n_res = int(inst.spec.bootstrap_resamples if n_resamples is None else n_resamples)
     seed_ = int(inst.spec.bootstrap_seed if seed is None else seed)
@@ -172,7 +170,7 @@ def fmt_signed_interval(est: Any, lo: Any, hi: Any, digits: int = 3) -> str:
     return f"{float(est):+.{digits}f} [{float(lo):+.{digits}f}, {float(hi):+.{digits}f}]"
 
 
-def _display(df: pd.DataFrame, columns: Sequence[tuple[str, Any]]) -> pd.DataFrame:
+def display(df: pd.DataFrame, columns: Sequence[tuple[str, Any]]) -> pd.DataFrame:
     """Build a display frame: each (header, column name or function of a row) becomes strings."""
     if df.empty:
         return pd.DataFrame(columns=[h for h, _ in columns])
@@ -181,6 +179,35 @@ def _display(df: pd.DataFrame, columns: Sequence[tuple[str, Any]]) -> pd.DataFra
     for header, spec in columns:
         out[header] = [spec(r) if callable(spec) else fmt(r.get(spec)) for r in records]
     return pd.DataFrame(out)
+
+
+LEADERBOARD_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("model", "model"),
+    ("cond.", "condition"),
+    ("Spearman [95% block CI]", lambda r: fmt_interval(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
+    (
+        "field-clustered CI",
+        lambda r: f"[{fmt(r.get('spearman_field_lo'))}, {fmt(r.get('spearman_field_hi'))}]",
+    ),
+    ("cent. cosine", "centred_cosine"),
+    ("TV", "tv"),
+    ("JSD", "jsd"),
+    ("Pred-Recent", "pred_recent"),
+    ("residual vs EWMA", "residual_spearman"),
+    ("change-rich", "spearman_change_rich"),
+    ("fields", "n_fields"),
+    ("episodes", "n_episodes"),
+    ("invalid", "n_invalid"),
+)
+"""The scorer's leaderboard for people: (header, column or function of a row)."""
+
+STATE_COLUMNS: tuple[tuple[str, Any], ...] = (
+    ("model", "model"),
+    ("cond.", "condition"),
+    ("scored as", "target"),
+    ("Spearman [95% block CI]", lambda r: fmt_interval(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
+    ("fields", "n_fields"),
+)
 
 
 def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
@@ -209,34 +236,19 @@ def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _per_origin_wide(per_origin: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, condition), one column per origin."""
-    if per_origin.empty:
+def _wide(table: pd.DataFrame, column: str, order: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per (model, condition), one Spearman-interval column per value of ``column``."""
+    if table.empty:
         return pd.DataFrame(columns=["model", "cond."])
-    cells = per_origin.assign(
+    cells = table.assign(
         cell=[
             fmt_interval(e, lo, hi)
-            for e, lo, hi in per_origin[["spearman", "spearman_lo", "spearman_hi"]].itertuples(index=False)
+            for e, lo, hi in table[["spearman", "spearman_lo", "spearman_hi"]].itertuples(index=False)
         ]
     )
-    wide = cells.pivot(index=["model", "condition"], columns="origin", values="cell").fillna("")
-    wide = wide.reset_index().rename(columns={"condition": "cond."})
-    wide.columns.name = None
-    return wide
-
-
-def _policy_wide(by_policy: pd.DataFrame) -> pd.DataFrame:
-    """One row per (model, condition), one column per counting policy."""
-    if by_policy.empty:
-        return pd.DataFrame(columns=["model", "cond."])
-    cells = by_policy.assign(
-        cell=[
-            fmt_interval(e, lo, hi)
-            for e, lo, hi in by_policy[["spearman", "spearman_lo", "spearman_hi"]].itertuples(index=False)
-        ]
-    )
-    order = [p.value for p in Policy if p.value in set(cells["policy"])]
-    wide = cells.pivot(index=["model", "condition"], columns="policy", values="cell").fillna("")[order]
+    wide = cells.pivot(index=["model", "condition"], columns=column, values="cell").fillna("")
+    if order is not None:
+        wide = wide[[v for v in order if v in set(cells[column])]]
     wide = wide.reset_index().rename(columns={"condition": "cond."})
     wide.columns.name = None
     return wide
@@ -247,30 +259,10 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
     iv = fmt_interval
     siv = fmt_signed_interval
     return {
-        "leaderboard": _display(
-            tables.leaderboard,
-            [
-                ("model", "model"),
-                ("cond.", "condition"),
-                ("Spearman [95% block CI]", lambda r: iv(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
-                (
-                    "field-clustered CI",
-                    lambda r: f"[{fmt(r.get('spearman_field_lo'))}, {fmt(r.get('spearman_field_hi'))}]",
-                ),
-                ("cent. cosine", "centred_cosine"),
-                ("TV", "tv"),
-                ("JSD", "jsd"),
-                ("Pred-Recent", "pred_recent"),
-                ("residual vs EWMA", "residual_spearman"),
-                ("change-rich", "spearman_change_rich"),
-                ("fields", "n_fields"),
-                ("episodes", "n_episodes"),
-                ("invalid", "n_invalid"),
-            ],
-        ),
+        "leaderboard": display(tables.leaderboard, LEADERBOARD_COLUMNS),
         "paired_contrasts": _contrasts_wide(tables.contrasts),
-        "per_origin": _per_origin_wide(tables.per_origin),
-        "strict_vs_exposed": _display(
+        "per_origin": _wide(tables.per_origin, "origin"),
+        "strict_vs_exposed": display(
             tables.exposure,
             [
                 ("model", "model"),
@@ -284,18 +276,9 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
                 ("fields", "n_fields"),
             ],
         ),
-        "policy": _policy_wide(tables.policy),
-        "state": _display(
-            tables.state,
-            [
-                ("model", "model"),
-                ("cond.", "condition"),
-                ("scored as", "target"),
-                ("Spearman [95% block CI]", lambda r: iv(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
-                ("fields", "n_fields"),
-            ],
-        ),
-        "revision_alignment": _display(
+        "policy": _wide(tables.policy, "policy", [p.value for p in Policy]),
+        "state": display(tables.state, STATE_COLUMNS),
+        "revision_alignment": display(
             tables.revision,
             [
                 ("model", "model"),
@@ -311,7 +294,7 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
                 ("pairs", "n_pairs"),
             ],
         ),
-        "instrument_audit": _display(
+        "instrument_audit": display(
             tables.instrument,
             [
                 ("measure", "measure"),
@@ -319,7 +302,7 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
                 ("fields", "n_fields"),
             ],
         ),
-        "validation": _display(
+        "validation": display(
             tables.validation,
             [
                 ("file", "file"),
@@ -405,15 +388,23 @@ def write_tables(tables: ReportTables, out_dir: str | Path) -> list[Path]:
     return written
 
 
-def leaderboard_markdown(board: pd.DataFrame) -> str:
-    """The leaderboard alone as a markdown table (what ``rap score`` prints)."""
-    empty = board.iloc[0:0]
-    tables = ReportTables(board, empty, empty, empty, empty, empty, empty, empty, None)
-    return to_markdown(display_tables(tables)["leaderboard"])
+def leaderboard_markdown(
+    board: pd.DataFrame,
+    columns: Sequence[tuple[str, Any]] = LEADERBOARD_COLUMNS,
+    *,
+    note: str = "",
+    empty: str | None = None,
+) -> str:
+    """A leaderboard as a markdown table, then ``note``: the package's one leaderboard renderer.
+
+    By default the scorer's rows (what ``rap score`` prints); a board of submissions passes its
+    columns (``board.display.board_columns``). ``empty`` replaces the table when there are no rows.
+    """
+    if board.empty and empty is not None:
+        return empty
+    return to_markdown(display(board, columns)) + (f"\n{note}\n" if note else "")
 
 
 def state_markdown(state: pd.DataFrame) -> str:
     """The State table (A2, A4 scored against x and, as a forecast, against y) as markdown."""
-    empty = state.iloc[0:0]
-    tables = ReportTables(empty, empty, empty, empty, state, empty, empty, empty, None)
-    return to_markdown(display_tables(tables)["state"])
+    return to_markdown(display(state, STATE_COLUMNS))

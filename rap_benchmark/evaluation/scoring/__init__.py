@@ -1,55 +1,75 @@
 """Scoring and statistics: answer parsing, episode metrics, field-macro aggregation, bootstrap
 intervals, statistical baselines, reliability ceiling and temporal exposure masks.
 
-Pure functions over arrays and tables; reporting lives elsewhere. The names below are what code
-outside this package uses; every other function is private to its module (``parse``,
+Pure functions over arrays and tables that return numbers; the tables that aggregate them are
+built in ``rap_benchmark.evaluation.report``. The names below are what code outside this package
+uses; every other function is private to its module (``parse``,
 ``metrics``, ``aggregate``, ``bootstrap``, ``baselines``, ``reliability``, ``exposure``,
 ``score``), and ``tests/test_import_graph.py`` checks that no module outside imports them.
 """
 
 from rap_benchmark.evaluation.scoring.aggregate import field_macro
-from rap_benchmark.evaluation.scoring.baselines import BASELINE_NAMES, baseline_forecasts, tune_baselines
-from rap_benchmark.evaluation.scoring.bootstrap import rank_intervals
+from rap_benchmark.evaluation.scoring.baselines import (
+    BASELINE_NAMES,
+    BASELINE_PREFIX,
+    baseline_forecasts,
+    baseline_predictions,
+    tune_baselines,
+)
+from rap_benchmark.evaluation.scoring.bootstrap import (
+    Interval,
+    block_bootstrap,
+    field_bootstrap,
+    paired_contrast,
+    rank_intervals,
+)
 from rap_benchmark.evaluation.scoring.exposure import exposure_masks, load_registry, strict_lookup
-from rap_benchmark.evaluation.scoring.metrics import rank_correlation, spearman
-from rap_benchmark.evaluation.scoring.parse import parse_answer
+from rap_benchmark.evaluation.scoring.metrics import (
+    prediction_stability,
+    rank_correlation,
+    revision_alignment,
+    revision_alignment_cc,
+    spearman,
+    truth_stability,
+)
+from rap_benchmark.evaluation.scoring.parse import MAX_WEIGHT, parse_answer, weight_fault
 from rap_benchmark.evaluation.scoring.reliability import reliability
 from rap_benchmark.evaluation.scoring.score import (
     block_of_field,
     episode_arrays,
-    exposure_table,
-    leaderboard,
-    paired_contrasts,
-    per_origin_table,
-    policy_table,
+    episode_index,
     prediction_weights,
-    revision_table,
     score_predictions,
-    state_table,
 )
 
 __all__ = [
     "BASELINE_NAMES",
+    "BASELINE_PREFIX",
+    "Interval",
+    "MAX_WEIGHT",
     "baseline_forecasts",
+    "baseline_predictions",
+    "block_bootstrap",
     "block_of_field",
     "episode_arrays",
+    "episode_index",
     "exposure_masks",
-    "exposure_table",
+    "field_bootstrap",
     "field_macro",
-    "leaderboard",
     "load_registry",
-    "paired_contrasts",
+    "paired_contrast",
     "parse_answer",
-    "per_origin_table",
-    "policy_table",
+    "prediction_stability",
     "prediction_weights",
-    "rank_intervals",
     "rank_correlation",
+    "rank_intervals",
     "reliability",
-    "revision_table",
+    "revision_alignment",
+    "revision_alignment_cc",
     "score_predictions",
     "spearman",
-    "state_table",
     "strict_lookup",
+    "truth_stability",
     "tune_baselines",
+    "weight_fault",
 ]

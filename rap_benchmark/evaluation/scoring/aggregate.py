@@ -44,13 +44,6 @@ def field_table(values: ArrayLike, field_ids: ArrayLike) -> FieldTable:
     return FieldTable(field_ids=uniq, sums=sums, counts=counts)
 
 
-def field_means(values: ArrayLike, field_ids: ArrayLike) -> dict[str, float]:
-    """Each field's mean over its finite episode values (fields without any are omitted)."""
-    table = field_table(values, field_ids)
-    keep = table.has_data
-    return dict(zip(table.field_ids[keep].tolist(), table.means[keep].tolist(), strict=True))
-
-
 def field_macro(values: ArrayLike, field_ids: ArrayLike) -> float:
     """Mean within field over finite values, then mean across fields; NaN when nothing is finite."""
     table = field_table(values, field_ids)

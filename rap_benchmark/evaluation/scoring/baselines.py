@@ -27,16 +27,20 @@ three windows are all missing has no baseline forecast (NaN row, scored as inval
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import pandas as pd
 from numpy.typing import ArrayLike, NDArray
 
-from rap_benchmark.core.records import N_DIRECTIONS, Split
+from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Condition, Policy, Split, parse_enum
+from rap_benchmark.core.schemas import PREDICTION_KEY
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.evaluation.scoring.aggregate import field_macro
 from rap_benchmark.evaluation.scoring.metrics import centred_cosine, spearman
+
+if TYPE_CHECKING:
+    from rap_benchmark.core.artifacts import Instance
 
 Array = NDArray[np.float64]
 
@@ -281,3 +285,68 @@ def tune_baselines(episodes: pd.DataFrame, spec: BenchmarkSpec) -> dict[str, Any
     if dev.empty:
         raise ValueError("the episodes table has no Dev rows to tune on")
     return tune_on_dev(history_array(dev), composition_array(dev, "y"), dev["field_id"].to_numpy(), spec)
+
+
+BASELINE_PREFIX = "baseline/"
+UNIFORM_RANDOM = "uniform_random"
+
+
+def baseline_predictions(
+    inst: Instance,
+    *,
+    tune_dev: bool = False,
+    seed: int | None = None,
+    policy: Policy = Policy.CANONICAL,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """The paper's statistical baselines as an ordinary prediction frame, plus their ledger.
+
+    Models ``baseline/recent``, ``baseline/ewma``, ``baseline/arima``, ``baseline/holt``,
+    ``baseline/ridge_var`` and ``baseline/uniform_random`` (weights drawn uniformly on the
+    simplex, Dirichlet(1), from ``seed``; the spec's ``seed`` by default), all under condition A0
+    so they join the leaderboard, one row per episode of ``policy`` (all splits). With
+    ``tune_dev`` the ARIMA, Holt and ridge-VAR parameters are tuned on Dev episodes only; the
+    ledger records the values used, the grids and the Dev scores.
+    """
+    spec = inst.spec
+    eps = inst.episodes[inst.episodes["policy"].astype(str) == parse_enum(Policy, policy).value]
+    eps = eps.sort_values(["field_id", "origin"], kind="stable").reset_index(drop=True)
+    tuned = tune_baselines(eps, spec) if tune_dev else None
+    forecasts = baseline_forecasts(eps, spec, tuned)
+    seed_ = int(spec.seed if seed is None else seed)
+    forecasts[UNIFORM_RANDOM] = np.random.default_rng(seed_).dirichlet(np.ones(N_DIRECTIONS), size=len(eps))
+    names = (*BASELINE_NAMES, UNIFORM_RANDOM)
+    frames = []
+    for name in names:
+        w = forecasts[name]
+        ok = np.isfinite(w).all(axis=1)
+        frames.append(
+            pd.DataFrame(
+                {
+                    "model": BASELINE_PREFIX + name,
+                    "condition": Condition.A0.value,
+                    "field_id": eps["field_id"].astype(str).to_numpy(),
+                    "origin": eps["origin"].astype(str).str[:10].to_numpy(),
+                    **{key: np.where(ok, w[:, j], np.nan) for j, key in enumerate(DIRECTION_KEYS)},
+                    "valid": ok,
+                    "invalid_reason": np.where(ok, None, "no history window has a counted paper"),
+                    "manifest_hash": inst.manifest_hash,
+                }
+            )
+        )
+    frame = pd.concat(frames, ignore_index=True).sort_values(list(PREDICTION_KEY), kind="stable")
+    used = {
+        k: getattr(spec, k) if tuned is None else tuned[k]
+        for k in ("arima_phi", "holt_alpha", "holt_beta", "var_lambda")
+    }
+    ledger: dict[str, Any] = {
+        "manifest_hash": inst.manifest_hash,
+        "benchmark_version": spec.version,
+        "policy": policy,
+        "condition": Condition.A0.value,
+        "models": [BASELINE_PREFIX + n for n in names],
+        "parameters": {"ewma_weights": list(spec.ewma_weights), **used},
+        "tuned_on_dev": tune_dev,
+        "tuning": tuned,
+        "uniform_random": {"distribution": "Dirichlet(1, ..., 1)", "seed": seed_},
+    }
+    return frame.reset_index(drop=True), ledger

@@ -22,9 +22,11 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from rap_benchmark.core.records import DIRECTION_KEYS
 
@@ -130,40 +132,51 @@ def parse_answer(text: str | None) -> ParsedAnswer:
     return parse_weights(obj)
 
 
-def parse_weights(mapping: Mapping[str, Any]) -> ParsedAnswer:
-    """Validate a mapping of direction weights and renormalise it to the simplex.
+MAX_WEIGHT = 1e9
+"""Weights are percentages: a weight beyond this (e.g. 1e308, whose sum overflows) is out of range."""
 
-    Valid = exactly the keys D0..D7, each value a real number (not a bool or a string), finite,
-    nonnegative, with a positive total.
+
+def weight_fault(values: Sequence[Any]) -> tuple[str, str] | None:
+    """Why ``values`` are not eight usable weights, or None: the package's one weight rule.
+
+    Usable: eight real numbers (not bools, not strings), finite, nonnegative, at most
+    ``MAX_WEIGHT``, with a positive total. The answer parser, the prediction-file validator and
+    the agents' unit check all ask this. Returns (what, detail): ``what`` names the fault without
+    the value, as the validator tallies it ("have a negative weight"); ``detail`` names the weight
+    ("D3 is negative: -1.0").
     """
-    raw = dict(mapping)
-    keys = set(raw)
-    expected = set(DIRECTION_KEYS)
-    missing = [k for k in DIRECTION_KEYS if k not in keys]
-    extra = sorted(str(k) for k in keys - expected)
-    if missing or extra:
-        parts = []
-        if missing:
-            parts.append(f"missing keys {', '.join(missing)}")
-        if extra:
-            parts.append(f"extra keys {', '.join(extra)}")
-        return _invalid("; ".join(parts), raw)
-    values: list[float] = []
-    for key in DIRECTION_KEYS:
-        value = raw[key]
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            return _invalid(f"{key} is not a number: {value!r}", raw)
-        value = float(value)
-        if math.isnan(value):
-            return _invalid(f"{key} is NaN", raw)
-        if math.isinf(value):
-            return _invalid(f"{key} is infinite", raw)
+    if len(values) != len(DIRECTION_KEYS):
+        return "give fewer than eight weights", f"{len(values)} weights, not eight"
+    for key, value in zip(DIRECTION_KEYS, values, strict=True):
+        if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.integer | np.floating):
+            return f"have a non-numeric {key}", f"{key} is not a number: {value!r}"
+        if isinstance(value, float | np.floating) and math.isnan(value):  # an int may be too large for a float
+            return "have a NaN weight", f"{key} is NaN"
+        if isinstance(value, float | np.floating) and math.isinf(value):
+            return "have an infinite weight", f"{key} is infinite"
+        if abs(value) > MAX_WEIGHT:
+            return f"have a weight beyond +-{MAX_WEIGHT:g} (out of range)", f"{key} is beyond +-{MAX_WEIGHT:g}"
         if value < 0:
-            return _invalid(f"{key} is negative: {value!r}", raw)
-        values.append(value)
+            return "have a negative weight", f"{key} is negative: {float(value)!r}"
+    if not math.fsum(values) > 0:
+        return "all weights are zero", "the weights sum to zero"
+    return None
+
+
+def parse_weights(mapping: Mapping[str, Any]) -> ParsedAnswer:
+    """Validate a mapping of direction weights (exactly the keys D0..D7, :func:`weight_fault`)
+    and renormalise it to the simplex."""
+    raw = dict(mapping)
+    missing = [k for k in DIRECTION_KEYS if k not in raw]
+    extra = sorted(str(k) for k in set(raw) - set(DIRECTION_KEYS))
+    if missing or extra:
+        parts = ([f"missing keys {', '.join(missing)}"] if missing else []) + (
+            [f"extra keys {', '.join(extra)}"] if extra else []
+        )
+        return _invalid("; ".join(parts), raw)
+    values = [raw[key] for key in DIRECTION_KEYS]
+    fault = weight_fault(values)
+    if fault is not None:
+        return _invalid(fault[1], raw)
     total = math.fsum(values)
-    if not total > 0:
-        return _invalid("the weights sum to zero", raw)
-    if math.isinf(total):
-        return _invalid("the weights' total overflows", raw)
-    return ParsedAnswer(valid=True, weights=tuple(v / total for v in values), raw=raw, reason=None)
+    return ParsedAnswer(valid=True, weights=tuple(float(v) / total for v in values), raw=raw, reason=None)

@@ -115,18 +115,6 @@ class _Splitter:
         return counts.reshape(self.n_groups, 2, self.n_dirs)
 
 
-def split_halves(
-    groups: NDArray[np.int64], weights: NDArray[np.float64], n_groups: int, rng: np.random.Generator
-) -> NDArray[np.float64]:
-    """One random split of every group's papers: counts of shape (n_groups, 2, 8).
-
-    ``groups[i]`` is paper i's group (episode) and ``weights[i]`` its direction mass; each paper
-    gets a uniform key from ``rng`` (in input order) and the floor(n/2) papers of a group of n with
-    the smallest keys form half 0.
-    """
-    return _Splitter(groups, weights, n_groups).draw(rng)
-
-
 def _shares(counts: NDArray[np.float64]) -> NDArray[np.float64]:
     total = counts.sum(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -1,11 +1,8 @@
-"""Score prediction rows against an instance's episodes and build the paper's tables.
+"""Score prediction rows against an instance's episodes: numbers per episode.
 
 ``score_predictions`` joins validated prediction rows to their episodes (one counting policy) and
-computes every episode metric in one vectorised pass. The table builders (``leaderboard``,
-``paired_contrasts``, ``per_origin_table``, ``exposure_table``, ``policy_table``,
-``revision_table``, ``state_table``) aggregate those rows within field then across fields, with
-block-bootstrap intervals (the paper's uncertainty intervals). They return plain DataFrames; formatting is in
-``rap_benchmark.evaluation.report``.
+computes every episode metric in one vectorised pass. The tables that aggregate those rows
+(leaderboard, contrasts, per origin, ...) are built in ``rap_benchmark.evaluation.report.aggregates``.
 
 Conventions:
 
@@ -18,44 +15,26 @@ Conventions:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from rap_benchmark.core.dates import add_months, parse_date
-from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Split, Task, parse_enum
-from rap_benchmark.evaluation.scoring.aggregate import field_macro
+from rap_benchmark.core.records import DIRECTION_KEYS, Policy, parse_enum
 from rap_benchmark.evaluation.scoring.baselines import baseline_forecasts, composition_array
-from rap_benchmark.evaluation.scoring.bootstrap import Interval, block_bootstrap, field_bootstrap, paired_contrast
 from rap_benchmark.evaluation.scoring.metrics import (
     change_rich_mask,
     episode_scores,
     pred_recent,
-    prediction_stability,
     residual_spearman,
-    revision_alignment,
-    revision_alignment_cc,
-    truth_stability,
 )
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
 
 Array = NDArray[np.float64]
-
-EWMA_MODEL = "baseline/ewma"
-"""The persistence anchor every model is contrasted with (the paper's paired contrasts)."""
-
-DEFAULT_PAIRS: tuple[tuple[Condition, Condition], ...] = (
-    (Condition.A1, Condition.A0),
-    (Condition.A3, Condition.A1),
-    (Condition.A4, Condition.A3),
-)
-"""Paired condition contrasts (candidate, reference) of the paper's paired contrasts."""
 
 SCORE_COLUMNS: tuple[str, ...] = (
     "model",
@@ -139,7 +118,8 @@ def prediction_weights(preds: pd.DataFrame) -> tuple[Array, NDArray[np.bool_]]:
     return out, ok
 
 
-def _episode_index(eps: EpisodeArrays, preds: pd.DataFrame) -> NDArray[np.intp]:
+def episode_index(eps: EpisodeArrays, preds: pd.DataFrame) -> NDArray[np.intp]:
+    """Each prediction row's position in ``eps`` (raises on an episode the instance lacks)."""
     keys = (
         preds["field_id"].astype(str).to_numpy().astype(object) + "@" + preds["origin"].astype(str).str[:10].to_numpy()
     )
@@ -168,7 +148,7 @@ def score_predictions(
     if target not in ("x", "y"):
         raise ValueError(f"target must be 'x' or 'y', got {target!r}")
     eps = episodes if episodes is not None else episode_arrays(inst, policy)
-    idx = _episode_index(eps, preds)
+    idx = episode_index(eps, preds)
     p, valid = prediction_weights(preds)
     truth = (eps.y if target == "y" else eps.x)[idx]
     defined = np.isfinite(truth).all(axis=1)
@@ -197,399 +177,7 @@ def score_predictions(
     )
 
 
-# -- aggregation helpers ---------------------------------------------------------------------
-
-
 def block_of_field(inst: Instance) -> dict[str, str]:
     """field_id -> dependency block id, from ``blocks.parquet``."""
     blocks = inst.blocks
     return dict(zip(blocks["field_id"].astype(str), blocks["block_id"].astype(str), strict=True))
-
-
-def _resampling(inst: Instance, n_resamples: int | None, seed: int | None) -> tuple[int, int]:
-    return (
-        int(inst.spec.bootstrap_resamples if n_resamples is None else n_resamples),
-        int(inst.spec.bootstrap_seed if seed is None else seed),
-    )
-
-
-def _in_split(scores: pd.DataFrame, split: Split | None) -> pd.DataFrame:
-    return scores if split is None else scores[scores["split"] == parse_enum(Split, split).value]
-
-
-def _groups(frame: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[tuple[Any, ...], pd.DataFrame]]:
-    for key, group in frame.groupby(list(by), sort=True):
-        yield (key if isinstance(key, tuple) else (key,)), group
-
-
-def _interval_columns(prefix: str, iv: Interval) -> dict[str, float]:
-    return {prefix: iv.estimate, f"{prefix}_lo": iv.lo, f"{prefix}_hi": iv.hi}
-
-
-def leaderboard(
-    scores: pd.DataFrame,
-    inst: Instance,
-    *,
-    n_resamples: int | None = None,
-    seed: int | None = None,
-    split: Split | None = Split.TEST,
-    field_clustered: bool = True,
-    forecast_only: bool = True,
-) -> pd.DataFrame:
-    """One row per (model, condition): field-macro scores on ``split`` with 95% intervals.
-
-    With ``forecast_only`` (default) only Forecast conditions (A0, A1, A3) are ranked; State
-    outputs belong in ``state_table``.
-
-    Columns: model, condition, n_fields, n_episodes, n_invalid, n_undefined, spearman with
-    block-bootstrap ``spearman_lo``/``spearman_hi`` (and field-clustered ``spearman_field_lo``/
-    ``_hi``), centred_cosine, tv, jsd, pred_recent, residual_spearman, spearman_change_rich.
-    Sorted by Spearman, best first.
-    """
-    n_res, seed_ = _resampling(inst, n_resamples, seed)
-    blocks = block_of_field(inst)
-    rows = []
-    frame = _in_split(scores, split)
-    if forecast_only:
-        frame = frame[frame["condition"].map(lambda c: Condition(c).task is Task.FORECAST).to_numpy(bool)]
-    for (model, condition), g in _groups(frame, ("model", "condition")):
-        fids = g["field_id"].to_numpy()
-        rho = g["spearman"].to_numpy(np.float64)
-        iv = block_bootstrap(rho, fids, blocks, n_resamples=n_res, seed=seed_)
-        row: dict[str, Any] = {
-            "model": model,
-            "condition": condition,
-            "n_fields": iv.n_fields,
-            "n_episodes": len(g),
-            "n_invalid": int((~g["valid"]).sum()),
-            "n_undefined": int((g["valid"] & ~g["defined"]).sum()),
-            **_interval_columns("spearman", iv),
-        }
-        if field_clustered:
-            fv = field_bootstrap(rho, fids, n_resamples=n_res, seed=seed_)
-            row["spearman_field_lo"], row["spearman_field_hi"] = fv.lo, fv.hi
-        for col in ("centred_cosine", "tv", "jsd", "pred_recent", "residual_spearman"):
-            row[col] = field_macro(g[col].to_numpy(np.float64), fids)
-        rich = g["change_rich"].to_numpy(bool)
-        row["spearman_change_rich"] = field_macro(rho[rich], fids[rich]) if rich.any() else np.nan
-        rows.append(row)
-    out = pd.DataFrame(rows)
-    if out.empty:
-        return out
-    return out.sort_values(
-        ["spearman", "model", "condition"], ascending=[False, True, True], kind="stable"
-    ).reset_index(drop=True)
-
-
-def _contrast(
-    a: pd.DataFrame,
-    b: pd.DataFrame,
-    metric: str,
-    blocks: Mapping[str, str],
-    n_res: int,
-    seed: int,
-    *,
-    reverse: bool,
-) -> tuple[Interval, Interval]:
-    """a - b on matched cells (b - a when ``reverse``: distance improvements), block and field."""
-    first, second = (b, a) if reverse else (a, b)
-    args = (
-        first[metric].to_numpy(np.float64),
-        first["field_id"].to_numpy(),
-        first["origin"].to_numpy(),
-        second[metric].to_numpy(np.float64),
-        second["field_id"].to_numpy(),
-        second["origin"].to_numpy(),
-    )
-    block = paired_contrast(*args, block_of_field=blocks, n_resamples=n_res, seed=seed)
-    field = paired_contrast(*args, block_of_field=None, n_resamples=n_res, seed=seed)
-    return block, field
-
-
-CONTRAST_METRICS: tuple[tuple[str, bool], ...] = (("spearman", False), ("tv", True), ("jsd", True))
-"""(metric, reverse): TV and JSD contrasts are improvements, reference minus candidate."""
-
-
-def paired_contrasts(
-    scores: pd.DataFrame,
-    inst: Instance,
-    *,
-    pairs: Sequence[tuple[Condition | str, Condition | str]] = DEFAULT_PAIRS,
-    reference_model: str = EWMA_MODEL,
-    reference_condition: Condition | str = Condition.A0,
-    n_resamples: int | None = None,
-    seed: int | None = None,
-    split: Split | None = Split.TEST,
-) -> pd.DataFrame:
-    """Paired contrasts on the same (field, origin) cells, differenced before aggregation.
-
-    Rows: for every model, each pair (candidate, reference) of its conditions present in
-    ``scores``; and every (model, Forecast condition) against ``reference_model`` (EWMA).
-    Columns: model, contrast, candidate, reference, metric (spearman, tv, jsd: for TV and JSD the
-    value is the improvement, reference distance minus candidate distance), estimate, lo, hi
-    (block bootstrap), field_lo, field_hi (field-clustered), n_cells, n_fields, excludes_zero.
-    No multiplicity correction is applied.
-    """
-    n_res, seed_ = _resampling(inst, n_resamples, seed)
-    blocks = block_of_field(inst)
-    frame = _in_split(scores, split)
-    ref_cond = Condition(reference_condition).value
-    by_unit = {key: g for key, g in _groups(frame, ("model", "condition"))}
-    reference = by_unit.get((reference_model, ref_cond))
-    todo: list[tuple[str, str, str, pd.DataFrame, pd.DataFrame, str]] = []
-    for model in sorted({m for m, _ in by_unit}):
-        for cand, ref in pairs:
-            c, r = Condition(cand).value, Condition(ref).value
-            if (model, c) in by_unit and (model, r) in by_unit:
-                todo.append(
-                    (model, f"{c}-{r}", f"{model} {c}", by_unit[(model, c)], by_unit[(model, r)], f"{model} {r}")
-                )
-    if reference is not None:
-        for (model, cond), g in sorted(by_unit.items()):
-            if model == reference_model or Condition(cond).task is not Task.FORECAST:
-                continue
-            todo.append(
-                (
-                    model,
-                    f"{cond} vs {reference_model}",
-                    f"{model} {cond}",
-                    g,
-                    reference,
-                    f"{reference_model} {ref_cond}",
-                )
-            )
-    rows = []
-    for model, contrast, cand_name, cand, ref, ref_name in todo:
-        for metric, reverse in CONTRAST_METRICS:
-            block, field = _contrast(cand, ref, metric, blocks, n_res, seed_, reverse=reverse)
-            rows.append(
-                {
-                    "model": model,
-                    "contrast": contrast,
-                    "candidate": cand_name,
-                    "reference": ref_name,
-                    "metric": metric if not reverse else f"{metric}_improvement",
-                    "estimate": block.estimate,
-                    "lo": block.lo,
-                    "hi": block.hi,
-                    "field_lo": field.lo,
-                    "field_hi": field.hi,
-                    "n_cells": block.n_cells,
-                    "n_fields": block.n_fields,
-                    "excludes_zero": block.excludes_zero(),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def per_origin_table(
-    scores: pd.DataFrame,
-    inst: Instance,
-    *,
-    n_resamples: int | None = None,
-    seed: int | None = None,
-    split: Split | None = Split.TEST,
-) -> pd.DataFrame:
-    """Spearman per (model, condition, origin): mean over fields with a block-bootstrap interval."""
-    n_res, seed_ = _resampling(inst, n_resamples, seed)
-    blocks = block_of_field(inst)
-    rows = []
-    for (model, condition, origin), g in _groups(_in_split(scores, split), ("model", "condition", "origin")):
-        iv = block_bootstrap(
-            g["spearman"].to_numpy(np.float64), g["field_id"].to_numpy(), blocks, n_resamples=n_res, seed=seed_
-        )
-        rows.append(
-            {
-                "model": model,
-                "condition": condition,
-                "origin": origin,
-                "n_fields": iv.n_fields,
-                "n_invalid": int((~g["valid"]).sum()),
-                **_interval_columns("spearman", iv),
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-def exposure_table(
-    scores: pd.DataFrame,
-    inst: Instance,
-    strict: Mapping[tuple[str, str], bool],
-    *,
-    joint_strict: Mapping[tuple[str, str], bool] | None = None,
-    n_resamples: int | None = None,
-    seed: int | None = None,
-    split: Split | None = Split.TEST,
-) -> pd.DataFrame:
-    """Strict vs potentially exposed scores (the paper's temporal exposure masks).
-
-    ``strict[(model, origin)]`` is the Forecast-Strict flag of a cell; State conditions use
-    ``joint_strict`` when given (Joint-Strict), else ``strict``. Models absent from the masks are
-    left out. Rows: model, condition, stratum (all / strict / exposed), n_cells, n_fields,
-    spearman with its block-bootstrap interval, and the strict-minus-exposed difference per
-    (model, condition) as stratum ``strict-exposed`` (unmatched strata: the interval resamples
-    blocks of each stratum's field means independently, so it is a descriptive contrast).
-    """
-    n_res, seed_ = _resampling(inst, n_resamples, seed)
-    blocks = block_of_field(inst)
-    rows = []
-    frame = _in_split(scores, split)
-    for (model, condition), g in _groups(frame, ("model", "condition")):
-        mask_src = joint_strict if (joint_strict is not None and Condition(condition).task is Task.STATE) else strict
-        keys = list(zip(g["model"], g["origin"], strict=True))
-        if not any(k in mask_src for k in keys):
-            continue
-        is_strict = np.array([bool(mask_src.get(k, False)) for k in keys])
-        rho = g["spearman"].to_numpy(np.float64)
-        fids = g["field_id"].to_numpy()
-        for stratum, m in (("all", np.ones(len(g), bool)), ("strict", is_strict), ("exposed", ~is_strict)):
-            if not m.any():
-                rows.append({"model": model, "condition": condition, "stratum": stratum, "n_cells": 0, "n_fields": 0})
-                continue
-            iv = block_bootstrap(rho[m], fids[m], blocks, n_resamples=n_res, seed=seed_)
-            rows.append(
-                {
-                    "model": model,
-                    "condition": condition,
-                    "stratum": stratum,
-                    "n_cells": iv.n_cells,
-                    "n_fields": iv.n_fields,
-                    **_interval_columns("spearman", iv),
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def policy_table(
-    inst: Instance,
-    preds: pd.DataFrame,
-    *,
-    policies: Sequence[Policy | str] = tuple(Policy),
-    n_resamples: int | None = None,
-    seed: int | None = None,
-    split: Split | None = Split.TEST,
-) -> pd.DataFrame:
-    """Rescore the same predictions under each counting policy's targets (the paper's counting policies).
-
-    Rows: model, condition, policy, n_fields, spearman with block-bootstrap interval, tv, jsd.
-    Policies the instance lacks are skipped.
-    """
-    present = set(inst.episodes["policy"].astype(str))
-    frames = []
-    for pol in policies:
-        pol = parse_enum(Policy, pol).value
-        if pol not in present:
-            continue
-        board = leaderboard(
-            score_predictions(inst, preds, policy=pol),
-            inst,
-            n_resamples=n_resamples,
-            seed=seed,
-            split=split,
-            field_clustered=False,
-            forecast_only=False,
-        )
-        frames.append(board.assign(policy=pol))
-    if not frames:
-        return pd.DataFrame()
-    out = pd.concat(frames, ignore_index=True)
-    cols = ["model", "condition", "policy", "n_fields", "spearman", "spearman_lo", "spearman_hi", "tv", "jsd"]
-    return out[cols].sort_values(["model", "condition", "policy"], kind="stable").reset_index(drop=True)
-
-
-def state_table(
-    inst: Instance,
-    preds: pd.DataFrame,
-    *,
-    n_resamples: int | None = None,
-    seed: int | None = None,
-    split: Split | None = Split.TEST,
-) -> pd.DataFrame:
-    """State outputs (A2, A4) scored against x (State fidelity) and y (State-as-Forecast)."""
-    state = preds[preds["condition"].map(lambda c: Condition(c).task is Task.STATE)]
-    if state.empty:
-        return pd.DataFrame()
-    eps = episode_arrays(inst)
-    out = []
-    for target, name in (("x", "state_fidelity"), ("y", "state_as_forecast")):
-        board = leaderboard(
-            score_predictions(inst, state, target=target, episodes=eps),
-            inst,
-            n_resamples=n_resamples,
-            seed=seed,
-            split=split,
-            field_clustered=False,
-            forecast_only=False,
-        )
-        out.append(
-            board[["model", "condition", "n_fields", "spearman", "spearman_lo", "spearman_hi"]].assign(target=name)
-        )
-    return pd.concat(out, ignore_index=True).sort_values(["model", "condition", "target"]).reset_index(drop=True)
-
-
-def revision_table(
-    inst: Instance,
-    preds: pd.DataFrame,
-    *,
-    horizons: Sequence[int] | None = None,
-    n_resamples: int | None = None,
-    seed: int | None = None,
-    split: Split | None = Split.TEST,
-) -> pd.DataFrame:
-    """Rolling revision alignment at h months (the paper's metrics), where origins T and T+h both exist.
-
-    For each (model, condition, h): rho(p[T+h] - p[T], y[T+h] - y[T]) per (field, T) pair,
-    averaged within field then across fields, with a block-bootstrap interval; the centred-cosine
-    sensitivity; prediction stability rho(p[T+h], p[T]) and truth stability rho(y[T+h], y[T]).
-    """
-    n_res, seed_ = _resampling(inst, n_resamples, seed)
-    blocks = block_of_field(inst)
-    eps = episode_arrays(inst)
-    horizons = tuple(inst.spec.revision_horizons if horizons is None else horizons)
-    p_all, _ = prediction_weights(preds)
-    idx_all = _episode_index(eps, preds)
-    origins = sorted(set(eps.origin.tolist()))
-    rows = []
-    frame = preds.assign(_i=np.arange(len(preds)))
-    for (model, condition), g in _groups(frame, ("model", "condition")):
-        gi = g["_i"].to_numpy()
-        ep_idx = idx_all[gi]
-        pos = pd.Index(eps.keys[ep_idx])
-        for h in horizons:
-            later = {o: add_months(parse_date(o), h).isoformat() for o in origins}
-            pairs_t = [o for o in origins if later[o] in origins]
-            if not pairs_t:
-                continue
-            a_rows, b_rows = [], []
-            for t in pairs_t:
-                at = np.flatnonzero(eps.origin[ep_idx] == t)
-                keys_b = np.char.add(np.char.add(eps.field_id[ep_idx[at]].astype(str), "@"), later[t])
-                loc = pos.get_indexer(keys_b)
-                ok = loc >= 0
-                a_rows.append(at[ok])
-                b_rows.append(loc[ok])
-            ia, ib = np.concatenate(a_rows), np.concatenate(b_rows)
-            if split is not None:
-                keep = eps.split[ep_idx[ia]] == parse_enum(Split, split).value
-                ia, ib = ia[keep], ib[keep]
-            if not len(ia):
-                continue
-            e_a, e_b = ep_idx[ia], ep_idx[ib]
-            p_t, p_th = p_all[gi[ia]], p_all[gi[ib]]
-            y_t, y_th = eps.y[e_a], eps.y[e_b]
-            fids = eps.field_id[e_a]
-            iv = block_bootstrap(revision_alignment(p_t, p_th, y_t, y_th), fids, blocks, n_resamples=n_res, seed=seed_)
-            rows.append(
-                {
-                    "model": model,
-                    "condition": condition,
-                    "horizon_months": h,
-                    "n_pairs": iv.n_cells,
-                    "n_fields": iv.n_fields,
-                    **_interval_columns("revision_alignment", iv),
-                    "revision_alignment_cc": field_macro(revision_alignment_cc(p_t, p_th, y_t, y_th), fids),
-                    "prediction_stability": field_macro(prediction_stability(p_t, p_th), fids),
-                    "truth_stability": field_macro(truth_stability(y_t, y_th), fids),
-                }
-            )
-    return pd.DataFrame(rows)

@@ -1,0 +1,65 @@
+"""Writing a prediction frame as JSONL or parquet, deterministically and atomically."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rap_benchmark.core.fsio import atomic_open
+from rap_benchmark.core.schemas import PREDICTIONS, select
+from rap_benchmark.evaluation.predictions.problems import (
+    ALL_COLUMNS,
+    KEY_COLUMNS,
+    LINE,
+    META_INT_COLUMNS,
+    REQUIRED_COLUMNS,
+    canonical,
+)
+
+
+def write_predictions(df: pd.DataFrame, path: str | Path) -> Path:
+    """Write a prediction frame as JSONL (``.jsonl``) or parquet (``.parquet``), deterministically.
+
+    Rows are sorted by (model, condition, field_id, origin); columns are the required ones then
+    any known metadata columns present. Unknown columns are refused. The file is replaced
+    atomically (:mod:`rap_benchmark.core.fsio`).
+    """
+    path = Path(path)
+    unknown = [c for c in df.columns if c not in ALL_COLUMNS and c != LINE]
+    if unknown:
+        raise ValueError(f"unknown prediction columns: {', '.join(unknown)} (allowed: {', '.join(ALL_COLUMNS)})")
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"missing prediction columns: {', '.join(missing)}")
+    cols = [c for c in ALL_COLUMNS if c in df.columns]
+    out = df[cols].sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() == ".parquet":
+        from rap_benchmark.core.artifacts import write_parquet
+
+        write_parquet(path, canonical(out), select(PREDICTIONS, cols))
+        return path
+    if path.suffix.lower() != ".jsonl":
+        raise ValueError(f"prediction files are .jsonl or .parquet, got {path.name}")
+    with atomic_open(path) as fh:  # a kill mid-write leaves the old file or none, never a cut one
+        for rec in out.to_dict(orient="records"):
+            row = {col: _json_value(rec[col], col in META_INT_COLUMNS) for col in cols}
+            fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
+    return path
+
+
+def _json_value(value: Any, integer: bool) -> Any:
+    """A cell as JSON: NaN as null, numpy scalars as Python ones, whole floats of int columns as ints."""
+    if isinstance(value, float | np.floating):
+        value = None if math.isnan(value) else float(value)
+        return int(value) if value is not None and integer else value
+    if isinstance(value, np.bool_ | bool):
+        return bool(value)
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
