@@ -23,8 +23,10 @@ Steps (each heavy step in its own process, through the stock ``rap build`` CLI):
    ``resume_identical`` = the resumed instance's SHA256SUMS (and review file) equal the
    uninterrupted one's.
 
-Ends with ONE JSON line. Targets (2 cores): offline build <= 30 min at <= 8 GiB; client CPU
-<= 2 ms per request; 0 lost; identical; dry-run error <= 5%.
+Ends with ONE JSON line (``phases_s``: each phase's wall seconds, also printed to stderr as it
+ends; ``phases_cpu_s``: the CPU seconds its child processes used, which the load does not
+inflate). Targets (2 cores): offline build <= 30 min at <= 8 GiB; client CPU <= 2 ms per request;
+0 lost; identical; dry-run error <= 5%.
 
     python benchmarks/full_build.py --scale 0.02     # a few minutes
     python benchmarks/full_build.py                  # the paper's scale
@@ -49,6 +51,35 @@ sys.path.insert(0, str(REPO))  # this checkout's package, not an installed one
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
 RAP = [sys.executable, "-m", "rap_benchmark"]
 CLIENT_REQUESTS = 2000
+PHASES: dict[str, float] = {}  # phase -> wall seconds, in the order run (the JSON line's phases_s)
+PHASES_CPU: dict[str, float] = {}  # phase -> CPU seconds of the child processes that ended in it
+
+
+def _children_cpu() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+class _phase:
+    """Time one phase: its wall seconds go to PHASES, the CPU seconds of the child processes that
+    ended in it to PHASES_CPU (on shared cores the wall time says more about the load than about
+    the code), and a line to stderr (so a long run shows progress)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __enter__(self) -> None:
+        self.t, self.cpu = time.perf_counter(), _children_cpu()
+        print(f"{time.strftime('%H:%M:%S')} {self.name} ...", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        PHASES[self.name] = round(time.perf_counter() - self.t, 1)
+        PHASES_CPU[self.name] = round(_children_cpu() - self.cpu, 1)
+        print(
+            f"{time.strftime('%H:%M:%S')} {self.name} {PHASES[self.name]} s (CPU {PHASES_CPU[self.name]} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _spec(scale: float, path: Path) -> None:
@@ -194,8 +225,9 @@ def rehearse(
 ) -> dict[str, object]:
     snap = work / f"snapshot-{scale}-{seed}.jsonl"
     if not snap.exists():
-        out = _run([sys.executable, "-m", "rap_benchmark.rehearsal.snapshot", "--scale", str(scale),
-                    "--seed", str(seed), "--out", str(snap)]).stdout  # fmt: skip
+        with _phase("snapshot"):
+            out = _run([sys.executable, "-m", "rap_benchmark.rehearsal.snapshot", "--scale", str(scale),
+                        "--seed", str(seed), "--out", str(snap)]).stdout  # fmt: skip
         (work / f"{snap.name}.counts").write_text(out)
     counts = json.loads((work / f"{snap.name}.counts").read_text())
     spec = work / "spec.json"
@@ -204,10 +236,12 @@ def rehearse(
     if skip_offline:
         read, offline_s, offline_rss = {"read_s": None}, None, None
     else:
-        read = json.loads(_run([sys.executable, "-c", _READ, str(spec), str(snap)]).stdout)
+        with _phase("read"):
+            read = json.loads(_run([sys.executable, "-c", _READ, str(spec), str(snap)]).stdout)
         assert read["n_read"] == counts["records"] and read["in_frame"] == counts["in_frame"], (read, counts)
-        offline_s, offline_rss = _timed(["build", "--spec", str(spec), "--source", str(snap), "--out",
-                                         str(work / "offline"), "--quiet", "--no-cache"])  # fmt: skip
+        with _phase("offline_build"):
+            offline_s, offline_rss = _timed(["build", "--spec", str(spec), "--source", str(snap), "--out",
+                                             str(work / "offline"), "--quiet", "--no-cache"])  # fmt: skip
 
     offline = {
         "scale": scale,
@@ -228,15 +262,17 @@ def rehearse(
             "resume_identical",
             "dry_run_token_error",
         )
-        return {**offline, **dict.fromkeys(keys)}
+        return {**offline, **dict.fromkeys(keys), "phases_s": PHASES, "phases_cpu_s": PHASES_CPU}
     clean = ["--workers", str(server_workers), "--error-rate", "0.01", "--malformed-rate", "0.01",
              "--invalid-rate", "0.02", "--seed", "1"]  # fmt: skip
     proc, url = _server(clean, work / "served-a.log")
     try:
         for d in ("llm-a", "llm-a.store"):
             shutil.rmtree(work / d, ignore_errors=True)
-        _run([*RAP, *_llm_args(spec, snap, work / "llm-a", work / "llm-a.store", url, 30.0)])
-        client = _client_cpu(url)
+        with _phase("llm_build"):
+            _run([*RAP, *_llm_args(spec, snap, work / "llm-a", work / "llm-a.store", url, 30.0)])
+        with _phase("client_cpu"):
+            client = _client_cpu(url)
     finally:
         _stop(proc)
     summary = json.loads((work / "llm-a.store" / "summary.json").read_text())
@@ -244,7 +280,8 @@ def rehearse(
     sent = sum(s["sent"] for s in stages)
     actual_tokens = sum(s["prompt_tokens"] + s["completion_tokens"] for s in stages)
     shutil.rmtree(work / "dry.store", ignore_errors=True)
-    estimated = _dry_run_tokens(_llm_args(spec, snap, work / "dry", work / "dry.store", "http://unused/v1", 30.0))
+    with _phase("dry_run"):
+        estimated = _dry_run_tokens(_llm_args(spec, snap, work / "dry", work / "dry.store", "http://unused/v1", 30.0))
 
     faulty = [*clean, "--timeout-rate", "0.002", "--hang-s", "3"]
     log = work / "served-b.log"
@@ -255,18 +292,20 @@ def rehearse(
             shutil.rmtree(work / d, ignore_errors=True)
         b_args = _llm_args(spec, snap, work / "llm-b", work / "llm-b.store", url, 1.0)
         half = (work / "llm-a.store" / "requests.jsonl").stat().st_size // 2
-        child = subprocess.Popen([*RAP, *b_args], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        requests_file = work / "llm-b.store" / "requests.jsonl"
-        while child.poll() is None and (not requests_file.exists() or requests_file.stat().st_size < half):
-            time.sleep(0.02)
-        child.send_signal(signal.SIGKILL)
-        killed = child.wait() == -signal.SIGKILL
+        with _phase("llm_build_killed"):
+            child = subprocess.Popen([*RAP, *b_args], env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            requests_file = work / "llm-b.store" / "requests.jsonl"
+            while child.poll() is None and (not requests_file.exists() or requests_file.stat().st_size < half):
+                time.sleep(0.02)
+            child.send_signal(signal.SIGKILL)
+            killed = child.wait() == -signal.SIGKILL
         from rap_benchmark.pipeline.instrument.llm.store import RequestStore
 
         with RequestStore(work / "llm-b.store") as st:
             durable = set(st.records)
         served_before = len(log.read_text().splitlines())
-        _run([*RAP, *b_args])
+        with _phase("llm_build_resumed"):
+            _run([*RAP, *b_args])
         resent = set(log.read_text().splitlines()[served_before:]) & durable
     finally:
         _stop(proc)
@@ -287,6 +326,8 @@ def rehearse(
         "resume_lost_requests": len(resent),
         "resume_identical": identical,
         "dry_run_token_error": round(abs(estimated - actual_tokens) / actual_tokens, 4),
+        "phases_s": PHASES,
+        "phases_cpu_s": PHASES_CPU,
     }
 
 

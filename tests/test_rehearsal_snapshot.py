@@ -50,3 +50,24 @@ def test_paper_scale_plan_matches_the_paper() -> None:
     plan = Plan.make(1.0)
     assert plan.n_in_frame == PAPER_FRAME
     assert abs(plan.n_records - TOTAL_RECORDS) / TOTAL_RECORDS < 0.001
+
+
+def test_texts_are_wrapped_capitalised_sentences(tmp_path: Path) -> None:
+    """Abstracts are the snapshot's layout (two leading spaces, lines of eleven words joined by a
+    newline and two spaces, a closing newline) holding capitalised sentences that end in a full
+    stop; titles are one capitalised line without a stop."""
+    path = tmp_path / "snap.jsonl"
+    write_snapshot(path, scale=0.0005, seed=5)
+    for line in path.read_bytes().splitlines():
+        record = orjson.loads(line)
+        title, abstract = record["title"], record["abstract"]
+        assert "\n" not in title and title[0].isupper() and title == title[0] + title[1:].lower()
+        assert not title.endswith(".") and 5 <= len(title.split(" ")) <= 10
+        assert abstract.startswith("  ") and abstract.endswith(".\n") and not abstract.startswith("   ")
+        rows = [row.split(" ") for row in abstract[2:-1].split("\n  ")]
+        assert all(len(row) == 11 for row in rows[:-1]) and 1 <= len(rows[-1]) <= 11
+        words = [w for row in rows for w in row]
+        assert all(w and w == w.strip() for w in words)
+        starts = [0] + [i + 1 for i, w in enumerate(words[:-1]) if w.endswith(".")]
+        assert all(words[i][0].isupper() for i in starts)
+        assert all(w.islower() or i in starts for i, w in enumerate(words))

@@ -11,7 +11,7 @@ At ``scale=1`` there are about 2.4 million records, 356,357 of them in the paper
 the four categories (also before the frame) are written from a latent topic model: a field
 (Zipf popularity, about 300 fields at scale 1) with its own terms and eight directions with
 theirs, so the offline field and codebook steps find structure. Everything is deterministic
-from the seed; records are streamed, never held.
+from the seed; records are streamed a month at a time.
 
 Run: ``python -m rap_benchmark.rehearsal.snapshot --scale 0.02 --out snapshot.jsonl``.
 """
@@ -106,17 +106,57 @@ class Topics:
         return cls(field_terms, direction_terms, pop / pop.sum(), tuple(words))
 
 
-def _wrap(text: str, words_per_line: int = 11) -> str:
-    """Hard-wrap like the snapshot (a newline plus two spaces between lines)."""
-    words = text.split(" ")
-    if len(words) <= words_per_line:
-        return text
-    return "\n  ".join(" ".join(words[i : i + words_per_line]) for i in range(0, len(words), words_per_line))
+WRAP = 11  # words per abstract line: the snapshot hard-wraps with a newline and two spaces
+_SEPS = (" ", "\n  ", "")  # between words, at a wrap, after the last word
 
 
-def _pick(rng: np.random.Generator, pool: np.ndarray, k: int) -> np.ndarray:
-    """``k`` draws with replacement (``rng.choice`` without its per-call shape checks)."""
-    return pool[rng.integers(0, len(pool), k)]
+class _Vocab:
+    """Every word the snapshot writes, each in its twelve spellings (plain or capitalised, with or
+    without a closing full stop, followed by a space, a wrap or nothing), so that a text is one
+    ``str.join`` over table entries chosen by vectorised index arithmetic."""
+
+    def __init__(self, topics: Topics) -> None:
+        self.words = (*topics.words, *GENERIC, *PHYSICS)
+        self.generic = np.arange(len(GENERIC)) + len(topics.words)
+        self.physics = np.arange(len(PHYSICS)) + len(topics.words) + len(GENERIC)
+        self.table = np.array(
+            [
+                (w.capitalize() if cap else w) + ("." if dot else "") + sep
+                for w in self.words
+                for cap in (False, True)
+                for dot in (False, True)
+                for sep in _SEPS
+            ],
+            dtype=object,
+        )
+
+    def texts(self, words: np.ndarray, lengths: np.ndarray, sentence: int | None) -> list[str]:
+        """Join ``words`` (flat vocabulary indices) into one text per record of ``lengths`` words:
+        capitalised sentences of ``sentence`` words closed by full stops, hard-wrapped every
+        :data:`WRAP` words (``sentence=None``: a title, one capitalised run, no stop, no wrap)."""
+        ends = np.cumsum(lengths)
+        starts = ends - lengths
+        pos = np.arange(len(words)) - np.repeat(starts, lengths)
+        last = pos == np.repeat(lengths, lengths) - 1
+        if sentence is None:
+            cap, dot, sep = pos == 0, np.zeros_like(last), np.where(last, 2, 0)
+        else:
+            cap, dot = pos % sentence == 0, (pos % sentence == sentence - 1) | last
+            sep = np.where(last, 2, np.where(pos % WRAP == WRAP - 1, 1, 0))
+        spelled = self.table[words * 12 + cap * 6 + dot * 3 + sep].tolist()
+        return ["".join(spelled[a:b]) for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+
+def _pick(rng: np.random.Generator, pools: np.ndarray, sizes: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """``counts[i]`` draws with replacement from row ``i`` of ``pools`` (its first ``sizes[i]``
+    entries), flattened in record order."""
+    rows = np.repeat(np.arange(len(counts)), counts)
+    return pools[rows, (rng.random(len(rows)) * sizes[rows]).astype(np.int64)]
+
+
+def _shuffled_within(rng: np.random.Generator, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``values`` with each record's run (``rows``: its record number, ascending) in random order."""
+    return values[np.lexsort((rng.random(len(values)), rows))]
 
 
 def _created(day: dt.date, secs: int) -> str:
@@ -126,70 +166,100 @@ def _created(day: dt.date, secs: int) -> str:
     )
 
 
-class _Writer:
-    """Builds each record's text from the topic model (vectorised draws per month)."""
-
-    def __init__(self, topics: Topics, rng: np.random.Generator) -> None:
-        self.t = topics
-        self.rng = rng
-        self.words = np.array(topics.words, dtype=object)
-        self.generic = np.array(GENERIC, dtype=object)
-        self.physics = np.array(PHYSICS, dtype=object)
-
-    def ml_text(self, field: int, direction: int, second: int | None, n_abs: int) -> tuple[str, str]:
-        rng, t = self.rng, self.t
-        fw = self.words[t.field_terms[field]]
-        dw = self.words[t.direction_terms[field, direction]]
-        pool = (
-            np.concatenate([fw, dw, dw])
-            if second is None
-            else np.concatenate([fw, dw, self.words[t.field_terms[second]]])
-        )
-        title_words = [*_pick(rng, dw, 2), *_pick(rng, fw, 2), *_pick(rng, self.generic, int(rng.integers(2, 6)))]
-        title = " ".join(title_words).capitalize()
-        k = int(n_abs * 0.45)
-        body = np.concatenate([_pick(rng, pool, k), _pick(rng, self.generic, n_abs - k)])
-        rng.shuffle(body)
-        sentences = [" ".join(body[i : i + 15]).capitalize() + "." for i in range(0, len(body), 15)]
-        return title, " ".join(sentences)
-
-    def other_text(self, n_abs: int) -> tuple[str, str]:
-        rng = self.rng
-        title = " ".join(_pick(rng, self.physics, int(rng.integers(5, 11)))).capitalize()
-        body = _pick(rng, self.physics, n_abs)
-        return title, " ".join(" ".join(body[i : i + 14]).capitalize() + "." for i in range(0, n_abs, 14))
-
-
-def _record(
-    arxiv_id: str, created: str, update: str, cats: str, title: str, abstract: str, rng: np.random.Generator
-) -> bytes:
-    n_auth = int(rng.integers(1, 7))
-    picks = rng.integers(0, 1 << 30, size=n_auth)
-    parsed = [[_LAST[p % len(_LAST)], _FIRST[(p >> 8) % len(_FIRST)], ""] for p in picks.tolist()]
-    authors = ", ".join(f"{f} {last}" for last, f, _ in parsed)
-    versions = [{"version": "v1", "created": created}]
-    if rng.random() < 0.35:
-        versions.append({"version": "v2", "created": created})  # a revision (same day is enough here)
-    return orjson.dumps(
-        {
-            "id": arxiv_id,
-            "submitter": f"{parsed[0][1]} {parsed[0][0]}",
-            "authors": authors,
-            "title": _wrap(title),
-            "comments": f"{int(rng.integers(4, 40))} pages, {int(rng.integers(1, 12))} figures"
-            if rng.random() < 0.7
-            else None,
-            "journal-ref": None,
-            "doi": None,
-            "report-no": None,
-            "categories": cats,
-            "license": "http://creativecommons.org/licenses/by/4.0/" if rng.random() < 0.5 else None,
-            "abstract": "  " + _wrap(abstract) + "\n",
-            "versions": versions,
-            "update_date": update,
-            "authors_parsed": parsed,
-        }
+def _ml_texts(
+    rng: np.random.Generator, v: _Vocab, t: Topics, fields: np.ndarray, seconds: np.ndarray
+) -> tuple[list[str], list[str]]:
+    """Titles and abstracts of ML papers: a direction's and the field's terms among generic words,
+    15% of them also drawing on a second field's terms."""
+    n = len(fields)
+    direction = rng.integers(0, 8, n)
+    second = np.where(rng.random(n) < 0.15, seconds, -1)
+    n_abs = rng.integers(110, 200, n)
+    n_generic_title = rng.integers(2, 6, n)
+    fw = t.field_terms[fields]  # (n, 10)
+    dw = t.direction_terms[fields, direction]  # (n, 6)
+    other = np.where((second >= 0)[:, None], t.field_terms[np.maximum(second, 0)][:, :6], dw)
+    pools = np.concatenate([fw, dw, other, t.field_terms[np.maximum(second, 0)][:, 6:]], axis=1)
+    sizes = np.where(second >= 0, 26, 22)
+    title = np.concatenate(
+        [
+            _pick(rng, dw, np.full(n, 6), np.full(n, 2)).reshape(n, 2),
+            _pick(rng, fw, np.full(n, 10), np.full(n, 2)).reshape(n, 2),
+        ],
+        axis=1,
     )
+    generic = v.generic[None, :]
+    title_generic = _pick(rng, np.broadcast_to(generic, (n, len(GENERIC))), np.full(n, len(GENERIC)), n_generic_title)
+    title_rows = np.repeat(np.arange(n), n_generic_title)
+    title_words = np.concatenate([title.ravel(), title_generic])
+    title_rows = np.concatenate([np.repeat(np.arange(n), 4), title_rows])
+    title_words = title_words[np.argsort(title_rows, kind="stable")]
+    k = (n_abs * 0.45).astype(np.int64)
+    topical = _pick(rng, pools, sizes, k)
+    plain = _pick(rng, np.broadcast_to(generic, (n, len(GENERIC))), np.full(n, len(GENERIC)), n_abs - k)
+    rows = np.concatenate([np.repeat(np.arange(n), k), np.repeat(np.arange(n), n_abs - k)])
+    body = _shuffled_within(rng, np.concatenate([topical, plain]), rows)
+    return v.texts(title_words, 4 + n_generic_title, None), v.texts(body, n_abs, 15)
+
+
+def _other_texts(rng: np.random.Generator, v: _Vocab, n_abs: np.ndarray) -> tuple[list[str], list[str]]:
+    """Titles and abstracts of papers outside the four categories (physics-like boilerplate)."""
+    n = len(n_abs)
+    n_title = rng.integers(5, 11, n)
+    physics = np.broadcast_to(v.physics[None, :], (n, len(PHYSICS)))
+    sizes = np.full(n, len(PHYSICS))
+    titles = _pick(rng, physics, sizes, n_title)
+    return v.texts(titles, n_title, None), v.texts(_pick(rng, physics, sizes, n_abs), n_abs, 14)
+
+
+def _records(
+    rng: np.random.Generator,
+    ids: list[str],
+    days: list[dt.date],
+    cats: list[str],
+    titles: list[str],
+    abstracts: list[str],
+) -> bytes:
+    """The JSON lines of one batch of records (authors, comments, licence, versions drawn here)."""
+    n = len(ids)
+    n_auth = rng.integers(1, 7, n)
+    picks = rng.integers(0, 1 << 30, int(n_auth.sum())).tolist()
+    secs = rng.integers(0, 86400, n).tolist()
+    revised = (rng.random(n) < 0.35).tolist()
+    commented = (rng.random(n) < 0.7).tolist()
+    pages, figures = rng.integers(4, 40, n).tolist(), rng.integers(1, 12, n).tolist()
+    licensed = (rng.random(n) < 0.5).tolist()
+    lines = []
+    at = 0
+    for i, (n_a, day) in enumerate(zip(n_auth.tolist(), days, strict=True)):
+        parsed = [[_LAST[p % len(_LAST)], _FIRST[(p >> 8) % len(_FIRST)], ""] for p in picks[at : at + n_a]]
+        at += n_a
+        created = _created(day, secs[i])
+        versions = [{"version": "v1", "created": created}]
+        if revised[i]:
+            versions.append({"version": "v2", "created": created})  # a revision (same day is enough here)
+        lines.append(
+            orjson.dumps(
+                {
+                    "id": ids[i],
+                    "submitter": f"{parsed[0][1]} {parsed[0][0]}",
+                    "authors": ", ".join(f"{f} {last}" for last, f, _ in parsed),
+                    "title": titles[i],
+                    "comments": f"{pages[i]} pages, {figures[i]} figures" if commented[i] else None,
+                    "journal-ref": None,
+                    "doi": None,
+                    "report-no": None,
+                    "categories": cats[i],
+                    "license": "http://creativecommons.org/licenses/by/4.0/" if licensed[i] else None,
+                    "abstract": "  " + abstracts[i] + "\n",
+                    "versions": versions,
+                    "update_date": day.isoformat(),
+                    "authors_parsed": parsed,
+                }
+            )
+        )
+    lines.append(b"")
+    return b"\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -229,68 +299,55 @@ class Plan:
 
 
 def generate(scale: float = 1.0, seed: int = 0, n_fields: int | None = None) -> Iterator[bytes]:
-    """The snapshot's lines (bytes, with the newline), in id order."""
+    """The snapshot's lines in id order, in chunks of whole lines (bytes, each line with its newline)."""
     rng = np.random.default_rng([seed, 17])
     plan = Plan.make(scale)
     n_fields = n_fields or max(6, int(round(300 * scale)))
     topics = Topics.make(n_fields, rng)
-    w = _Writer(topics, rng)
+    v = _Vocab(topics)
+    legacy_cat = {"math": "math.AP", "astro-ph": "astro-ph", "cond-mat": "cond-mat.str-el", "cs": "cs.DS"}
     # legacy (old-style) ids: 1992-01 .. 2007-03, never in the four categories' frame
     per_month = np.bincount(rng.integers(0, 183, size=plan.legacy), minlength=183)
-    for k, n in enumerate(per_month):
+    for k, n in enumerate(per_month.tolist()):
+        if not n:
+            continue
         y, m = 1992 + k // 12, 1 + k % 12
         counters: dict[str, int] = {}
-        for _ in range(int(n)):
-            arch = LEGACY_ARCHIVES[int(rng.integers(len(LEGACY_ARCHIVES)))]
+        ids, cats = [], []
+        for a in rng.integers(0, len(LEGACY_ARCHIVES), n).tolist():
+            arch = LEGACY_ARCHIVES[a]
             counters[arch] = counters.get(arch, 0) + 1
-            day = dt.date(y, m, int(rng.integers(1, 29)))
-            title, abstract = w.other_text(int(rng.integers(60, 140)))
-            cat = {"math": "math.AP", "astro-ph": "astro-ph", "cond-mat": "cond-mat.str-el", "cs": "cs.DS"}.get(
-                arch, arch
-            )
-            yield (
-                _record(
-                    f"{arch}/{y % 100:02d}{m:02d}{counters[arch]:03d}",
-                    _created(day, int(rng.integers(0, 86400))),
-                    day.isoformat(),
-                    cat,
-                    title,
-                    abstract,
-                    rng,
-                )
-                + b"\n"
-            )
-    for (y, m), total, n_ml in zip(plan.months, plan.totals, plan.ml, strict=True):
-        total, n_ml = int(total), int(n_ml)
+            ids.append(f"{arch}/{y % 100:02d}{m:02d}{counters[arch]:03d}")
+            cats.append(legacy_cat.get(arch, arch))
+        days = [dt.date(y, m, d) for d in rng.integers(1, 29, n).tolist()]
+        titles, abstracts = _other_texts(rng, v, rng.integers(60, 140, n))
+        yield _records(rng, ids, days, cats, titles, abstracts)
+    all_cats = ML_CATS + ML_CROSS
+    for (y, m), total, n_ml in zip(plan.months, plan.totals.tolist(), plan.ml.tolist(), strict=True):
         is_ml = np.zeros(total, dtype=bool)
         is_ml[rng.choice(total, size=n_ml, replace=False)] = True
         fields = rng.choice(n_fields, size=total, p=topics.popularity)
         seconds = rng.choice(n_fields, size=total, p=topics.popularity)
+        ml_at, other_at = np.flatnonzero(is_ml), np.flatnonzero(~is_ml)
+        titles: list[str] = [""] * total
+        abstracts: list[str] = [""] * total
+        cats: list[str] = [""] * total
+        ml_titles, ml_abstracts = _ml_texts(rng, v, topics, fields[ml_at], seconds[ml_at])
+        cross = np.where(rng.random(len(ml_at)) < 0.45, rng.integers(0, len(all_cats), len(ml_at)), -1)
+        for i, f, c, title, abstract in zip(
+            ml_at.tolist(), fields[ml_at].tolist(), cross.tolist(), ml_titles, ml_abstracts, strict=True
+        ):
+            primary = ML_CATS[f % 4]
+            titles[i], abstracts[i] = title, abstract
+            cats[i] = primary if c < 0 or all_cats[c] == primary else f"{primary} {all_cats[c]}"
+        other_titles, other_abstracts = _other_texts(rng, v, rng.integers(80, 180, len(other_at)))
+        other_cats = rng.integers(0, len(OTHER_CATS), len(other_at)).tolist()
+        for i, c, title, abstract in zip(other_at.tolist(), other_cats, other_titles, other_abstracts, strict=True):
+            titles[i], abstracts[i], cats[i] = title, abstract, OTHER_CATS[c]
         digits = 4 if y < 2015 else 5
-        for i in range(total):
-            day = dt.date(y, m, int(rng.integers(1, 29)))
-            if is_ml[i]:
-                f = int(fields[i])
-                second = int(seconds[i]) if rng.random() < 0.15 else None
-                title, abstract = w.ml_text(f, int(rng.integers(0, 8)), second, int(rng.integers(110, 200)))
-                cats = [ML_CATS[f % 4]]
-                if rng.random() < 0.45:
-                    cats.append((ML_CATS + ML_CROSS)[int(rng.integers(len(ML_CATS) + len(ML_CROSS)))])
-            else:
-                title, abstract = w.other_text(int(rng.integers(80, 180)))
-                cats = [OTHER_CATS[int(rng.integers(len(OTHER_CATS)))]]
-            yield (
-                _record(
-                    f"{y % 100:02d}{m:02d}.{i + 1:0{digits}d}",
-                    _created(day, int(rng.integers(0, 86400))),
-                    day.isoformat(),
-                    " ".join(dict.fromkeys(cats)),
-                    title,
-                    abstract,
-                    rng,
-                )
-                + b"\n"
-            )
+        ids = [f"{y % 100:02d}{m:02d}.{i:0{digits}d}" for i in range(1, total + 1)]
+        days = [dt.date(y, m, d) for d in rng.integers(1, 29, total).tolist()]
+        yield _records(rng, ids, days, cats, titles, abstracts)
 
 
 def write_snapshot(path: str | Path, scale: float = 1.0, seed: int = 0, n_fields: int | None = None) -> Plan:
@@ -304,13 +361,8 @@ def write_snapshot(path: str | Path, scale: float = 1.0, seed: int = 0, n_fields
 def _write_lines(raw: io.BufferedIOBase, gz: bool, lines: Iterator[bytes]) -> None:
     fh: io.BufferedIOBase = gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3) if gz else raw  # type: ignore[assignment]
     try:
-        buf: list[bytes] = []
-        for line in lines:
-            buf.append(line)
-            if len(buf) >= 4096:
-                fh.write(b"".join(buf))
-                buf.clear()
-        fh.write(b"".join(buf))
+        for chunk in lines:
+            fh.write(chunk)
     finally:
         if gz:
             fh.close()  # writes the gzip trailer; the atomic writer closes and renames the file

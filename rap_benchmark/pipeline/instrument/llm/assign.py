@@ -36,7 +36,8 @@ async def label_batch(
     """(valid label per paper, reason per paper without one) for one batch of ``cb``'s papers.
 
     ``cfg`` is the pipeline's config (model, max_attempts, budgets). A reply cut at max_tokens is
-    asked again once, as is, with twice the budget (not one of the attempts)."""
+    asked again once, as is, with twice the budget of a full batch (not one of the attempts): a
+    thinking model reasons as long over the one paper left at a field's end as over eight."""
     prompt = P.render(
         Stage.ASSIGN, field_name=cb.name, field_definition=cb.definition, directions=directions, papers=papers
     )
@@ -64,7 +65,8 @@ async def label_batch(
             if widened or budget >= cfg.max_tokens_cap:
                 bad.update({p: truncation_reason(reply, budget) for p in todo})
                 break
-            widened, budget = True, cfg.widened(budget)
+            full = cfg.budget(TOKENS_PER_PAPER * cfg.assign_batch + 100)
+            widened, budget = True, cfg.widened(max(budget, full))
             continue
         if check is not None:
             good.update(check.good)
