@@ -30,6 +30,8 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["HF_HOME"] = config._rap_hf_home = tempfile.mkdtemp(prefix="rap-test-hf-home-")  # type: ignore[attr-defined]
     if "RAP_CACHE_DIR" not in os.environ:  # the session's builds share fitted instruments, never the user's
         os.environ["RAP_CACHE_DIR"] = config._rap_cache = tempfile.mkdtemp(prefix="rap-test-cache-")  # type: ignore[attr-defined]
+    if not hasattr(config, "workerinput"):  # the controller (or a run without xdist): workers inherit it
+        os.environ[GROUPS_ENV] = config._rap_groups = tempfile.mkdtemp(prefix="rap-test-groups-")  # type: ignore[attr-defined]
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
 
@@ -37,7 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     import shutil
 
-    for attr in ("_rap_hf_home", "_rap_cache"):
+    for attr in ("_rap_hf_home", "_rap_cache", "_rap_groups"):
         folder = getattr(config, attr, None)
         if folder:
             shutil.rmtree(folder, ignore_errors=True)
@@ -45,7 +47,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     """The README contract (tests/test_readme.py): blocks run, skipped with their reasons, failed.
-    Read from the test report's properties, so that it also arrives from a pytest-xdist worker."""
+    Read from the test report's properties, so that it also arrives from a pytest-xdist worker.
+    Before it, if any: the xdist groups that ran on more than one worker (:func:`pytest_sessionfinish`)."""
+    split = getattr(config, "_rap_split_groups", None)
+    if split:
+        terminalreporter.section("xdist groups split over workers", red=True)
+        for group, workers in split.items():
+            terminalreporter.write_line(f"{group}: ran on {', '.join(workers)} (its session fixtures ran on each)")
     for reports in terminalreporter.stats.values():
         for rep in reports:
             for key, value in getattr(rep, "user_properties", None) or ():
@@ -56,16 +64,97 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
 
 
 ARXIV_GROUP = "arxiv_sample"
+# The test that pays the session's arxiv-sample build: it runs first in its group, and its own work
+# after the build is a manifest comparison, so pytest-timeout's limit covers the build and little else.
+ARXIV_FIRST = "test_arxiv_sample_rebuilds_to_the_committed_manifest"
+GROUPS_ENV = "RAP_TEST_GROUPS"  # a folder: the workers write each grouped test's group there
+
+
+def _group_of(item: pytest.Item) -> str | None:
+    """The item's xdist group, named as pytest-xdist names it (several marks: sorted, joined by _)."""
+    names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+    return "_".join(sorted(names)) or None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Under pytest-xdist (``make test``), every test on the real arXiv sample runs on one worker,
     in collection order: the session's arxiv-sample build happens once, and the later builds of
-    the same data (the living parent) label with the instrument it cached instead of refitting."""
+    the same data (the living parent) label with the instrument it cached instead of refitting.
+
+    The build is paid by ``ARXIV_FIRST``, moved to the first of the group's places. On an xdist
+    worker, the groups also go to ``$RAP_TEST_GROUPS`` for :func:`pytest_xdist_make_scheduler`."""
     for item in items:
         names = getattr(item, "fixturenames", ())
         if "arxiv_sample_dir" in names or item.get_closest_marker("shared_data") is not None:
             item.add_marker(pytest.mark.xdist_group(ARXIV_GROUP))
+    places = [k for k, item in enumerate(items) if _group_of(item) == ARXIV_GROUP]
+    arxiv = sorted((items[k] for k in places), key=lambda item: item.name != ARXIV_FIRST)
+    for k, item in zip(places, arxiv, strict=True):
+        items[k] = item
+    folder = os.environ.get(GROUPS_ENV)
+    if hasattr(config, "workerinput") and folder:
+        import json
+
+        groups = {item.nodeid: g for item in items if (g := _group_of(item))}
+        tmp = Path(folder) / f".groups-{config.workerinput['workerid']}.json"  # type: ignore[attr-defined]
+        tmp.write_text(json.dumps(groups), encoding="utf-8")
+        os.replace(tmp, Path(folder) / "groups.json")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """``--dist loadgroup`` that reads the groups from the workers' collection.
+
+    pytest-xdist 3.8 tells the controller a test's group by appending ``@group`` to its node id;
+    pytest 9.2's structured node ids ignore that write (pytest-dev/pytest-xdist#1386), so every
+    group was spread over both workers: the arxiv sample was built on each, the README run twice.
+    Here the workers write ``{node id: group}`` (see above) before they report their collection,
+    and the scheduler reads it; an id that already carries ``@group`` is split as xdist does."""
+    if config.getvalue("dist") != "loadgroup" or not os.environ.get(GROUPS_ENV):
+        return None
+    import json
+
+    from xdist.scheduler import LoadGroupScheduling
+
+    path = Path(os.environ[GROUPS_ENV]) / "groups.json"
+
+    class MarkedGroupScheduling(LoadGroupScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:  # first called once every worker has reported its collection
+                self.groups = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            return self.groups.get(nodeid) or super()._split_scope(nodeid)
+
+    return MarkedGroupScheduling(config, log)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """On the xdist controller: which workers ran each group (:func:`pytest_sessionfinish` checks one)."""
+    node = getattr(report, "node", None)  # only reports that came from a worker have one
+    if node is not None:
+        _RAN_ON.setdefault(report.nodeid, set()).add(node.gateway.id)
+
+
+_RAN_ON: dict[str, set[str]] = {}
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under ``--dist loadgroup``, a group that ran on two workers fails the run: its session
+    fixtures (the arxiv-sample build, the README run) were paid twice, silently."""
+    folder = os.environ.get(GROUPS_ENV)
+    path = Path(folder) / "groups.json" if folder else None
+    if not _RAN_ON or path is None or not path.is_file() or session.config.getvalue("dist") != "loadgroup":
+        return
+    import json
+
+    workers: dict[str, set[str]] = {}
+    for nodeid, group in json.loads(path.read_text(encoding="utf-8")).items():
+        workers.setdefault(group, set()).update(_RAN_ON.get(nodeid, ()))
+    split = {g: sorted(w) for g, w in workers.items() if len(w) > 1}
+    if split:
+        session.config._rap_split_groups = split  # type: ignore[attr-defined]
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")
