@@ -191,3 +191,13 @@ def arxiv_sample(arxiv_sample_dir: Path):
     from rap_benchmark.core.artifacts import load_instance
 
     return load_instance(arxiv_sample_dir)
+
+
+@pytest.fixture(scope="session")
+def arxiv_sample_baselines(arxiv_sample_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``rap baselines --tune-dev`` on the arxiv sample, run once: the report and the board read it."""
+    from rap_benchmark.cli import main
+
+    out = tmp_path_factory.mktemp("arxiv_sample_baselines") / "baselines.parquet"
+    assert main(["baselines", str(arxiv_sample_dir), "--out", str(out), "--tune-dev"]) == 0
+    return out
