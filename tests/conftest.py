@@ -67,7 +67,7 @@ ARXIV_GROUP = "arxiv_sample"
 # The test that pays the session's arxiv-sample build: it runs first in its group, and its own work
 # after the build is a manifest comparison, so pytest-timeout's limit covers the build and little else.
 ARXIV_FIRST = "test_arxiv_sample_rebuilds_to_the_committed_manifest"
-GROUPS_ENV = "RAP_TEST_GROUPS"  # a folder: the workers write each grouped test's group there
+GROUPS_ENV = "RAP_TEST_GROUPS"  # a folder: the workers write each test's group and slow mark there
 
 
 def _group_of(item: pytest.Item) -> str | None:
@@ -82,7 +82,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     the same data (the living parent) label with the instrument it cached instead of refitting.
 
     The build is paid by ``ARXIV_FIRST``, moved to the first of the group's places. On an xdist
-    worker, the groups also go to ``$RAP_TEST_GROUPS`` for :func:`pytest_xdist_make_scheduler`."""
+    worker, the groups and the slow tests also go to ``$RAP_TEST_GROUPS`` for
+    :func:`pytest_xdist_make_scheduler`."""
     for item in items:
         names = getattr(item, "fixturenames", ())
         if "arxiv_sample_dir" in names or item.get_closest_marker("shared_data") is not None:
@@ -95,36 +96,64 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if hasattr(config, "workerinput") and folder:
         import json
 
-        groups = {item.nodeid: g for item in items if (g := _group_of(item))}
-        tmp = Path(folder) / f".groups-{config.workerinput['workerid']}.json"  # type: ignore[attr-defined]
-        tmp.write_text(json.dumps(groups), encoding="utf-8")
-        os.replace(tmp, Path(folder) / "groups.json")
+        found = {
+            "groups": {item.nodeid: g for item in items if (g := _group_of(item))},
+            "slow": [item.nodeid for item in items if item.get_closest_marker("slow") is not None],
+        }
+        tmp = Path(folder) / f".collection-{config.workerinput['workerid']}.json"  # type: ignore[attr-defined]
+        tmp.write_text(json.dumps(found), encoding="utf-8")
+        os.replace(tmp, Path(folder) / "collection.json")
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """``--dist loadgroup`` that reads the groups from the workers' collection.
+    """``--dist loadgroup`` that reads the groups from the workers' collection, longest work first.
 
     pytest-xdist 3.8 tells the controller a test's group by appending ``@group`` to its node id;
     pytest 9.2's structured node ids ignore that write (pytest-dev/pytest-xdist#1386), so every
     group was spread over both workers: the arxiv sample was built on each, the README run twice.
-    Here the workers write ``{node id: group}`` (see above) before they report their collection,
-    and the scheduler reads it; an id that already carries ``@group`` is split as xdist does."""
+    Here the workers write each test's group (see above) before they report their collection, and
+    the scheduler reads it; an id that already carries ``@group`` is split as xdist does.
+
+    The queue: the groups (largest first: each starts at once on a worker of its own), then the
+    tests marked slow, then the rest, each in collection order; a minute-long test handed out
+    last would leave one worker idle while the other finishes it."""
     if config.getvalue("dist") != "loadgroup" or not os.environ.get(GROUPS_ENV):
         return None
     import json
 
     from xdist.scheduler import LoadGroupScheduling
 
-    path = Path(os.environ[GROUPS_ENV]) / "groups.json"
+    path = Path(os.environ[GROUPS_ENV]) / "collection.json"
 
     class MarkedGroupScheduling(LoadGroupScheduling):
-        groups: dict[str, str] | None = None
+        found: dict | None = None
+        ordered = False
+
+        def _collection(self) -> dict:
+            if self.found is None:  # first called once every worker has reported its collection
+                self.found = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+            return self.found
 
         def _split_scope(self, nodeid: str) -> str:
-            if self.groups is None:  # first called once every worker has reported its collection
-                self.groups = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-            return self.groups.get(nodeid) or super()._split_scope(nodeid)
+            return self._collection().get("groups", {}).get(nodeid) or super()._split_scope(nodeid)
+
+        def _assign_work_unit(self, node) -> None:  # noqa: ANN001 - xdist's WorkerController
+            if not self.ordered:
+                self.ordered = True
+                groups = set(self._collection().get("groups", {}).values())
+                slow = set(self._collection().get("slow", ()))
+
+                def rank(unit: tuple[str, dict[str, bool]]) -> tuple[int, int]:
+                    scope, tests = unit
+                    if scope in groups:
+                        return (0, -len(tests))
+                    return (1, 0) if slow & set(tests) else (2, 0)
+
+                units = sorted(self.workqueue.items(), key=rank)
+                self.workqueue.clear()
+                self.workqueue.update(units)
+            super()._assign_work_unit(node)
 
     return MarkedGroupScheduling(config, log)
 
@@ -143,13 +172,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Under ``--dist loadgroup``, a group that ran on two workers fails the run: its session
     fixtures (the arxiv-sample build, the README run) were paid twice, silently."""
     folder = os.environ.get(GROUPS_ENV)
-    path = Path(folder) / "groups.json" if folder else None
+    path = Path(folder) / "collection.json" if folder else None
     if not _RAN_ON or path is None or not path.is_file() or session.config.getvalue("dist") != "loadgroup":
         return
     import json
 
     workers: dict[str, set[str]] = {}
-    for nodeid, group in json.loads(path.read_text(encoding="utf-8")).items():
+    for nodeid, group in json.loads(path.read_text(encoding="utf-8"))["groups"].items():
         workers.setdefault(group, set()).update(_RAN_ON.get(nodeid, ()))
     split = {g: sorted(w) for g, w in workers.items() if len(w) > 1}
     if split:
