@@ -15,8 +15,9 @@ TORCH_INDEX ?=
 PIP_INDEX_ARGS := $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX))
 PYTEST_ARGS ?=
 # Two test processes by default (CI has two cores). The tests on the real arXiv sample share one
-# build and stay on one worker (xdist_group "arxiv_sample", see tests/conftest.py); TEST_WORKERS=0
-# runs everything in this process.
+# build and stay on one worker (xdist_group "arxiv_sample"), the README run on another (group
+# "readme"); tests/conftest.py schedules the groups first, then the tests marked slow, and fails a
+# run in which a group was split over workers. TEST_WORKERS=0 runs everything in this process.
 TEST_WORKERS ?= 2
 DEMO_DIR ?= rap-demo
 

@@ -392,10 +392,11 @@ def test_usage_formatting_never_prints_unknown_as_zero() -> None:
 
 @pytest.mark.slow
 @pytest.mark.shared_data
-def test_board_on_arxiv_sample(arxiv_sample_dir: Path, tmp_path: Path) -> None:
-    """The issue's board on arxiv-sample: the six baselines and the two reference agents from their
-    run stores; usage filled from the runs, contrasts equal to the report's, the page and the
-    dataset. (A SmolLM2 row is shown by hand in the report: minutes of CPU per episode.)"""
+def test_board_on_arxiv_sample(arxiv_sample_dir: Path, arxiv_sample_baselines: Path, tmp_path: Path) -> None:
+    """The issue's board on arxiv-sample: the six baselines (the session's ``rap baselines
+    --tune-dev`` run, which the report test reads too) and the two reference agents from their run
+    stores; usage filled from the runs, contrasts equal to the report's, the page and the dataset.
+    (A SmolLM2 row is shown by hand in the report: minutes of CPU per episode.)"""
     import datasets
 
     import rap_benchmark as rap
@@ -405,8 +406,7 @@ def test_board_on_arxiv_sample(arxiv_sample_dir: Path, tmp_path: Path) -> None:
 
     inst = rap.load(arxiv_sample_dir)
     subs = tmp_path / "subs"
-    baselines = tmp_path / "baselines.jsonl"
-    assert main(["baselines", str(arxiv_sample_dir), "--out", str(baselines), "--tune-dev"]) == 0
+    baselines = arxiv_sample_baselines
     assert main(["submit", "split", str(baselines), "--out", str(subs)]) == 0
     for name, conditions in (("uniform", "A0,A1"), ("search-hits", "A1")):
         run = tmp_path / "runs" / name

@@ -123,6 +123,10 @@ def serve(cfg: ServeConfig, *, ready: Callable[[socket.socket], None] | None = N
         if pid == 0:  # the worker
             code = 0
             try:
+                # first: the supervisor's own handlers (stop) would swallow the SIGTERM that its death
+                # sends, and a worker still starting would then serve on as an orphan
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _die_with(supervisor)
                 _run_worker(factory, cfg.api_keys, sock)
             except BaseException:  # noqa: BLE001 - a worker reports and exits; the supervisor respawns it
