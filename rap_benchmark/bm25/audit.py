@@ -11,7 +11,6 @@ A call passes when the re-executed ids, their order and ``total_hits`` are all i
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -23,46 +22,24 @@ from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import FileFormatError
 from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import Regime, SearchCall
+from rap_benchmark.core.serial import from_dict, to_dict
 
 CALL_KEYS = ("field_id", "origin", "regime", "query", "start", "end", "result_ids", "total_hits")
 
 
 def call_to_dict(call: SearchCall) -> dict[str, Any]:
-    return {
-        "field_id": call.field_id,
-        "origin": call.origin.isoformat(),
-        "regime": call.regime.value,
-        "query": call.query,
-        "start": None if call.start is None else call.start.isoformat(),
-        "end": None if call.end is None else call.end.isoformat(),
-        "result_ids": list(call.result_ids),
-        "total_hits": call.total_hits,
-    }
-
-
-def _optional_date(value: Any) -> dt.date | None:
-    """A recorded narrowing date; null and "" mean absent, as they do for the tool."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    return parse_date(value)
+    return to_dict(call)
 
 
 def call_from_dict(data: Mapping[str, Any]) -> SearchCall:
-    """Parse one recorded call; unknown or missing keys are errors."""
+    """Parse one recorded call; unknown or missing keys are errors. A null or empty narrowing
+    date means absent, as it does for the tool."""
     unknown = sorted(set(data) - set(CALL_KEYS))
     missing = sorted(set(CALL_KEYS) - set(data))
     if unknown or missing:
         raise ValueError(f"recorded call: unknown keys {unknown}, missing keys {missing}")
-    return SearchCall(
-        field_id=str(data["field_id"]),
-        origin=parse_date(data["origin"]),
-        regime=Regime(data["regime"]),
-        query=str(data["query"]),
-        start=_optional_date(data["start"]),
-        end=_optional_date(data["end"]),
-        result_ids=tuple(str(x) for x in data["result_ids"]),
-        total_hits=int(data["total_hits"]),
-    )
+    blank = {k: None for k in ("start", "end") if isinstance(data[k], str) and not data[k].strip()}
+    return from_dict(SearchCall, {**data, **blank})
 
 
 def write_calls(path: str | Path, calls: Iterable[SearchCall]) -> int:
