@@ -11,7 +11,6 @@ A call passes when the re-executed ids, their order and ``total_hits`` are all i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +18,8 @@ from typing import Any
 
 from rap_benchmark.bm25.engine import SearchEngine
 from rap_benchmark.core.dates import parse_date
-from rap_benchmark.core.errors import FileFormatError
-from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import Regime, SearchCall
-from rap_benchmark.core.serial import from_dict, to_dict
+from rap_benchmark.core.serial import from_dict, read_jsonl, to_dict, write_jsonl
 
 CALL_KEYS = ("field_id", "origin", "regime", "query", "start", "end", "result_ids", "total_hits")
 
@@ -44,26 +41,12 @@ def call_from_dict(data: Mapping[str, Any]) -> SearchCall:
 
 def write_calls(path: str | Path, calls: Iterable[SearchCall]) -> int:
     """Write recorded calls as JSON lines; returns how many were written."""
-    n = 0
-    with atomic_open(path) as fh:
-        for call in calls:
-            fh.write(json.dumps(call_to_dict(call), sort_keys=True, ensure_ascii=False) + "\n")
-            n += 1
-    return n
+    return write_jsonl(path, calls)
 
 
 def read_calls(path: str | Path) -> list[SearchCall]:
     """Read a recorded-call JSONL file (blank lines ignored); a bad line raises FileFormatError naming it."""
-    calls = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                calls.append(call_from_dict(json.loads(line)))
-            except (ValueError, TypeError) as exc:
-                raise FileFormatError(path, str(exc), line=lineno) from exc
-    return calls
+    return list(read_jsonl(path, call_from_dict))
 
 
 def record_call(

@@ -5,7 +5,8 @@ YYYY-MM-DD, a tuple as a list, a nested record as an object, a dict with its val
 the same way. A field declared with ``field(metadata=FLAT)`` is merged into its parent's object;
 one with ``OMIT_EMPTY`` is left out while empty (older files keep their bytes). :func:`from_dict`
 reads the same shapes back by each field's annotation; an absent field takes its default, and
-``strict`` rejects unknown keys. :class:`Record` gives a dataclass both as methods.
+``strict`` rejects unknown keys. :class:`Record` gives a dataclass both as methods;
+:func:`write_jsonl` and :func:`read_jsonl` are the one JSON-lines file of records.
 """
 
 from __future__ import annotations
@@ -14,13 +15,16 @@ import dataclasses
 import datetime as dt
 import enum
 import functools
+import json
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from pathlib import Path
 from typing import Any, TypeVar
 
 from rap_benchmark.core.dates import parse_date
-from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.errors import FileFormatError, InputError
+from rap_benchmark.core.fsio import atomic_open
 
 FLAT = {"flat": True}
 OMIT_EMPTY = {"omit_empty": True}
@@ -116,3 +120,31 @@ class Record:
     @classmethod
     def from_dict(cls: type[_R], data: Mapping[str, Any]) -> _R:
         return from_dict(cls, data)
+
+
+def write_jsonl(path: str | Path, rows: Iterable[Any]) -> int:
+    """Write records (or plain dicts) as JSON lines, keys sorted, UTF-8, replacing ``path``
+    atomically; return how many were written."""
+    n = 0
+    with atomic_open(path) as fh:
+        for row in rows:
+            fh.write(json.dumps(row if isinstance(row, dict) else to_dict(row), sort_keys=True, ensure_ascii=False))
+            fh.write("\n")
+            n += 1
+    return n
+
+
+def read_jsonl(path: str | Path, parse: Callable[[dict[str, Any]], _R] | None = None) -> Iterator[_R]:
+    """Each JSON line of ``path`` (blank lines skipped) through ``parse``; a line that is not JSON
+    or that ``parse`` refuses raises :class:`~rap_benchmark.core.errors.FileFormatError` naming
+    the file and the line."""
+    with Path(path).open(encoding="utf-8") as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                data = json.loads(line)
+                yield data if parse is None else parse(data)
+            except (KeyError, ValueError, TypeError) as exc:
+                problem = f"missing key {exc}" if isinstance(exc, KeyError) else str(exc)
+                raise FileFormatError(path, problem, line=lineno) from exc
