@@ -41,7 +41,7 @@ from rap_benchmark.bm25.tokens import cached_table, token_cache_valid
 from rap_benchmark.core.dates import add_months, parse_date, to_days
 from rap_benchmark.core.records import Regime, SearchHit, SearchObservation
 from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.core.sums import CACHE_DIR, listed_sha256, shard_hash
+from rap_benchmark.core.sums import CACHE_DIR, listed_sha256
 
 DateArg = str | dt.date | None
 
@@ -279,19 +279,6 @@ class SearchEngine:
         lo, hi = index.slice_bounds(*self.universe_days(origin, regime, start=start, end=end))
         ids = self.ids
         return [ids[r] for r in index.rows[lo:hi].tolist()]
-
-    def manifest_problems(self, manifest: pd.DataFrame) -> list[str]:
-        """Check search_manifest rows (bounds, n_papers, shard_hash) against the served universes."""
-        problems, served = [], []
-        for row in manifest.itertuples(index=False):
-            lo, hi = self.universe_days(row.origin, row.regime)
-            if lo != DAY_MIN and to_days(parse_date(row.start)) != lo:
-                problems.append(f"{row.field_id}@{row.origin}/{row.regime}: start {row.start} differs")
-            if to_days(parse_date(row.end)) != hi:
-                problems.append(f"{row.field_id}@{row.origin}/{row.regime}: end {row.end} differs")
-            ids = self.universe_ids(row.field_id, row.origin, row.regime)
-            served.append((row.field_id, row.origin, row.regime, len(ids), shard_hash(ids)))
-        return problems + universe_problems(pd.DataFrame(served, columns=[*_KEYS, "n_papers", "shard_hash"]), manifest)
 
     # -- queries ---------------------------------------------------------------------------
     def _positions(self, field_id, origin, regime, query, start, end):
