@@ -21,7 +21,7 @@ What is measured, side by side in one run, on the same universes and the same qu
 * build: a fresh process makes every universe servable from the cached tokens (and cached
   display text); wall time, RSS after the build (= serving memory) and peak RSS.
 * paper scale: a generated Zipfian corpus of 356,357 papers in 278 fields (2,780 universes;
-  ``rap_benchmark.bm25.synthetic``): a fresh process builds from cached tokens and records
+  ``tests/search_synthetic.py``): a fresh process builds from cached tokens and records
   86,284 calls (a fifth of them date-narrowed); another fresh process re-executes them all from
   the JSONL file (audit); then a seeded sample of 40 universes is compared with bm25s as above.
   ``--quick`` divides papers, fields and calls by 10.
@@ -294,7 +294,10 @@ def _instance_dir(name: str, work: Path) -> Path:
 
 def _paper_scale_dir(work: Path, n_papers: int, n_fields: int, seed: int) -> tuple[Path, dict]:
     from rap_benchmark.bm25 import SearchEngine
-    from rap_benchmark.bm25.synthetic import zipf_corpus
+
+    sys.path.insert(0, str(REPO / "tests"))  # the generator is test code, kept with the tests
+    from search_synthetic import zipf_corpus
+
     from rap_benchmark.core.artifacts import LEDGER_FILE, write_json, write_table
     from rap_benchmark.core.spec import BenchmarkSpec
     from rap_benchmark.core.sums import write_sums

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+from citecast_http import http_client
 from fake_openai import FakeOpenAIClient, completion
 from runkill import kill_after_done
 
@@ -27,7 +28,7 @@ from rap_benchmark.agents.citecast import (
 from rap_benchmark.agents.protocol import ModelTurn, ToolCall
 from rap_benchmark.agents.runner import run_units
 from rap_benchmark.agents.store import RunStore, TaskKey, merge_stores
-from rap_benchmark.citecast.client import HttpClient, InProcessClient
+from rap_benchmark.citecast.client import InProcessClient
 from rap_benchmark.citecast.env import CiteCastEnv
 from rap_benchmark.citecast.reward import reward
 
@@ -39,14 +40,6 @@ from test_citecast_server import make_env  # noqa: E402
 @pytest.fixture()
 def env() -> CiteCastEnv:
     return make_env()
-
-
-def _http(env: CiteCastEnv) -> HttpClient:
-    from fastapi.testclient import TestClient
-
-    from rap_benchmark.citecast.server import create_app
-
-    return HttpClient("http://testserver", http=TestClient(create_app(env)))
 
 
 def call(n: int, name: str, **args) -> ModelTurn:
@@ -63,7 +56,7 @@ def run(units, backend, store):
 def test_scripted_agent_is_nudged_refused_and_scored_by_the_environment(env, tmp_path, via) -> None:
     """A text reply is nudged once; a refused (negative) submission comes back as an error
     observation; the accepted one is the answer, and its reward is the environment's."""
-    client = InProcessClient(env) if via == "in-process" else _http(env)
+    client = InProcessClient(env) if via == "in-process" else http_client(env)
 
     def script(req, ctx):
         n_tool = sum(m["role"] == "tool" for m in req.messages)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import json
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -19,11 +21,43 @@ from rap_benchmark.citecast.tools import (
     call_tool,
     tool_schemas,
 )
-from rap_benchmark.citecast.warc import WarcPage, iter_pages, write_warc
+from rap_benchmark.citecast.warc import WarcPage, iter_pages
 from rap_benchmark.citecast.webcorpus import WebCorpus, normalise_url, snippet
+from rap_benchmark.core.fsio import atomic_open
 
 FIX = Path(__file__).parent / "fixtures" / "citecast"
 CUTOFF = dt.date(2026, 1, 31)
+
+
+def write_warc(path: str | Path, pages: Iterable[WarcPage], *, gzipped: bool = False) -> None:
+    """Write pages as WARC/1.0 ``response`` records holding HTML (one gzip member per record
+    when ``gzipped``), so corpora round-trip through :func:`iter_pages`."""
+    import hashlib
+    import html as html_mod
+
+    with atomic_open(path, "wb") as out:
+        for page in pages:
+            body = (
+                f"<!DOCTYPE html><html><head><title>{html_mod.escape(page.title)}</title></head>"
+                f"<body><p>{html_mod.escape(page.text)}</p></body></html>"
+            ).encode()
+            http = (
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            rid = hashlib.sha256(f"{page.url}\n{page.date}".encode()).hexdigest()
+            head = (
+                "WARC/1.0\r\n"
+                "WARC-Type: response\r\n"
+                f"WARC-Record-ID: <urn:sha256:{rid}>\r\n"
+                f"WARC-Date: {page.date.isoformat()}T00:00:00Z\r\n"
+                f"WARC-Target-URI: {page.url}\r\n"
+                "Content-Type: application/http; msgtype=response\r\n"
+                f"Content-Length: {len(http)}\r\n\r\n"
+            ).encode()
+            record = head + http + b"\r\n\r\n"
+            out.write(gzip.compress(record, mtime=0) if gzipped else record)
 
 
 def tools_for(corpus: WebCorpus, cutoff: dt.date = CUTOFF, **kw) -> SessionTools:
@@ -61,7 +95,7 @@ def test_fetch_caps_text_and_normalises_urls() -> None:
 
 @pytest.mark.parametrize("name", ["crawl.warc", "crawl.warc.gz"])
 def test_warc_fixture_loads(name: str) -> None:
-    corpus = WebCorpus.from_warc(FIX / name)
+    corpus = WebCorpus.load([FIX / name])
     urls = sorted({d.url for d in corpus.documents})
     assert urls == [
         "https://blog.example.net/notes/routing.txt",

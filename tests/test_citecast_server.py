@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from citecast_http import http_client
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -48,11 +49,7 @@ def env() -> CiteCastEnv:
 
 @pytest.fixture(scope="module")
 def http(env: CiteCastEnv) -> HttpClient:
-    from fastapi.testclient import TestClient
-
-    from rap_benchmark.citecast.server import create_app
-
-    return HttpClient("http://testserver", http=TestClient(create_app(env)))
+    return http_client(env)
 
 
 def clients(env: CiteCastEnv, http: HttpClient):

@@ -14,15 +14,15 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from citecast_http import http_client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_citecast_server import make_env
 
-from rap_benchmark.citecast.client import HttpClient, InProcessClient
+from rap_benchmark.citecast.client import InProcessClient
 from rap_benchmark.citecast.env import (
     AlreadyScored,
     CallLimit,
-    CiteCastEnv,
     EnvError,
     Mode,
     SessionClosed,
@@ -33,18 +33,12 @@ from rap_benchmark.citecast.errors import PayloadTooLarge, Unauthorized
 from rap_benchmark.citecast.records import SubCorpus, TaskSplit, WebDocument
 from rap_benchmark.citecast.reward import reward
 from rap_benchmark.citecast.scoring import score_results
-from rap_benchmark.citecast.server import MAX_BODY_BYTES, create_app
+from rap_benchmark.citecast.server import MAX_BODY_BYTES
 from rap_benchmark.citecast.sessions import Outcome, SqliteStore
 from rap_benchmark.citecast.tools import MAX_QUERY_CHARS, MAX_URL_CHARS, BackdatedWeb, ToolArgumentError
 from rap_benchmark.citecast.webcorpus import WebCorpus, first_term
 
 KEYS = {"secret-key-of-team-a": "team-a", "secret-key-of-team-b": "team-b"}
-
-
-def http_client(env: CiteCastEnv, api_key: str | None = None, keys: dict[str, str] | None = None) -> HttpClient:
-    from starlette.testclient import TestClient
-
-    return HttpClient("http://testserver", http=TestClient(create_app(env, keys)), api_key=api_key)
 
 
 def invert(r: float) -> int:

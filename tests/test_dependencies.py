@@ -367,6 +367,11 @@ def entry_points() -> dict[str, tuple[list[tuple[str, str | None]], tuple[str, .
         for name, module in points.items():
             path = _modules()[module]
             out[f"inspect_ai:{name}"] = ([(module, None), *_imported_names(path)], INSPECT_EXTRAS)
+    # not a `rap` command and imported by nothing in the package: python -m runs it
+    out["python -m rap_benchmark.testing.scripted_server"] = (
+        [("rap_benchmark.testing.scripted_server", "main")],
+        ("serve",),
+    )
     for path in sorted((ROOT / "eval_harness_tasks").glob("*.py")):
         out[f"lm_eval:{path.name}"] = (_imported_names(path), LM_EVAL_EXTRAS)
     return out
@@ -393,6 +398,28 @@ def test_the_base_commands_need_no_extra() -> None:
     """The README's first commands run on the base install."""
     for command in ("rap build", "rap demo", "rap report", "rap score", "rap verify", "rap info"):
         assert ENTRY_POINTS[command][1] == ()
+
+
+def test_no_command_imports_the_test_servers_web_stack() -> None:
+    """FastAPI and uvicorn are not in the base install: no `rap` command (nor the Inspect and
+    lm-eval entry points) may reach them, optionally or not."""
+    for name, (roots, _extras) in ENTRY_POINTS.items():
+        if name.startswith("python -m"):
+            continue
+        found = {i.name for i in walk(roots)} & {"fastapi", "uvicorn", "starlette"}
+        assert not found, f"{name} imports {found}"
+
+
+def test_the_scripted_server_without_uvicorn_names_the_extra() -> None:
+    import subprocess
+
+    code = (
+        "import sys; sys.modules['uvicorn'] = None; "
+        "from rap_benchmark.testing.scripted_server import main; sys.exit(main([]))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr == "scripted_server: needs uvicorn: pip install 'rap_benchmark[serve]'\n"
 
 
 def test_the_walk_follows_function_level_imports() -> None:

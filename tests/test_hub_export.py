@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -16,12 +17,22 @@ from rap_benchmark.core.canonical import commitment, content_hash, target_values
 from rap_benchmark.core.schemas import ASSIGNMENT_LABELS, EPISODE_TARGET_FLAGS, EPISODE_TARGETS
 from rap_benchmark.core.sums import sha256_file
 from rap_benchmark.hub import export_instance, publish, read_manifest, verify_reveal
-from rap_benchmark.hub.cards import read_front_matter
 from rap_benchmark.hub.export import REPO_NAMES
 from rap_benchmark.hub.layout import PRIVATE_DIR
 
 datasets = pytest.importorskip("datasets")
 SALT = bytes(range(32))
+
+
+def read_front_matter(readme: str | Path) -> dict[str, Any]:
+    """Parse the YAML front matter of a card (the block between the first two ``---`` lines)."""
+    import yaml
+
+    text = Path(readme).read_text(encoding="utf-8")
+    if not text.startswith("---\n"):
+        raise ValueError(f"{readme}: no YAML front matter")
+    end = text.index("\n---", 4)
+    return yaml.safe_load(text[4:end]) or {}
 
 
 def _dates(s: pd.Series) -> pd.Series:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lmeval_samples import samples_episode_metrics
 
 pytest.importorskip("lm_eval")
 pytest.importorskip("tenacity")  # lm-eval[api]
@@ -88,7 +89,7 @@ def samples_of(out: Path, task: str) -> list[dict]:
 def assert_scores_equal_rap_score(samples: list[dict], inst, tmp_path: Path) -> None:
     from rap_benchmark.evaluation.predictions import read_predictions, write_predictions
     from rap_benchmark.evaluation.scoring.score import score_predictions
-    from rap_benchmark.integrations.lmeval.samples import predictions_from_samples, samples_episode_metrics
+    from rap_benchmark.integrations.lmeval.samples import predictions_from_samples
 
     preds = predictions_from_samples(samples, model="scripted")
     path = write_predictions(preds, tmp_path / "scripted.jsonl")

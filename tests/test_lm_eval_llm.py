@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lmeval_samples import samples_episode_metrics
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -36,7 +37,7 @@ def _gguf() -> tuple[Path, str]:
 def test_lm_eval_cli_runs_and_matches_rap_score(mini_dir: Path, mini, tmp_path: Path) -> None:
     from rap_benchmark.evaluation.predictions import read_predictions, write_predictions
     from rap_benchmark.evaluation.scoring.score import score_predictions
-    from rap_benchmark.integrations.lmeval.samples import read_samples, samples_episode_metrics, samples_to_predictions
+    from rap_benchmark.integrations.lmeval.samples import read_samples, samples_to_predictions
 
     folder, name = _gguf()
     include = subprocess.run(

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lmeval_samples import samples_episode_metrics
 
 lm_eval = pytest.importorskip("lm_eval")
 from lm_eval.api.model import LM  # noqa: E402
@@ -235,7 +236,7 @@ def test_per_episode_spearman_equals_rap_score(scripted_run, mini, tmp_path: Pat
     from rap_benchmark.evaluation.predictions import read_predictions, validate_predictions, write_predictions
     from rap_benchmark.evaluation.scoring.aggregate import field_macro
     from rap_benchmark.evaluation.scoring.score import score_predictions
-    from rap_benchmark.integrations.lmeval.samples import predictions_from_samples, samples_episode_metrics
+    from rap_benchmark.integrations.lmeval.samples import predictions_from_samples
 
     _, res = scripted_run
     samples = json.loads(json.dumps(res["samples"]["rap_forecast"], default=str))  # as logged on disk

@@ -16,9 +16,9 @@ import bm25s
 import numpy as np
 import pandas as pd
 import pytest
+from search_synthetic import manifest_problems, synthetic_instance
 
 from rap_benchmark.bm25 import SearchEngine
-from rap_benchmark.bm25.synthetic import synthetic_instance
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.records import Regime
 from rap_benchmark.core.text import query_terms, tokenize
@@ -147,7 +147,7 @@ def test_every_universe_of_mini_matches_bm25s(request):
     assert len(universes) == len(mini.field_ids) * len(mini.spec.origins) * 2
     for field_id, origin, regime in universes:
         assert check_universe(engine, mini, field_id, origin, regime, rng) >= QUERIES_PER_UNIVERSE
-    assert engine.manifest_problems(mini.search_manifest) == []
+    assert manifest_problems(engine, mini.search_manifest) == []
 
 
 @pytest.mark.slow
@@ -162,4 +162,4 @@ def test_sampled_universes_of_arxiv_sample_match_bm25s(request):
     for i in sorted(picked.tolist()):
         field_id, origin, regime = universes[i]
         assert check_universe(engine, inst, field_id, origin, regime, rng) >= QUERIES_PER_UNIVERSE
-    assert engine.manifest_problems(inst.search_manifest) == []
+    assert manifest_problems(engine, inst.search_manifest) == []

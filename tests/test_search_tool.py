@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from search_synthetic import manifest_problems, synthetic_instance
 
 from rap_benchmark.bm25 import (
     SearchEngine,
@@ -19,7 +20,6 @@ from rap_benchmark.bm25 import (
     shard_hash,
     write_calls,
 )
-from rap_benchmark.bm25.synthetic import synthetic_instance
 from rap_benchmark.bm25.tokens import CACHE_NAME
 from rap_benchmark.cli import main
 from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance, write_json, write_table
@@ -92,7 +92,7 @@ def _query(inst, i: int = 0) -> str:
 
 
 def test_engine_agrees_with_the_manifest_and_caches_tokens_outside_the_hashes(instance_dir, inst, engine):
-    assert engine.manifest_problems(inst.search_manifest) == []
+    assert manifest_problems(engine, inst.search_manifest) == []
     assert (instance_dir / ".cache" / CACHE_NAME).is_file()
     assert verify(instance_dir) == []  # the cache is never hashed
     again = SearchEngine.from_instance(inst)
@@ -119,7 +119,7 @@ def test_manifest_problems_detect_a_wrong_universe(inst, engine):
     bad = inst.search_manifest.copy()
     bad.loc[0, "n_papers"] += 1
     bad.loc[1, "shard_hash"] = "0" * 64
-    problems = engine.manifest_problems(bad)
+    problems = manifest_problems(engine, bad)
     assert len(problems) == 2
 
 

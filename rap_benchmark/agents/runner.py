@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -373,10 +372,7 @@ def prepare_submission(
 
     Every input is checked before anything is written; both files are replaced atomically.
     """
-    from rap_benchmark.core.fsio import atomic_write_text
-    from rap_benchmark.core.spec import BENCHMARK_VERSION
-    from rap_benchmark.evaluation.predictions import write_predictions
-    from rap_benchmark.evaluation.submissions import META_SUFFIX
+    from rap_benchmark.evaluation.submissions import meta_from_rows, write_submission
     from rap_benchmark.evaluation.usage import usage_from_rows
 
     store = RunStore(run_dir)
@@ -393,30 +389,17 @@ def prepare_submission(
         )
     if run.get("shard") not in (None, "0/1"):
         raise InputError(f"{run_dir} is shard {run['shard']} of a run: rap runs merge the shards first")
-    conditions = sorted({Condition(c) for c in frame["condition"]}, key=lambda c: c.value)
     backend = run.get("backend") or "unknown backend"
     source = f"rap run store {Path(run_dir).name} (backend {backend}, prompt {run.get('prompt_version')})"
-    meta = {
-        "model": name,
-        "conditions": [c.value for c in conditions],
-        "manifest_hash": run["manifest_hash"],
-        "knowledge_cutoff": None
-        if knowledge_cutoff is None
-        else dt.date.fromisoformat(str(knowledge_cutoff)).isoformat(),
-        "tools": ["search"] if any(c.regime is not None for c in conditions) else [],
-        "attempts": 1,
-        "submitter": submitter,
-        "notes": notes,
-        "benchmark_version": run.get("benchmark_version") or BENCHMARK_VERSION,
-        "usage": usage_from_rows(frame, source=source, prices=prices),
-    }
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_predictions(frame, out)
-    meta_path = atomic_write_text(
-        out.with_name(out.name + META_SUFFIX), json.dumps(meta, indent=1, ensure_ascii=False) + "\n"
+    meta = meta_from_rows(
+        frame,
+        usage=usage_from_rows(frame, source=source, prices=prices),
+        knowledge_cutoff=knowledge_cutoff,
+        submitter=submitter,
+        notes=notes,
+        benchmark_version=run.get("benchmark_version"),
     )
-    return out, Path(meta_path)
+    return write_submission(frame, out, meta)
 
 
 PREDICTIONS_FILE = "predictions.jsonl"

@@ -11,9 +11,10 @@ Public API:
 """
 
 from rap_benchmark.bm25.audit import AuditMismatch, AuditReport, audit_calls, read_calls, write_calls
-from rap_benchmark.bm25.engine import SearchEngine, shard_hash
+from rap_benchmark.bm25.engine import SearchEngine
 from rap_benchmark.bm25.index import BM25Index, RankedResult
 from rap_benchmark.bm25.tool import make_search_tool, observation_json, observation_to_dict
+from rap_benchmark.core.sums import shard_hash
 
 __all__ = [
     "AuditMismatch",

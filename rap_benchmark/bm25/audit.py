@@ -11,8 +11,6 @@ A call passes when the re-executed ids, their order and ``total_hits`` are all i
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,73 +18,35 @@ from typing import Any
 
 from rap_benchmark.bm25.engine import SearchEngine
 from rap_benchmark.core.dates import parse_date
-from rap_benchmark.core.errors import FileFormatError
-from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import Regime, SearchCall
+from rap_benchmark.core.serial import from_dict, read_jsonl, to_dict, write_jsonl
 
 CALL_KEYS = ("field_id", "origin", "regime", "query", "start", "end", "result_ids", "total_hits")
 
 
 def call_to_dict(call: SearchCall) -> dict[str, Any]:
-    return {
-        "field_id": call.field_id,
-        "origin": call.origin.isoformat(),
-        "regime": call.regime.value,
-        "query": call.query,
-        "start": None if call.start is None else call.start.isoformat(),
-        "end": None if call.end is None else call.end.isoformat(),
-        "result_ids": list(call.result_ids),
-        "total_hits": call.total_hits,
-    }
-
-
-def _optional_date(value: Any) -> dt.date | None:
-    """A recorded narrowing date; null and "" mean absent, as they do for the tool."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    return parse_date(value)
+    return to_dict(call)
 
 
 def call_from_dict(data: Mapping[str, Any]) -> SearchCall:
-    """Parse one recorded call; unknown or missing keys are errors."""
+    """Parse one recorded call; unknown or missing keys are errors. A null or empty narrowing
+    date means absent, as it does for the tool."""
     unknown = sorted(set(data) - set(CALL_KEYS))
     missing = sorted(set(CALL_KEYS) - set(data))
     if unknown or missing:
         raise ValueError(f"recorded call: unknown keys {unknown}, missing keys {missing}")
-    return SearchCall(
-        field_id=str(data["field_id"]),
-        origin=parse_date(data["origin"]),
-        regime=Regime(data["regime"]),
-        query=str(data["query"]),
-        start=_optional_date(data["start"]),
-        end=_optional_date(data["end"]),
-        result_ids=tuple(str(x) for x in data["result_ids"]),
-        total_hits=int(data["total_hits"]),
-    )
+    blank = {k: None for k in ("start", "end") if isinstance(data[k], str) and not data[k].strip()}
+    return from_dict(SearchCall, {**data, **blank})
 
 
 def write_calls(path: str | Path, calls: Iterable[SearchCall]) -> int:
     """Write recorded calls as JSON lines; returns how many were written."""
-    n = 0
-    with atomic_open(path) as fh:
-        for call in calls:
-            fh.write(json.dumps(call_to_dict(call), sort_keys=True, ensure_ascii=False) + "\n")
-            n += 1
-    return n
+    return write_jsonl(path, calls)
 
 
 def read_calls(path: str | Path) -> list[SearchCall]:
     """Read a recorded-call JSONL file (blank lines ignored); a bad line raises FileFormatError naming it."""
-    calls = []
-    with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                calls.append(call_from_dict(json.loads(line)))
-            except (ValueError, TypeError) as exc:
-                raise FileFormatError(path, str(exc), line=lineno) from exc
-    return calls
+    return list(read_jsonl(path, call_from_dict))
 
 
 def record_call(

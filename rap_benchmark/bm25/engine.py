@@ -41,7 +41,7 @@ from rap_benchmark.bm25.tokens import cached_table, token_cache_valid
 from rap_benchmark.core.dates import add_months, parse_date, to_days
 from rap_benchmark.core.records import Regime, SearchHit, SearchObservation
 from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.core.sums import CACHE_DIR, listed_sha256, shard_hash
+from rap_benchmark.core.sums import CACHE_DIR, listed_sha256
 
 DateArg = str | dt.date | None
 
@@ -280,22 +280,6 @@ class SearchEngine:
         ids = self.ids
         return [ids[r] for r in index.rows[lo:hi].tolist()]
 
-    def manifest_problems(self, manifest: pd.DataFrame) -> list[str]:
-        """Check search_manifest rows (bounds, n_papers, shard_hash) against the served universes."""
-        problems = []
-        for row in manifest.itertuples(index=False):
-            lo, hi = self.universe_days(row.origin, row.regime)
-            if lo != DAY_MIN and to_days(parse_date(row.start)) != lo:
-                problems.append(f"{row.field_id}@{row.origin}/{row.regime}: start {row.start} differs")
-            if to_days(parse_date(row.end)) != hi:
-                problems.append(f"{row.field_id}@{row.origin}/{row.regime}: end {row.end} differs")
-            ids = self.universe_ids(row.field_id, row.origin, row.regime)
-            if len(ids) != int(row.n_papers):
-                problems.append(f"{row.field_id}@{row.origin}/{row.regime}: {len(ids)} papers, manifest {row.n_papers}")
-            elif shard_hash(ids) != row.shard_hash:
-                problems.append(f"{row.field_id}@{row.origin}/{row.regime}: shard_hash differs")
-        return problems
-
     # -- queries ---------------------------------------------------------------------------
     def _positions(self, field_id, origin, regime, query, start, end):
         index = self.index(field_id)
@@ -348,3 +332,28 @@ class SearchEngine:
         """Bytes of the field indexes' arrays and the stored display text."""
         text = sum(a.nbytes for a in (self._dates, self._titles, self._abstracts))
         return sum(ix.nbytes for ix in self.fields.values()) + text
+
+
+_KEYS = ["field_id", "origin", "regime"]
+
+
+def universe_problems(ours: pd.DataFrame, published: pd.DataFrame) -> list[str]:
+    """The one universe check: every (field, origin, regime) whose paper count or shard hash
+    differs between two search manifests (``ours`` served or rebuilt, ``published`` the one the
+    instance carries), or that only one of them holds; one line each."""
+    cols = [*_KEYS, "n_papers", "shard_hash"]
+    both = (
+        ours[cols]
+        .astype(str)
+        .merge(published[cols].astype(str), on=_KEYS, how="outer", suffixes=("", "_m"), indicator="side")
+    )
+    problems = []
+    for row in both.sort_values(_KEYS).itertuples(index=False):
+        where = f"{row.field_id}@{row.origin}/{row.regime}"
+        if row.side != "both":
+            problems.append(f"{where}: {'not in the manifest' if row.side == 'left_only' else 'absent'}")
+        elif row.n_papers != row.n_papers_m:
+            problems.append(f"{where}: {row.n_papers} papers, manifest {row.n_papers_m}")
+        elif row.shard_hash != row.shard_hash_m:
+            problems.append(f"{where}: shard_hash differs")
+    return problems

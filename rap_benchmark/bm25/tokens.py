@@ -55,11 +55,6 @@ class TokenTable:
         """Term -> id for the sorted vocabulary."""
         return {t: i for i, t in enumerate(self.vocab)}
 
-    def doc_terms(self, i: int) -> dict[str, int]:
-        """Document ``i``'s terms with their frequencies (for inspection and tests)."""
-        lo, hi = int(self.doc_ptr[i]), int(self.doc_ptr[i + 1])
-        return {self.vocab[int(t)]: int(f) for t, f in zip(self.term[lo:hi], self.tf[lo:hi], strict=True)}
-
 
 def _compact_tf(tf: np.ndarray) -> np.ndarray:
     """Term frequencies in the narrowest of uint8 / uint16 / int32 that holds them all."""

@@ -7,7 +7,7 @@ researching through backdated web tools frozen at 2026-01-31.
     tools     web_search, web_fetch, submit_prediction (typed functions; docstrings = schemas)
     env       one-shot submission, reward, modes (training / evaluation); server and client share it
     sessions  session stores: SQLite (WAL, one machine's workers) and redis_sessions (several machines)
-    server    the routes (ASGI); httpserver: the workers' HTTP/1.1; serving: supervisor and workers
+    server    the routes; httpserver: the workers' HTTP/1.1; serving: supervisor and workers
     webindex  the cutoff view as memory-mapped files (what the workers share)
     scoring   evaluation-mode results from a session store
     reward    1 / cosh(2 |ln((p+1)/(t+1))|)

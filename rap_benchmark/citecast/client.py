@@ -56,7 +56,7 @@ class HttpClient:
     """Talks to ``rap citecast serve`` over HTTP (httpx)."""
 
     def __init__(self, base_url: str, timeout_s: float = 60.0, http: Any = None, api_key: str | None = None) -> None:
-        """``http``: an httpx.Client-compatible object to use instead (e.g. Starlette's TestClient);
+        """``http``: an httpx.Client-compatible object to use instead (tests: one with an in-process transport);
         ``api_key``: the secret sent as ``Authorization: Bearer`` (required in evaluation mode)."""
         import httpx
 

@@ -44,7 +44,7 @@ import hashlib
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,7 @@ from rap_benchmark.citecast.records import (
 from rap_benchmark.citecast.tasks import TaskSet, build_tasks
 from rap_benchmark.citecast.webcorpus import WebCorpus
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.serial import to_dict
 
 PROFILE_HOST = "https://profiles.example.org"
 NEWS_HOST = "https://news.example.com"
@@ -324,7 +325,7 @@ def build_embedded(
     corpus = WebCorpus(generate_documents(gen, config, source))
     provenance = {
         "instance": "embedded",
-        "config": {**asdict(config), "real_window": list(config.real_window)},
+        "config": to_dict(config),
         "arxiv_source": "shared arXiv sample" if source is not None and source.is_dir() else None,
         "target_model": __doc__.split("Targets")[1].split("Corpus")[0].strip(),
     }

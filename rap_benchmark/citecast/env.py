@@ -52,6 +52,7 @@ from rap_benchmark.citecast.tools import (
 )
 from rap_benchmark.citecast.webcorpus import WebCorpus
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.serial import Record
 
 __all__ = [
     "AlreadyScored",
@@ -80,31 +81,19 @@ class Mode(enum.Enum):
 
 
 @dataclass(frozen=True)
-class StartInfo:
+class StartInfo(Record):
     session_id: str
     task_id: str
     system: str
     prompt: str
     tools: list[dict[str, Any]]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "session_id": self.session_id,
-            "task_id": self.task_id,
-            "system": self.system,
-            "prompt": self.prompt,
-            "tools": self.tools,
-        }
-
 
 @dataclass(frozen=True)
-class ToolResult:
+class ToolResult(Record):
     observation: Any
     done: bool
     reward: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"observation": self.observation, "done": self.done, "reward": self.reward}
 
 
 class _MeteredWeb:

@@ -29,6 +29,7 @@ from rap_benchmark.citecast.webcorpus import WebCorpus
 from rap_benchmark.core.artifacts import LEDGER_FILE, ArtifactError, write_json
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.fsio import replacing
+from rap_benchmark.core.serial import to_dict
 from rap_benchmark.core.sums import CACHE_DIR, SUMS_FILE, verify, write_sums
 
 CITECAST_VERSION = "1.0.0"
@@ -121,7 +122,7 @@ def _write_files(
         "citecast_version": CITECAST_VERSION,
         "cutoff": cutoff.isoformat(),
         "snapshot_date": snapshot_date.isoformat(),
-        "bands": [{"name": b.name, "lo": b.lo, "hi": b.hi} for b in DEFAULT_BANDS],
+        "bands": [to_dict(b) for b in DEFAULT_BANDS],
         "mix": DEFAULT_MIX,
         "n_tasks": len(task_set.tasks),
         "n_eligible": task_set.n_eligible,

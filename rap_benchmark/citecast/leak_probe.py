@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from rap_benchmark.citecast.client import EnvClient
 from rap_benchmark.citecast.records import CiteTask
 from rap_benchmark.citecast.tasks import DEFAULT_BANDS, bands_by_name, normalise_title
+from rap_benchmark.core.serial import Record
 
 _NUM = r"(\d{1,3}(?:,\d{3})+|\d+)"
 CITATION_PATTERNS: tuple[re.Pattern[str], ...] = (
@@ -51,7 +52,7 @@ def _about(text: str, task: CiteTask) -> bool:
 
 
 @dataclass(frozen=True)
-class ProbeRow:
+class ProbeRow(Record):
     task_id: str
     arxiv_id: str
     target: int
@@ -62,9 +63,6 @@ class ProbeRow:
     max_figure_any: int | None
     max_figure_about: int | None
     leak: bool  # a figure about the paper reached the band's lower bound
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def probe_task(client: EnvClient, task: CiteTask, band_lo: int) -> ProbeRow:

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.serial import FLAT, Record, from_dict
 
 ARXIV_2601 = re.compile(r"^2601\.\d{5}$")
 """January 2026 new-style arXiv ids (the cohort's only admissible ids)."""
@@ -51,7 +52,7 @@ class ExclusionReason(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class PaperMeta:
+class PaperMeta(Record):
     """A paper's arXiv version-1 metadata: exactly what a prompt may show.
 
     Mutable article-level fields (comments, journal reference, DOI) are deliberately absent.
@@ -70,27 +71,6 @@ class PaperMeta:
             raise ValueError(f"PaperMeta needs an id and a title, got {self.arxiv_id!r}")
         object.__setattr__(self, "date", parse_date(self.date))
         object.__setattr__(self, "authors", tuple(self.authors))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "arxiv_id": self.arxiv_id,
-            "title": self.title,
-            "abstract": self.abstract,
-            "authors": list(self.authors),
-            "primary_category": self.primary_category,
-            "date": self.date.isoformat(),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> PaperMeta:
-        return cls(
-            arxiv_id=d["arxiv_id"],
-            title=d["title"],
-            abstract=d["abstract"],
-            authors=tuple(d["authors"]),
-            primary_category=d["primary_category"],
-            date=parse_date(d["date"]),
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +104,11 @@ class Exclusion:
 
 
 @dataclass(frozen=True, slots=True)
-class CiteTask:
+class CiteTask(Record):
     """A server-side task: the paper, its band, its split and its target. Never sent to agents."""
 
     task_id: str
-    paper: PaperMeta
+    paper: PaperMeta = field(metadata=FLAT)  # its keys sit beside the task's
     target: int
     band: str
     split: TaskSplit
@@ -144,42 +124,16 @@ class CiteTask:
     def spec(self) -> TaskSpec:
         return TaskSpec(self.task_id)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "task_id": self.task_id,
-            **self.paper.to_dict(),
-            "target": self.target,
-            "band": self.band,
-            "split": self.split.value,
-            "s2_paper_id": self.s2_paper_id,
-            "snapshot_date": self.snapshot_date.isoformat(),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> CiteTask:
-        return cls(
-            task_id=d["task_id"],
-            paper=PaperMeta.from_dict(d),
-            target=int(d["target"]),
-            band=d["band"],
-            split=TaskSplit(d["split"]),
-            s2_paper_id=d["s2_paper_id"],
-            snapshot_date=parse_date(d["snapshot_date"]),
-        )
-
 
 @dataclass(frozen=True, slots=True)
-class TaskSpec:
+class TaskSpec(Record):
     """What an agent is handed: an opaque task id and nothing else."""
 
     task_id: str
 
-    def to_dict(self) -> dict[str, str]:
-        return {"task_id": self.task_id}
-
 
 @dataclass(frozen=True, slots=True)
-class WebDocument:
+class WebDocument(Record):
     """One crawl of one url. A url may have several crawls (different ``crawl_date``)."""
 
     url: str
@@ -194,21 +148,9 @@ class WebDocument:
         if not self.url:
             raise ValueError("WebDocument.url is empty")
 
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "url": self.url,
-            "crawl_date": self.crawl_date.isoformat(),
-            "sub_corpus": self.sub_corpus.value,
-            "title": self.title,
-            "text": self.text,
-        }
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WebDocument:
-        unknown = set(d) - {"url", "crawl_date", "sub_corpus", "title", "text"}
-        if unknown:
-            raise ValueError(f"unknown document keys: {sorted(unknown)}")
-        return cls(d["url"], parse_date(d["crawl_date"]), SubCorpus(d["sub_corpus"]), d.get("title", ""), d["text"])
+        return from_dict(cls, {"title": "", **d}, strict=True, what="document")
 
 
 @dataclass(frozen=True, slots=True)

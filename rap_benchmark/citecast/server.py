@@ -1,4 +1,4 @@
-"""The environment over HTTP: a small ASGI app. Tasks, bands and targets never leave the server.
+"""The environment over HTTP: the routes. Tasks, bands and targets never leave the server.
 
     GET  /health                              {"ok", "mode", "n_tasks", "pid"}
     GET  /tasks?split=test                    {"tasks": [{"task_id": ...}, ...]}  (ids only)
@@ -17,10 +17,9 @@ but ``/health`` requires one (evaluation mode always has keys).
 
 Every call goes to :class:`~rap_benchmark.citecast.env.CiteCastEnv` (cutoff applied there; it is
 not a request parameter). No framework: a request costs a route match, ``json.loads`` of a small
-body and one ``orjson`` encoding, so a worker spends its time on the search itself. The same
-routes serve as an ASGI app (tests, uvicorn) and over the workers' plain HTTP/1.1 protocol
-(:mod:`rap_benchmark.citecast.httpserver`); one server scales out by worker processes
-(:mod:`rap_benchmark.citecast.serving`).
+body and one ``orjson`` encoding, so a worker spends its time on the search itself. The routes
+are served over the workers' plain HTTP/1.1 protocol (:mod:`rap_benchmark.citecast.httpserver`);
+one server scales out by worker processes (:mod:`rap_benchmark.citecast.serving`).
 """
 
 from __future__ import annotations
@@ -54,8 +53,8 @@ def _response(status: int, payload: Any) -> tuple[int, bytes]:
 
 class CiteCastApp:
     """The routes. :meth:`respond` maps one request to ``(status, JSON bytes)`` and is all a
-    transport needs: ASGI (``__call__``, for uvicorn or Starlette's TestClient) or the plain
-    HTTP/1.1 protocol the workers run (:mod:`rap_benchmark.citecast.httpserver`).
+    transport needs (the workers' HTTP/1.1 protocol, :mod:`rap_benchmark.citecast.httpserver`;
+    tests hand it requests in-process).
     ``api_keys`` maps secret -> key name (empty: no key required)."""
 
     def __init__(
@@ -66,7 +65,6 @@ class CiteCastApp:
         self.max_body_bytes = max_body_bytes
         self._tools = orjson.dumps(tool_schemas())
 
-    # -- the transport-independent part ----------------------------------------------------------
     def respond(
         self, method: str, path: str, query: bytes, authorization: bytes | None, body: bytes
     ) -> tuple[int, bytes]:
@@ -133,49 +131,6 @@ class CiteCastApp:
             return 200, self._tools
         raise HttpError(404, f"no route {method} {path[:100]!r}")
 
-    # -- ASGI ----------------------------------------------------------------------------------------
-    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - the ASGI signature
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if scope["type"] != "http":
-            return
-        headers = dict(scope["headers"])
-        body = await self._asgi_body(headers, receive)
-        if body is None:
-            length = headers.get(b"content-length", b"")
-            status, payload = self.too_large(int(length) if length.isdigit() else None)
-        else:
-            status, payload = self.respond(
-                scope["method"], scope["path"], scope.get("query_string", b""), headers.get(b"authorization"), body
-            )
-        response_headers = [*_JSON, (b"content-length", str(len(payload)).encode())]
-        await send({"type": "http.response.start", "status": status, "headers": response_headers})
-        await send({"type": "http.response.body", "body": payload})
-
-    async def _asgi_body(self, headers: dict[bytes, bytes], receive) -> bytes | None:  # noqa: ANN001
-        """The request body, or None when it is above the limit (then not read further)."""
-        length = headers.get(b"content-length", b"")
-        if length.isdigit() and int(length) > self.max_body_bytes:
-            return None
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return b""
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body_bytes:
-                return None
-            chunks.append(chunk)
-            more = message.get("more_body", False)
-        return b"".join(chunks)
-
 
 def error_response(exc: Exception) -> tuple[int, bytes]:
     status = exc.status if isinstance(exc, EnvError) else 422
@@ -196,5 +151,5 @@ def _query_param(query: bytes, name: str) -> str | None:
 
 
 def create_app(env: CiteCastEnv, api_keys: Mapping[str, str] | None = None, **kw: Any) -> CiteCastApp:
-    """The ASGI app serving ``env`` (run it with uvicorn, or test it with Starlette's TestClient)."""
+    """The routes serving ``env`` (:func:`rap_benchmark.citecast.httpserver.run` serves them)."""
     return CiteCastApp(env, api_keys, **kw)

@@ -24,14 +24,12 @@ agents get)::
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import unicodedata
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -45,7 +43,7 @@ from rap_benchmark.citecast.records import (
     TaskSpec,
     TaskSplit,
 )
-from rap_benchmark.core.fsio import atomic_open
+from rap_benchmark.core.serial import read_jsonl, write_jsonl
 
 FULL_TOTAL = 2200
 FULL_TEST = 200
@@ -283,37 +281,23 @@ def build_tasks(
 
 
 # -- files ---------------------------------------------------------------------------------------
-def _write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
-    with atomic_open(path) as fh:
-        for row in rows:
-            fh.write(json.dumps(row, sort_keys=True, ensure_ascii=False) + "\n")
-
-
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    with Path(path).open(encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def write_task_files(out_dir: str | Path, task_set: TaskSet) -> None:
     out = Path(out_dir)
-    _write_jsonl(out / "server" / "tasks.jsonl", (t.to_dict() for t in task_set.tasks))
-    _write_jsonl(
-        out / "server" / "exclusions.jsonl",
-        ({"arxiv_id": e.arxiv_id, "reason": e.reason.value, "detail": e.detail} for e in task_set.exclusions),
-    )
+    write_jsonl(out / "server" / "tasks.jsonl", task_set.tasks)
+    write_jsonl(out / "server" / "exclusions.jsonl", task_set.exclusions)
     for split in TaskSplit:
-        _write_jsonl(out / "specs" / f"{split.value}.jsonl", (s.to_dict() for s in task_set.specs(split)))
+        write_jsonl(out / "specs" / f"{split.value}.jsonl", task_set.specs(split))
 
 
 def load_tasks(instance_dir: str | Path) -> dict[str, CiteTask]:
     """The server-side tasks of a built instance, by task id."""
-    rows = read_jsonl(Path(instance_dir) / "server" / "tasks.jsonl")
-    return {t.task_id: t for t in map(CiteTask.from_dict, rows)}
+    tasks = read_jsonl(Path(instance_dir) / "server" / "tasks.jsonl", CiteTask.from_dict)
+    return {t.task_id: t for t in tasks}
 
 
 def load_specs(instance_dir: str | Path, split: TaskSplit | str) -> list[TaskSpec]:
     """The agent-facing specs of one split: task ids only (other keys are refused)."""
-    rows = read_jsonl(Path(instance_dir) / "specs" / f"{TaskSplit(split).value}.jsonl")
+    rows = list(read_jsonl(Path(instance_dir) / "specs" / f"{TaskSplit(split).value}.jsonl"))
     for row in rows:
         if set(row) != {"task_id"}:
             raise ValueError(f"a task spec may carry only task_id, got keys {sorted(row)}")

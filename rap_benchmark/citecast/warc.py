@@ -14,12 +14,10 @@ import gzip
 import io
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
-
-from rap_benchmark.core.fsio import atomic_open
 
 
 class WarcError(ValueError):
@@ -213,34 +211,3 @@ def iter_pages(path: str | Path) -> Iterator[WarcPage]:
             yield _page(url, date, body, http_headers.get("content-type", ""))
         else:
             yield _page(url, date, rec.block, rec.headers.get("content-type", "text/plain"))
-
-
-def write_warc(path: str | Path, pages: Iterable[WarcPage], *, gzipped: bool = False) -> None:
-    """Write pages as WARC/1.0 ``response`` records holding HTML (one gzip member per record
-    when ``gzipped``), so corpora round-trip through :func:`iter_pages`."""
-    import hashlib
-    import html as html_mod
-
-    with atomic_open(path, "wb") as out:
-        for page in pages:
-            body = (
-                f"<!DOCTYPE html><html><head><title>{html_mod.escape(page.title)}</title></head>"
-                f"<body><p>{html_mod.escape(page.text)}</p></body></html>"
-            ).encode()
-            http = (
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"
-                + f"Content-Length: {len(body)}\r\n\r\n".encode()
-                + body
-            )
-            rid = hashlib.sha256(f"{page.url}\n{page.date}".encode()).hexdigest()
-            head = (
-                "WARC/1.0\r\n"
-                "WARC-Type: response\r\n"
-                f"WARC-Record-ID: <urn:sha256:{rid}>\r\n"
-                f"WARC-Date: {page.date.isoformat()}T00:00:00Z\r\n"
-                f"WARC-Target-URI: {page.url}\r\n"
-                "Content-Type: application/http; msgtype=response\r\n"
-                f"Content-Length: {len(http)}\r\n\r\n"
-            ).encode()
-            record = head + http + b"\r\n\r\n"
-            out.write(gzip.compress(record, mtime=0) if gzipped else record)

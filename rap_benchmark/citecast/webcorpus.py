@@ -13,7 +13,6 @@ that view only, so not even corpus statistics (IDF, average length) depend on la
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -23,7 +22,7 @@ from urllib.parse import urlsplit
 
 from rap_benchmark.citecast.records import SubCorpus, WebDocument
 from rap_benchmark.core.dates import parse_date
-from rap_benchmark.core.fsio import atomic_open
+from rap_benchmark.core.serial import read_jsonl, write_jsonl
 from rap_benchmark.core.text import query_terms
 
 BM25_K1 = 1.5
@@ -168,10 +167,6 @@ class WebCorpus:
         return cls(doc for p in paths for doc in iter_jsonl_documents(p))
 
     @classmethod
-    def from_warc(cls, *paths: str | Path, classify: Callable[[str], SubCorpus] = classify_url) -> WebCorpus:
-        return cls(doc for p in paths for doc in iter_warc_documents(p, classify))
-
-    @classmethod
     def load(cls, paths: Iterable[str | Path], classify: Callable[[str], SubCorpus] = classify_url) -> WebCorpus:
         """JSON lines (``*.jsonl``/``*.json``) and WARC (``*.warc``, ``*.warc.gz``) files, by suffix."""
         docs: list[WebDocument] = []
@@ -186,21 +181,11 @@ class WebCorpus:
         return cls(docs)
 
     def to_jsonl(self, path: str | Path) -> None:
-        path = Path(path)
-        with atomic_open(path) as fh:
-            for d in self.documents:
-                fh.write(json.dumps(d.to_dict(), sort_keys=True, ensure_ascii=False) + "\n")
+        write_jsonl(path, self.documents)
 
 
 def iter_jsonl_documents(path: str | Path) -> Iterable[WebDocument]:
-    with Path(path).open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                yield WebDocument.from_dict(json.loads(line))
-            except (KeyError, ValueError) as exc:
-                raise ValueError(f"{path}:{lineno}: bad document: {exc}") from exc
+    return read_jsonl(path, WebDocument.from_dict)
 
 
 def iter_warc_documents(path: str | Path, classify: Callable[[str], SubCorpus] = classify_url) -> Iterable[WebDocument]:

@@ -23,8 +23,6 @@ import bisect
 import datetime as dt
 import hashlib
 import json
-import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,7 +35,7 @@ from rap_benchmark.citecast.webcorpus import (
     normalise_url,
     snippet_of_flat,
 )
-from rap_benchmark.core.fsio import atomic_open, atomic_write_bytes, atomic_write_text, remove_stale, temp_name
+from rap_benchmark.core.fsio import atomic_open, atomic_write_bytes, atomic_write_text, build_once
 from rap_benchmark.core.text import query_terms
 
 FORMAT = 1
@@ -92,41 +90,30 @@ def index_key(corpus_sha256: str, cutoff: dt.date) -> str:
 def write_index(view: CorpusView, out: Path) -> Path:
     """Write ``view`` (documents and BM25 index) as an index folder at ``out`` (atomically: a
     temporary sibling renamed into place; when ``out`` already exists it is kept as it is)."""
-    if (out / "meta.json").is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(out.parent, name=out.name)  # what killed builds of this index left behind
-    tmp = temp_name(out, "building")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        index = view.bm25_index()
-        for name in BM25_ARRAYS:
-            _save(tmp / f"bm25.{name}.npy", np.ascontiguousarray(getattr(index, name)))
-        vocab = sorted(index.term_index, key=index.term_index.__getitem__)
-        atomic_write_text(tmp / "vocab.json", json.dumps(vocab, ensure_ascii=False))
-        docs = view.documents
-        columns = {
-            "key": view.keys,
-            "url": [d.url for d in docs],
-            "title": [d.title for d in docs],
-            "text": [d.text for d in docs],
-            "flat": [flatten(d.text) for d in docs],
-        }
-        for name, values in columns.items():
-            StringColumn.write(tmp, name, values)
-        _save(tmp / "crawl_day.npy", np.array([(d.crawl_date - EPOCH).days for d in docs], dtype=np.int32))
-        _save(tmp / "sub_corpus.npy", np.array([SUB_CORPORA.index(d.sub_corpus) for d in docs], dtype=np.uint8))
-        meta = {"format": FORMAT, "cutoff": view.cutoff.isoformat(), "n_docs": len(docs), "k1": index.k1, "b": index.b}
-        atomic_write_text(tmp / "meta.json", json.dumps(meta, sort_keys=True))
-        try:
-            os.rename(tmp, out)
-        except OSError:  # another process renamed its build into place first: keep that one
-            if not (out / "meta.json").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return build_once(out, "meta.json", lambda folder: _write_index(view, folder))
+
+
+def _write_index(view: CorpusView, folder: Path) -> None:
+    folder.mkdir()
+    index = view.bm25_index()
+    for name in BM25_ARRAYS:
+        _save(folder / f"bm25.{name}.npy", np.ascontiguousarray(getattr(index, name)))
+    vocab = sorted(index.term_index, key=index.term_index.__getitem__)
+    atomic_write_text(folder / "vocab.json", json.dumps(vocab, ensure_ascii=False))
+    docs = view.documents
+    columns = {
+        "key": view.keys,
+        "url": [d.url for d in docs],
+        "title": [d.title for d in docs],
+        "text": [d.text for d in docs],
+        "flat": [flatten(d.text) for d in docs],
+    }
+    for name, values in columns.items():
+        StringColumn.write(folder, name, values)
+    _save(folder / "crawl_day.npy", np.array([(d.crawl_date - EPOCH).days for d in docs], dtype=np.int32))
+    _save(folder / "sub_corpus.npy", np.array([SUB_CORPORA.index(d.sub_corpus) for d in docs], dtype=np.uint8))
+    meta = {"format": FORMAT, "cutoff": view.cutoff.isoformat(), "n_docs": len(docs), "k1": index.k1, "b": index.b}
+    atomic_write_text(folder / "meta.json", json.dumps(meta, sort_keys=True))
 
 
 class MappedView:

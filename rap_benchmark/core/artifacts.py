@@ -30,7 +30,7 @@ import pyarrow as pa
 from rap_benchmark.core.errors import ArtifactError
 from rap_benchmark.core.expect import compare, resolve_expected
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
-from rap_benchmark.core.records import Codebook, Direction
+from rap_benchmark.core.records import Codebook
 from rap_benchmark.core.schemas import (
     ARTIFACT_TABLES,
     EPISODE_TARGET_FLAGS,
@@ -40,6 +40,7 @@ from rap_benchmark.core.schemas import (
     check_table,
     conform,
 )
+from rap_benchmark.core.serial import from_dict, to_dict
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.core.sums import CACHE_DIR, SUMS_FILE, listed_sha256, manifest_hash, verify
 
@@ -98,46 +99,12 @@ def read_table(root: Path, name: str) -> pd.DataFrame:
 
 
 def codebook_to_dict(cb: Codebook) -> dict[str, Any]:
-    return {
-        "field_id": cb.field_id,
-        "name": cb.name,
-        "definition": cb.definition,
-        "directions": [_direction_to_dict(d) for d in cb.directions],
-    }
-
-
-def _direction_to_dict(d: Direction) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "key": d.key,
-        "name": d.name,
-        "definition": d.definition,
-        "inclusion": d.inclusion,
-        "exclusion": d.exclusion,
-        "exemplars": list(d.exemplars),
-    }
-    if d.exemplar_titles:  # written only when recorded (older codebooks keep their bytes)
-        out["exemplar_titles"] = list(d.exemplar_titles)
-    return out
+    """A codebook as written in codebooks.json (``exemplar_titles`` only when recorded)."""
+    return to_dict(cb)
 
 
 def codebook_from_dict(data: dict[str, Any]) -> Codebook:
-    return Codebook(
-        field_id=data["field_id"],
-        name=data["name"],
-        definition=data["definition"],
-        directions=tuple(
-            Direction(
-                key=d["key"],
-                name=d["name"],
-                definition=d["definition"],
-                inclusion=d["inclusion"],
-                exclusion=d["exclusion"],
-                exemplars=tuple(d["exemplars"]),
-                exemplar_titles=tuple(d.get("exemplar_titles", ())),
-            )
-            for d in data["directions"]
-        ),
-    )
+    return from_dict(Codebook, data)
 
 
 @dataclass

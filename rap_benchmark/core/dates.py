@@ -44,7 +44,3 @@ def window(origin: dt.date, months_before: int, months_after: int) -> tuple[dt.d
 def to_days(day: dt.date) -> int:
     """Days since 1970-01-01 (the int32 encoding used in columnar artifacts)."""
     return (day - dt.date(1970, 1, 1)).days
-
-
-def from_days(days: int) -> dt.date:
-    return dt.date(1970, 1, 1) + dt.timedelta(days=int(days))

@@ -19,7 +19,7 @@ import hashlib
 import os
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -157,6 +157,32 @@ def replacing(out: str | Path, markers: tuple[str, ...]) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def build_once(out: str | Path, marker: str, build: Callable[[Path], object]) -> Path:
+    """``out`` once it holds ``marker`` (a finished build); on first use ``build(folder)`` fills a
+    new folder inside a temporary sibling, which then takes the place of ``out``. When another
+    process puts its build into place first, that one is kept and this one is discarded."""
+    out = Path(out)
+    if (out / marker).is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(out.parent, name=out.name)  # what killed builds left behind
+    tmp = temp_name(out, "building")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        build(tmp / "build")
+        if not (out / marker).is_file():
+            shutil.rmtree(out, ignore_errors=True)  # an unfinished folder, without its marker
+            try:
+                os.replace(tmp / "build", out)
+            except OSError:  # another process renamed its build into place first: keep that one
+                if not (out / marker).is_file():
+                    raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
 
 
 def remove_stale(folder: str | Path, *, name: str | None = None, recursive: bool = False) -> list[Path]:

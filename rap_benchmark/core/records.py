@@ -17,11 +17,12 @@ raises ``ValueError``. :func:`parse_enum` is the boundary check for user-given s
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
 from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.serial import OMIT_EMPTY
 
 N_DIRECTIONS = 8
 DIRECTION_KEYS: tuple[str, ...] = tuple(f"D{i}" for i in range(N_DIRECTIONS))
@@ -128,7 +129,8 @@ class Direction:
     inclusion: str
     exclusion: str
     exemplars: tuple[str, ...]  # pre-cutoff arXiv ids
-    exemplar_titles: tuple[str, ...] = ()  # their titles, same order (empty when not recorded)
+    # their titles, same order; empty when not recorded, and then not written (older codebooks keep their bytes)
+    exemplar_titles: tuple[str, ...] = field(default=(), metadata=OMIT_EMPTY)
 
     def __post_init__(self) -> None:
         _check_direction_key(self.key, allow_other=False, allow_none=False)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rap_benchmark.core import resources
+from rap_benchmark.core import resources, serial
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import FileFormatError, InputError
 
@@ -123,27 +123,13 @@ class BenchmarkSpec:
     def origin_dates(self) -> tuple[dt.date, ...]:
         return tuple(parse_date(o) for o in self.origins)
 
-    @property
-    def cutoff_date(self) -> dt.date:
-        return parse_date(self.codebook_cutoff)
-
-    # -- serialisation -----------------------------------------------------------------------
+    # -- serialisation (core.serial: tuples as lists; unknown keys rejected) -------------------
     def to_dict(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
+        return serial.to_dict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> BenchmarkSpec:
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise InputError(f"unknown spec keys: {', '.join(unknown)}")
-        kwargs: dict[str, Any] = {}
-        for key, value in data.items():
-            if isinstance(value, list):
-                value = tuple(value)
-            kwargs[key] = value
-        return cls(**kwargs)
+        return serial.from_dict(cls, data, strict=True, what="spec")
 
     @classmethod
     def from_json(cls, path: str | Path) -> BenchmarkSpec:

@@ -486,6 +486,61 @@ def score_submissions(
     return LeaderboardResult(tuple(reports), board, scores, table, strata, board_meta(inst, split, n_resamples, seed))
 
 
+def meta_from_rows(
+    frame: pd.DataFrame,
+    *,
+    usage: dict[str, Any],
+    knowledge_cutoff: str | dt.date | None = None,
+    submitter: str | None = None,
+    notes: str | None = None,
+    benchmark_version: str | None = None,
+) -> dict[str, Any]:
+    """The ``.meta.json`` of a submission, read from its prediction rows so it cannot disagree
+    with them: one model and one instance (else an :class:`InputError`), the conditions found,
+    ``tools`` (``search`` when a Search condition is present), one attempt, and ``usage``."""
+    from rap_benchmark.core.errors import InputError
+    from rap_benchmark.core.spec import BENCHMARK_VERSION
+
+    if not len(frame):
+        raise InputError("no predictions to submit")
+    models = sorted(set(frame["model"].astype(str)))
+    hashes = sorted(set(frame["manifest_hash"].astype(str)))
+    if len(models) != 1:
+        raise InputError(f"one submission is one model, the rows name {', '.join(models)}")
+    if len(hashes) != 1:
+        raise InputError(
+            f"the rows come from {len(hashes)} instances (manifest hashes {', '.join(h[:12] for h in hashes)}); "
+            "convert each instance's run on its own"
+        )
+    conditions = tuple(sorted({Condition(c) for c in frame["condition"]}, key=lambda c: c.value))
+    meta = SubmissionMeta(
+        model=models[0],
+        conditions=conditions,
+        manifest_hash=hashes[0],
+        knowledge_cutoff=None if knowledge_cutoff is None else dt.date.fromisoformat(str(knowledge_cutoff)),
+        tools=("search",) if any(c.regime is not None for c in conditions) else (),
+        attempts=1,
+        submitter=submitter,
+        notes=notes,
+        benchmark_version=benchmark_version or BENCHMARK_VERSION,
+    )
+    return {**meta.to_dict(), "usage": usage}
+
+
+def write_submission(frame: pd.DataFrame, out: str | Path, meta: dict[str, Any]) -> tuple[Path, Path]:
+    """Write the prediction file ``out`` and ``out.meta.json`` beside it (each replaced
+    atomically); return both paths."""
+    from rap_benchmark.evaluation.predictions import write_predictions
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_predictions(frame, out)
+    meta_path = atomic_write_text(
+        out.with_name(out.name + META_SUFFIX), json.dumps(meta, indent=1, ensure_ascii=False) + "\n"
+    )
+    return out, Path(meta_path)
+
+
 def split_by_model(
     path: str | Path, out_dir: str | Path, *, meta: dict[str, Any] | None = None, only_if_mixed: bool = False
 ) -> list[Path]:

@@ -243,14 +243,3 @@ def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str,
         **context,
     )
     return text
-
-
-def read_front_matter(readme: str | Path) -> dict[str, Any]:
-    """Parse the YAML front matter of a card (the block between the first two ``---`` lines)."""
-    import yaml
-
-    text = Path(readme).read_text(encoding="utf-8")
-    if not text.startswith("---\n"):
-        raise ValueError(f"{readme}: no YAML front matter")
-    end = text.index("\n---", 4)
-    return yaml.safe_load(text[4:end]) or {}

@@ -17,7 +17,9 @@ from typing import Any
 
 from rap_benchmark.citecast.env import CiteCastEnv
 from rap_benchmark.citecast.instance import CITECAST_VERSION, MANIFEST
-from rap_benchmark.integrations.source import cache_root, cached_build
+from rap_benchmark.core.fsio import build_once
+from rap_benchmark.core.sums import SUMS_FILE
+from rap_benchmark.integrations.source import cache_root
 
 CITECAST_DIR_ENV = "RAP_CITECAST_DIR"
 DOC_SPLITS = ("train", "test", "all")
@@ -28,7 +30,7 @@ def ensure_embedded(root: Path | None = None) -> Path:
     from rap_benchmark.citecast.embedded import build_embedded
 
     out = (root or cache_root()) / "citecast" / f"embedded-{CITECAST_VERSION}"
-    return cached_build(out, build_embedded)
+    return build_once(out, SUMS_FILE, build_embedded)
 
 
 def citecast_dir(metadata: Mapping[str, Any] | None = None) -> Path:

@@ -113,20 +113,14 @@ def _episodes(repo: Path, manifest: dict[str, Any]) -> pd.DataFrame:
 def _check_universes(
     assignments: pd.DataFrame, fields: list[str], spec: BenchmarkSpec, published: pd.DataFrame
 ) -> None:
+    from rap_benchmark.bm25.engine import universe_problems
     from rap_benchmark.pipeline.episodes import search_manifest
 
-    ours = search_manifest(assignments, fields, spec)
-    keys = ["field_id", "origin", "regime"]
-    cols = [*keys, "n_papers", "shard_hash"]
-    a = ours[cols].astype(str).sort_values(keys).reset_index(drop=True)
-    b = published[cols].astype(str).sort_values(keys).reset_index(drop=True)
-    if len(a) != len(b) or not a.equals(b):
-        diff = a.merge(b, on=keys, how="outer", suffixes=("_local", "_published"), indicator=True)
-        bad = diff.loc[(diff["_merge"] != "both") | (diff["shard_hash_local"] != diff["shard_hash_published"])]
-        first = bad.iloc[0]
+    problems = universe_problems(search_manifest(assignments, fields, spec), published)
+    if problems:
         raise HubInstanceError(
-            f"{len(bad)} search universe(s) rebuilt from the published papers and assignments differ from "
-            f"search_manifests, e.g. {first['field_id']} {first['origin']} {first['regime']}"
+            f"{len(problems)} search universe(s) rebuilt from the published papers and assignments differ from "
+            f"search_manifests, e.g. {problems[0]}"
         )
 
 
@@ -148,7 +142,6 @@ def load_hub_instance(hub: str | Path, *, revision: str | None = None, cache: Pa
     fields = _tables(repos["fields"], manifests["fields"], ["default"])["default"]
     codebooks = {}
     for row in fields.to_dict(orient="records"):
-        row["directions"] = [dict(d, exemplars=list(d["exemplars"])) for d in row["directions"]]
         codebooks[row["field_id"]] = codebook_from_dict(row)
     blocks = _tables(repos["splits"], manifests["splits"], ["fields"])["fields"]
     blocks = blocks[["field_id", "block_id", "split"]].sort_values("field_id", kind="stable").reset_index(drop=True)

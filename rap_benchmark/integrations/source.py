@@ -21,14 +21,12 @@ The cache is ``$RAP_CACHE_DIR`` or ``~/.cache/rap_benchmark``.
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from rap_benchmark.core.artifacts import Instance, load_instance
-from rap_benchmark.core.fsio import remove_stale, temp_name
+from rap_benchmark.core.fsio import build_once
 from rap_benchmark.core.records import Condition, Policy, Task, episode_id
 from rap_benchmark.core.spec import BENCHMARK_VERSION
 from rap_benchmark.core.sums import SUMS_FILE
@@ -40,34 +38,13 @@ def cache_root() -> Path:
     return Path(os.environ.get("RAP_CACHE_DIR") or Path.home() / ".cache" / "rap_benchmark")
 
 
-def cached_build(out: Path, build: Callable[[Path], object]) -> Path:
-    """``out`` once it holds a verified build; on first use ``build(tmp)`` fills a temporary
-    folder beside it that then atomically replaces ``out`` (another process may win the race)."""
-    if (out / SUMS_FILE).is_file():
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(out.parent, name=out.name)  # what killed builds left behind
-    tmp = temp_name(out, "building")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    try:
-        build(tmp / "build")
-        if not (out / SUMS_FILE).is_file():
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(tmp / "build", out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
-
-
 def ensure_mini(root: Path | None = None) -> Path:
     """The cached ``mini`` instance of this benchmark version, built on first use (seconds)."""
     from rap_benchmark.core.spec import mini_spec
     from rap_benchmark.pipeline.build import build_instance
 
     out = (root or cache_root()) / "instances" / f"mini-{BENCHMARK_VERSION}"
-    return cached_build(out, lambda tmp: build_instance(mini_spec(), tmp))
+    return build_once(out, SUMS_FILE, lambda folder: build_instance(mini_spec(), folder))
 
 
 def instance_dir(metadata: dict[str, Any] | None = None) -> Path:

@@ -13,18 +13,13 @@ unknown for a model it does not list.
 from __future__ import annotations
 
 import datetime as dt
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.errors import InputError
-from rap_benchmark.core.records import DIRECTION_KEYS, Condition, InvalidReason
-from rap_benchmark.core.spec import BENCHMARK_VERSION
-
-PREDICTION_KEY = ["model", "condition", "field_id", "origin"]
+from rap_benchmark.core.records import DIRECTION_KEYS, InvalidReason
+from rap_benchmark.core.schemas import PREDICTION_KEY
 
 
 def prediction_row(model: str, episode: dict[str, Any], answer: str | None, record: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +53,7 @@ def prediction_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     for d in DIRECTION_KEYS:
         frame[d] = frame[d].astype("float64")
-    return frame.sort_values(PREDICTION_KEY, kind="stable").reset_index(drop=True)
+    return frame.sort_values(list(PREDICTION_KEY), kind="stable").reset_index(drop=True)
 
 
 def submission_meta(
@@ -70,35 +65,13 @@ def submission_meta(
 ) -> dict[str, Any]:
     """The metadata of a converted prediction frame (the keys ``rap submit validate`` checks),
     with its ``usage`` summed from the rows (tokens unknown unless ``tokens_known``)."""
-    from rap_benchmark.evaluation.submissions import SubmissionMeta
+    from rap_benchmark.evaluation.submissions import meta_from_rows
     from rap_benchmark.evaluation.usage import usage_from_rows
     from rap_benchmark.llmclient.pricing import default_prices
 
-    if not len(frame):
-        raise InputError("no predictions to submit")
-    models = sorted(set(frame["model"].astype(str)))
-    hashes = sorted(set(frame["manifest_hash"].astype(str)))
-    if len(models) != 1:
-        raise InputError(f"one submission is one model, the rows name {', '.join(models)}")
-    if len(hashes) != 1:
-        raise InputError(
-            f"the rows come from {len(hashes)} instances (manifest hashes {', '.join(h[:12] for h in hashes)}); "
-            "convert each instance's run on its own"
-        )
-    conditions = tuple(sorted({Condition(c) for c in frame["condition"]}, key=lambda c: c.value))
-    cutoff = None if knowledge_cutoff is None else dt.date.fromisoformat(str(knowledge_cutoff))
-    meta = SubmissionMeta(
-        model=models[0],
-        conditions=conditions,
-        manifest_hash=hashes[0],
-        knowledge_cutoff=cutoff,
-        tools=("search",) if any(c.regime is not None for c in conditions) else (),
-        attempts=1,
-        notes=f"converted from {source}",
-        benchmark_version=BENCHMARK_VERSION,
-    )
-    usage = usage_from_rows(frame, source=source, prices=default_prices(), tokens_known=tokens_known)
-    return {**meta.to_dict(), "usage": usage}
+    meta = meta_from_rows(frame, usage={}, knowledge_cutoff=knowledge_cutoff, notes=f"converted from {source}")
+    meta["usage"] = usage_from_rows(frame, source=source, prices=default_prices(), tokens_known=tokens_known)
+    return meta
 
 
 def write_submission(
@@ -114,21 +87,11 @@ def write_submission(
     ``tokens_known`` False (a harness that does not count tokens, e.g. lm-eval): the rows' token
     columns are written as null and the usage states them as unknown. The metadata is checked
     before anything is written, and each file is replaced atomically."""
-    from rap_benchmark.evaluation.predictions import write_predictions
-    from rap_benchmark.evaluation.submissions import META_SUFFIX
+    from rap_benchmark.evaluation import submissions
 
-    out = Path(out)
     if not tokens_known:
         frame = frame.assign(
             **{c: pd.array([None] * len(frame), "Int64") for c in ("prompt_tokens", "completion_tokens") if c in frame}
         )
     meta = submission_meta(frame, source=source, knowledge_cutoff=knowledge_cutoff, tokens_known=tokens_known)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
-    write_predictions(frame, tmp)
-    os.replace(tmp, out)
-    meta_path = out.with_name(out.name + META_SUFFIX)
-    tmp_meta = meta_path.with_name("." + meta_path.name + ".tmp")
-    tmp_meta.write_text(json.dumps(meta, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp_meta, meta_path)
-    return out, meta_path
+    return submissions.write_submission(frame, out, meta)

@@ -39,7 +39,8 @@ of every request answered, for resume audits.
 
 Run: ``python -m rap_benchmark.testing.scripted_server --port 0 --workers 2 [--mode think]``
 prints ``http://127.0.0.1:PORT/v1`` and serves until SIGTERM; tests use :class:`ServerThread`
-or :func:`serve`.
+or :func:`serve`. It runs on uvicorn, which the base install leaves out: ``pip install
+'rap_benchmark[serve]'`` (the ``test`` extra has it too).
 """
 
 from __future__ import annotations
@@ -507,6 +508,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--log", help="append the key of every answered request to this file")
     args = p.parse_args(argv)
+    try:
+        import uvicorn  # noqa: F401
+    except ImportError:
+        print("scripted_server: needs uvicorn: pip install 'rap_benchmark[serve]'", file=sys.stderr)
+        return 2
     sock = bind(args.port)
     children = []
 

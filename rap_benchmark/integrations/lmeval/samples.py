@@ -131,17 +131,3 @@ def predictions_from_samples(samples: Iterable[dict[str, Any]], *, model: str) -
         answers = s.get("filtered_resps") or [None]
         rows.append(prediction_row(model, s["doc"], answers[0], unit_record(s)))
     return prediction_frame(rows)
-
-
-def samples_episode_metrics(samples: Iterable[dict[str, Any]]) -> pd.DataFrame:
-    """lm-eval's own per-episode metric values (``spearman`` etc.), one row per sample dict."""
-    rows = []
-    for s in samples:
-        doc = s["doc"]
-        row = {"condition": doc["condition"], "field_id": doc["field_id"], "origin": doc["origin"]}
-        for name in ("spearman", "state_fidelity"):
-            if name in s:
-                value = s[name]
-                row[name] = float("nan") if value[1] is None else float(value[1])
-        rows.append(row)
-    return pd.DataFrame(rows)

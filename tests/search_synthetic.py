@@ -14,6 +14,7 @@ import datetime as dt
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -165,3 +166,24 @@ def synthetic_instance(
     """A small Instance-like object over a generated corpus (default spec: the paper's)."""
     papers, assignments = zipf_corpus(n_papers, n_fields, seed=seed, **kwargs)
     return SyntheticInstance(papers=papers, assignments=assignments, spec=spec or BenchmarkSpec())
+
+
+def manifest_problems(engine: Any, manifest: pd.DataFrame) -> list[str]:
+    """Check search_manifest rows (bounds, n_papers, shard_hash) against the universes ``engine``
+    serves, with the package's one universe check."""
+    from rap_benchmark.bm25.engine import universe_problems
+    from rap_benchmark.bm25.index import DAY_MIN
+    from rap_benchmark.core.dates import to_days
+    from rap_benchmark.core.sums import shard_hash
+
+    problems, served = [], []
+    for row in manifest.itertuples(index=False):
+        lo, hi = engine.universe_days(row.origin, row.regime)
+        if lo != DAY_MIN and to_days(parse_date(row.start)) != lo:
+            problems.append(f"{row.field_id}@{row.origin}/{row.regime}: start {row.start} differs")
+        if to_days(parse_date(row.end)) != hi:
+            problems.append(f"{row.field_id}@{row.origin}/{row.regime}: end {row.end} differs")
+        ids = engine.universe_ids(row.field_id, row.origin, row.regime)
+        served.append((row.field_id, row.origin, row.regime, len(ids), shard_hash(ids)))
+    frame = pd.DataFrame(served, columns=["field_id", "origin", "regime", "n_papers", "shard_hash"])
+    return problems + universe_problems(frame, manifest)
