@@ -1,4 +1,4 @@
-"""Instrument quality on a real instance (SPEC 3.2-3.3 and 6): is it a benchmark worth running?
+"""Instrument quality on a real instance (the paper's codebook construction and counting policies): is it a benchmark worth running?
 
 Builds the instance cold (timed; ``--reuse DIR`` measures an already built folder instead), then
 reports, side by side with the paper's figures:

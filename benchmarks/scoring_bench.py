@@ -1,4 +1,4 @@
-"""Scoring benchmark (SPEC 6): 40k episode scores and a 10,000-resample block bootstrap.
+"""Scoring benchmark: 40k episode scores and a 10,000-resample block bootstrap.
 
 Measured side by side in one run, on the same synthetic data:
 

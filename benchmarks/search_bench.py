@@ -1,4 +1,4 @@
-"""Search benchmark (SPEC 6): exactness and latency vs bm25s and rank_bm25, build time and
+"""Search benchmark: exactness and latency vs bm25s and rank_bm25, build time and
 memory, the paper-scale case (356k papers, 278 fields, 2,780 universes) and an 86k-call audit.
 
 One command::

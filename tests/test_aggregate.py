@@ -1,4 +1,4 @@
-"""Field-macro aggregation, block bootstrap and paired contrasts (SPEC 3.10)."""
+"""Field-macro aggregation, block bootstrap and paired contrasts (the paper's uncertainty intervals)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Statistical baselines against statsmodels and an independent closed form (SPEC 3.11)."""
+"""Statistical baselines against statsmodels and an independent closed form (the paper's statistical baselines)."""
 
 from __future__ import annotations
 

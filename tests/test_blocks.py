@@ -1,4 +1,4 @@
-"""Dependency blocks and the Dev/Test split (SPEC 3.4), with property tests for the block rule."""
+"""Dependency blocks and the Dev/Test split (the paper's dependency blocks), with property tests for the block rule."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real-text codebooks (SPEC 3.2): verbatim phrase names, exactly eight directions of at least 3%,
+"""Real-text codebooks (the paper's codebook construction): verbatim phrase names, exactly eight directions of at least 3%,
 no pre-cutoff leak, byte-identical rebuilds; the quality measures and ``rap show``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Episodes and search-manifest rows (SPEC 3.5, 3.6) against brute-force window selection."""
+"""Episodes and search-manifest rows (the paper's episodes and Search environment) against brute-force window selection."""
 
 from __future__ import annotations
 

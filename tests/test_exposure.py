@@ -1,4 +1,4 @@
-"""Temporal exposure masks (SPEC 3.13)."""
+"""Temporal exposure masks (the paper's temporal exposure masks)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Episode metrics against scipy oracles (SPEC 3.9)."""
+"""Episode metrics against scipy oracles (the paper's metrics)."""
 
 from __future__ import annotations
 

@@ -11,10 +11,18 @@ CITATION = re.compile(r"\bSPEC(\.md)? ?§?[0-9]")
 
 
 def test_nothing_shipped_or_documented_cites_the_working_spec() -> None:
-    places = [*sorted((ROOT / "rap_benchmark").rglob("*")), *sorted((ROOT / "docs").glob("*.md")), ROOT / "README.md"]
+    places = [
+        *sorted((ROOT / "rap_benchmark").rglob("*")),
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "cards").glob("*.md")),
+        *sorted((ROOT / "benchmarks").glob("*.py")),
+        *sorted((ROOT / "examples").glob("*")),
+        *sorted(p for p in (ROOT / "tests").glob("*.py") if p.name != Path(__file__).name),
+        ROOT / "README.md",
+    ]
     found = []
     for path in places:
-        if not path.is_file() or path.suffix not in {".py", ".md", ".json", ".txt", ".j2", ".yaml"}:
+        if not path.is_file() or path.suffix not in {".py", ".md", ".json", ".txt", ".j2", ".yaml", ".sh"}:
             continue
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if CITATION.search(line):

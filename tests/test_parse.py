@@ -1,4 +1,4 @@
-"""The answer parser (SPEC 3.8): exactly D0..D7, finite, nonnegative, positive total."""
+"""The answer parser (the paper's answer format): exactly D0..D7, finite, nonnegative, positive total."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Counting policies (SPEC 3.3): vectorised weights against a row-by-row reading of the table."""
+"""Counting policies (the paper's counting policies): vectorised weights against a row-by-row reading of the table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Split-half reliability and the ceiling (SPEC 3.12)."""
+"""Split-half reliability and the ceiling (the paper's reliability ceiling)."""
 
 from __future__ import annotations
 
