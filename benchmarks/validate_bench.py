@@ -17,7 +17,7 @@ Prints the figures, then one JSON line. The temporary file is deleted at the end
 
     python benchmarks/validate_bench.py            # 500 MB
     python benchmarks/validate_bench.py --mb 50    # a quick look
-    git archive OLD rap_benchmark | tar -x -C /tmp/old && python benchmarks/validate_bench.py --also /tmp/old
+    old=$(mktemp -d) && git archive OLD rap_benchmark | tar -x -C "$old" && python benchmarks/validate_bench.py --also "$old"
 """
 
 from __future__ import annotations
