@@ -12,8 +12,15 @@ server on loopback. A mode passes when the build finishes with the plain replies
 Prints one row per mode (exit status, requests, retries, truncated replies, refused requests,
 same artifacts as plain) and ends with a JSON line.
 
+``--endpoint URL --model NAME`` builds the same cut once against a real OpenAI-compatible server
+instead (a model served by vLLM, or on CPU by ``transformers serve``: see
+examples/cpu_llm_instrument.sh) and prints that one row; it passes when the build either finishes
+or exits 2 in one line with no instance folder (a small model may well not write the JSON asked
+for: the point is that the pipeline says so).
+
     nice -n 10 python benchmarks/llm_reply_modes.py            # ../shared/data/arxiv
     python benchmarks/llm_reply_modes.py --source DIR --pattern 'graph neural' --fields 2
+    python benchmarks/llm_reply_modes.py --fields 1 --endpoint http://127.0.0.1:8011/v1 --model M
 """
 
 from __future__ import annotations
@@ -58,16 +65,20 @@ def _without_ledger(sums: object) -> list[bytes]:
     return [line for line in bytes(sums).splitlines() if b"FINAL_PARAMETER_LEDGER" not in line]  # type: ignore[call-overload]
 
 
-def build(name: str, mode: str, spec: Path, cut: Path, work: Path, extra: list[str]) -> dict[str, object]:
+def build(
+    name: str, mode: str, spec: Path, cut: Path, work: Path, extra: list[str], endpoint: tuple[str, str] | None = None
+) -> dict[str, object]:
+    """Build the cut with the LLM instrument against the scripted server in ``mode``, or against
+    ``endpoint`` = (URL, model) when given."""
     out = work / f"inst-{name}"
     err = io.StringIO()
-    with (
-        ServerThread(ScriptedApp(mode=mode)) as srv,
-        contextlib.redirect_stderr(err),
-        contextlib.redirect_stdout(io.StringIO()),
-    ):
+    with contextlib.ExitStack() as stack:
+        url, model = endpoint or (stack.enter_context(ServerThread(ScriptedApp(mode=mode)))
+                                  .url, "scripted-main")  # fmt: skip
+        stack.enter_context(contextlib.redirect_stderr(err))
+        stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
         args = ["build", "--spec", str(spec), "--source", str(cut), "--out", str(out), "--quiet",
-                "--instrument", "llm", "--base-url", srv.url, "--model", "scripted-main", *extra]  # fmt: skip
+                "--instrument", "llm", "--base-url", url, "--model", model, *extra]  # fmt: skip
         start = time.perf_counter()
         code = rap(args)
         wall = time.perf_counter() - start
@@ -92,7 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fields", type=int, default=2)
     p.add_argument("--work", default=None, help="scratch folder (default: a temp folder, removed)")
     p.add_argument("--modes", default=",".join(MODES))
+    p.add_argument("--endpoint", default=None, help="a real OpenAI-compatible server instead of the modes")
+    p.add_argument("--model", default=None, help="with --endpoint: the model it serves")
+    p.add_argument("--rap-args", default="", help="with --endpoint: more rap build arguments (one string)")
     args = p.parse_args(argv)
+    if (args.endpoint is None) != (args.model is None):
+        p.error("--endpoint and --model go together")
     work = Path(args.work or tempfile.mkdtemp(prefix="rap-reply-modes-"))
     try:
         n = write_cut(Path(args.source), args.pattern, work / "cut")
@@ -106,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         (work / "spec.json").write_text(json.dumps(spec.to_dict()))
         print(f"cut: {n} papers whose title matches {args.pattern!r}; {args.fields} text clusters", flush=True)
+        if args.endpoint:
+            return real_endpoint(args, n, work)
         rows = []
         for mode in ["plain", *[m for m in args.modes.split(",") if m != "plain"]]:
             rows.append(build(mode, mode, work / "spec.json", work / "cut", work, []))
@@ -141,6 +159,21 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def real_endpoint(args: argparse.Namespace, n: int, work: Path) -> int:
+    """One build of the cut against a real server: finished, or stopped in one line with nothing written."""
+    r = build("real", "", work / "spec.json", work / "cut", work, args.rap_args.split(), (args.endpoint, args.model))
+    print(
+        f"{args.model}: exit {r['exit']}  requests {r.get('requests', '-')}  retries {r.get('retries', '-')}  "
+        f"truncated {r.get('truncated', '-')}  refused {r.get('refused', '-')}  {r['wall_s']:.1f} s"
+        + (f"\n    {r['error']}" if r["error"] else ""),
+        flush=True,
+    )
+    r.pop("sums")
+    r["pass"] = r["exit"] == 0 or (r["exit"] == 2 and r["error_lines"] == 1 and not r["folder_written"])
+    print(json.dumps({"papers": n, "fields": args.fields, "endpoint": args.endpoint, "model": args.model, **r}))
+    return 0 if r["pass"] else 1
 
 
 if __name__ == "__main__":
