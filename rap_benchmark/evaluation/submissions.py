@@ -34,6 +34,7 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Condition, Split
+from rap_benchmark.core.serial import Record
 from rap_benchmark.evaluation.predictions import (
     DEFAULT_MAX_BYTES,
     Problem,
@@ -55,7 +56,7 @@ RETROSPECTIVE = "retrospective"
 
 
 @dataclass(frozen=True)
-class SubmissionMeta:
+class SubmissionMeta(Record):
     """The validated metadata of a submission."""
 
     model: str
@@ -68,20 +69,6 @@ class SubmissionMeta:
     notes: str | None = None
     benchmark_version: str | None = None
     usage: Usage | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "conditions": [c.value for c in self.conditions],
-            "manifest_hash": self.manifest_hash,
-            "knowledge_cutoff": self.knowledge_cutoff.isoformat() if self.knowledge_cutoff else None,
-            "tools": list(self.tools),
-            "attempts": self.attempts,
-            "submitter": self.submitter,
-            "notes": self.notes,
-            "benchmark_version": self.benchmark_version,
-            "usage": self.usage.to_dict() if self.usage is not None else None,
-        }
 
     def usage_columns(self, condition: Condition | str) -> dict[str, float]:
         """The board's token, Search-call and cost columns for one condition (NaN: unknown)."""
