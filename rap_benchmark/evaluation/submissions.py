@@ -543,7 +543,7 @@ def split_by_model(
     :func:`meta_from_rows` (the metadata ``rap submit prepare`` writes): model, the conditions
     and manifest hash found in its rows, ``tools``, ``usage``; knowledge_cutoff, attempts,
     submitter, notes and benchmark_version are taken from ``meta`` (from the file's own sidecar
-    when ``meta`` is None). Rows of one model from several instances are refused
+    when ``meta`` is None; benchmark_version is null when it does not state one). Rows of one model from several instances are refused
     (:class:`InputError`): a submission is scored against one instance. With ``only_if_mixed`` a
     one-model file is returned as is. The file must read cleanly (:func:`read_predictions`).
     """
@@ -566,7 +566,10 @@ def split_by_model(
             no_model_calls=baseline,
         )
         rows = rows.reset_index(drop=True)
-        parts.append((rows, Path(out_dir) / f"{slug(str(model))}.jsonl", meta_from_rows(rows, usage=usage, **given)))
+        sidecar = meta_from_rows(rows, usage=usage, **given)
+        # the rows do not say which instance version they forecast: unknown unless the metadata states it
+        sidecar["benchmark_version"] = given.get("benchmark_version")
+        parts.append((rows, Path(out_dir) / f"{slug(str(model))}.jsonl", sidecar))
     return [write_submission(rows, target, sidecar)[0] for rows, target, sidecar in parts]
 
 
