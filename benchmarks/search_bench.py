@@ -99,7 +99,8 @@ def _worker_record(root: str, calls_path: str, n_calls: int, seed: int) -> dict:
     """Build from cached tokens, then record ``n_calls`` realistic calls to ``calls_path``."""
     import pandas as pd
 
-    from rap_benchmark.bm25.audit import call_to_dict, record_call
+    from rap_benchmark.bm25.audit import record_call
+    from rap_benchmark.core.serial import to_dict
     from rap_benchmark.core.text import tokenize
 
     out = _worker_build(root)
@@ -121,7 +122,7 @@ def _worker_record(root: str, calls_path: str, n_calls: int, seed: int) -> dict:
             t0 = time.perf_counter_ns()
             call = record_call(engine, field_id, origin, regime, query, start=start, end=end)
             lat[i] = time.perf_counter_ns() - t0
-            fh.write(json.dumps(call_to_dict(call), sort_keys=True) + "\n")
+            fh.write(json.dumps(to_dict(call), sort_keys=True) + "\n")
     out["record_p50_us"] = float(np.percentile(lat, 50) / 1e3)
     out["record_p95_us"] = float(np.percentile(lat, 95) / 1e3)
     return out

@@ -343,6 +343,30 @@ def test_baselines_file_splits_into_submissions(mini, mini_dir, tmp_path):
     assert code == 0
 
 
+def test_split_writes_the_metadata_prepare_writes_and_refuses_two_instances(mini, tmp_path):
+    """split_by_model's sidecars are meta_from_rows's (the one .meta.json format); one model's rows
+    from two instances are refused before anything is written."""
+    from rap_benchmark.core.errors import InputError
+    from rap_benchmark.evaluation.predictions import read_predictions
+    from rap_benchmark.evaluation.submissions import META_SUFFIX, meta_from_rows, split_by_model
+
+    frame, _ = baseline_predictions(mini)
+    path = write_predictions(frame, tmp_path / "baselines.jsonl")
+    parts = split_by_model(path, tmp_path / "subs", meta={"notes": "réglé", "attempts": 2, "tools": ["x"]})
+    written = json.loads((parts[0].parent / (parts[0].name + META_SUFFIX)).read_text(encoding="utf-8"))
+    rows = read_predictions(parts[0])
+    expected = meta_from_rows(rows, usage=written["usage"], notes="réglé", attempts=2)
+    assert written == {**expected, "benchmark_version": None}  # the rows do not say which version
+    assert "réglé" in (parts[0].parent / (parts[0].name + META_SUFFIX)).read_text(encoding="utf-8")
+    mixed = frame.copy()
+    first = mixed["model"] == mixed["model"].iloc[0]
+    mixed.loc[first & (mixed.index % 2 == 0), "manifest_hash"] = "0" * 64
+    path = write_predictions(mixed, tmp_path / "mixed.jsonl")
+    with pytest.raises(InputError, match="2 instances"):
+        split_by_model(path, tmp_path / "mixed")
+    assert not (tmp_path / "mixed").exists()
+
+
 def test_state_conditions_are_ranked_against_their_state_target(mini, tmp_path):
     """Bug: State conditions (A2, A4) were ranked by Spearman against y instead of their State target x."""
     from scipy.stats import spearmanr

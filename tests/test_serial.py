@@ -11,7 +11,17 @@ import pytest
 
 from rap_benchmark.core.errors import FileFormatError, InputError
 from rap_benchmark.core.records import Regime, SearchCall
-from rap_benchmark.core.serial import FLAT, OMIT_EMPTY, Record, from_dict, read_jsonl, to_dict, write_jsonl
+from rap_benchmark.core.serial import (
+    FLAT,
+    OMIT_EMPTY,
+    SKIP,
+    Record,
+    from_dict,
+    read_jsonl,
+    renamed,
+    to_dict,
+    write_jsonl,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +67,26 @@ def test_strict_refuses_unknown_keys_and_a_missing_field_is_an_error() -> None:
     assert from_dict(Outer, {**data, "extra": 1}) == _outer()  # not strict: ignored
     with pytest.raises(KeyError):
         from_dict(Outer, {k: v for k, v in data.items() if k != "regime"})
+
+
+@dataclass(frozen=True)
+class Shaped(Record):
+    level: float = field(metadata=renamed("repeatability"))
+    by_regime: dict[Regime, int] = field(default_factory=dict)
+    by_h: dict[int, float] = field(default_factory=dict)
+    cache: list[int] = field(default_factory=list, metadata=SKIP)
+    kind: str = field(default="shaped", init=False)
+
+
+def test_renamed_skipped_constant_fields_and_dict_keys() -> None:
+    record = Shaped(0.5, {Regime.FIXED: 2}, {6: 0.1, 12: 0.2}, cache=[1])
+    d = to_dict(record)
+    assert d == {"repeatability": 0.5, "by_regime": {"fixed": 2}, "by_h": {"6": 0.1, "12": 0.2}, "kind": "shaped"}
+    assert json.dumps(d, sort_keys=True).index('"12"') < json.dumps(d, sort_keys=True).index('"6"')  # str keys
+    back = from_dict(Shaped, d, strict=True)  # the constant is known, not passed to __init__
+    assert back.level == 0.5 and back.cache == [] and back.kind == "shaped"
+    with pytest.raises(InputError, match="unknown keys: cache, level"):
+        from_dict(Shaped, {**d, "level": 1, "cache": []}, strict=True)
 
 
 def test_jsonl_round_trip_and_a_bad_line_names_file_and_line(tmp_path: Path) -> None:

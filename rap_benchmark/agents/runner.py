@@ -33,6 +33,7 @@ from rap_benchmark.agents.toolset import SearchToolSet
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, InvalidReason, Regime
+from rap_benchmark.core.serial import Record
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.llmclient.pricing import PriceTable, default_prices
 
@@ -173,7 +174,7 @@ def native_units(
 
 
 @dataclass
-class RunStats:
+class RunStats(Record):
     selected: int = 0
     skipped: int = 0
     executed: int = 0
@@ -185,9 +186,6 @@ class RunStats:
     unusable_files: int = 0
     invalid_reasons: dict[str, int] = field(default_factory=dict)
     first_failure: str | None = None  # "reason: detail" of the first unit that failed in this call
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def select_shard(units: Sequence[Any], shard: tuple[int, int]) -> list[Any]:

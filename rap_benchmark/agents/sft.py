@@ -28,6 +28,7 @@ from rap_benchmark.agents.store import RunStore, UnitKey
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Task, parse_enum
+from rap_benchmark.core.serial import Record
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
@@ -114,7 +115,7 @@ def _schema(inst: Instance, tool_schema: Any) -> dict[str, Any] | None:
 
 
 @dataclass(frozen=True)
-class GateResult:
+class GateResult(Record):
     passed: bool
     pooled_gain: float
     gain_by_regime: dict[str, float]
@@ -123,9 +124,6 @@ class GateResult:
     query_unique_ratio: float
     n_cells: int
     checks: dict[str, bool]
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
 
 
 def _scores(

@@ -30,13 +30,14 @@ import math
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from rap_benchmark.core.errors import InputError, UserError, json_reason
 from rap_benchmark.core.fsio import FolderLock, atomic_write_text, open_append_repaired, remove_stale, slug
 from rap_benchmark.core.records import Condition
+from rap_benchmark.core.serial import Record
 from rap_benchmark.evaluation.scoring import weight_fault
 
 RUN_FILE = "run.json"
@@ -65,7 +66,7 @@ def _shard(unit_id: str, n: int) -> int:
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class UnitKey:
+class UnitKey(Record):
     """The identity of a RAP unit: (model, field, origin, condition) and a variant (``native`` for A0-A4)."""
 
     model: str
@@ -94,19 +95,6 @@ class UnitKey:
             / f"{slug(self.field_id)}@{self.origin}.json"
         )
 
-    def to_dict(self) -> dict[str, str]:
-        return {
-            "model": self.model,
-            "field_id": self.field_id,
-            "origin": self.origin,
-            "condition": self.condition.value,
-            "variant": self.variant,
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> UnitKey:
-        return cls(d["model"], d["field_id"], d["origin"], Condition(d["condition"]), d.get("variant", "native"))
-
     @staticmethod
     def is_key(d: Any) -> bool:
         """Whether a stored key dict is a RAP unit's (a CiteCast task's has no condition)."""
@@ -117,11 +105,12 @@ CITECAST_VARIANT = "citecast"
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class TaskKey:
+class TaskKey(Record):
     """The identity of a CiteCast unit: (model, task id)."""
 
     model: str
     task_id: str
+    variant: str = field(default=CITECAST_VARIANT, init=False)  # written, so a stored key says what it is
 
     @property
     def id(self) -> str:
@@ -133,19 +122,14 @@ class TaskKey:
     def relpath(self) -> Path:
         return Path(UNITS_DIR) / slug(self.model) / CITECAST_VARIANT / f"{slug(self.task_id)}.json"
 
-    def to_dict(self) -> dict[str, str]:
-        return {"model": self.model, "task_id": self.task_id, "variant": CITECAST_VARIANT}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> TaskKey:
-        if d.get("variant") != CITECAST_VARIANT:
-            raise ValueError("not a CiteCast task key")
-        return cls(d["model"], d["task_id"])
-
 
 def key_from_dict(d: Any) -> UnitKey | TaskKey:
     """The key of a stored unit record (RAP unit or CiteCast task)."""
-    return UnitKey.from_dict(d) if UnitKey.is_key(d) else TaskKey.from_dict(d)
+    if UnitKey.is_key(d):
+        return UnitKey.from_dict(d)
+    if not isinstance(d, dict) or d.get("variant") != CITECAST_VARIANT:
+        raise ValueError("not a CiteCast task key")
+    return TaskKey.from_dict(d)
 
 
 def parse_shard(text: str | None) -> tuple[int, int]:

@@ -19,13 +19,9 @@ from typing import Any
 from rap_benchmark.bm25.engine import SearchEngine
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.records import Regime, SearchCall
-from rap_benchmark.core.serial import from_dict, read_jsonl, to_dict, write_jsonl
+from rap_benchmark.core.serial import from_dict, read_jsonl, write_jsonl
 
 CALL_KEYS = ("field_id", "origin", "regime", "query", "start", "end", "result_ids", "total_hits")
-
-
-def call_to_dict(call: SearchCall) -> dict[str, Any]:
-    return to_dict(call)
 
 
 def call_from_dict(data: Mapping[str, Any]) -> SearchCall:

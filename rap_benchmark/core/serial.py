@@ -2,11 +2,15 @@
 
 :func:`to_dict` writes the fields in declaration order: an enum as its value, a date as
 YYYY-MM-DD, a tuple as a list, a nested record as an object, a dict with its values converted
-the same way. A field declared with ``field(metadata=FLAT)`` is merged into its parent's object;
-one with ``OMIT_EMPTY`` is left out while empty (older files keep their bytes). :func:`from_dict`
-reads the same shapes back by each field's annotation; an absent field takes its default, and
-``strict`` rejects unknown keys. :class:`Record` gives a dataclass both as methods;
-:func:`write_jsonl` and :func:`read_jsonl` are the one JSON-lines file of records.
+the same way and its keys as strings (an enum key as its value). A field declared with
+``field(metadata=FLAT)`` is merged into its parent's object; one with ``OMIT_EMPTY`` is left out
+while empty (older files keep their bytes); one with ``SKIP`` is never written or read (it keeps
+its default: data held for Python callers only); one with ``renamed("key")`` is written under
+that key (a file's name for it that the code calls otherwise). :func:`from_dict` reads the same
+shapes back by each field's annotation; an absent field takes its default, a field outside
+``__init__`` (a constant the file states) is written but not read back, and ``strict`` rejects
+unknown keys. :class:`Record` gives a dataclass both as methods; :func:`write_jsonl` and
+:func:`read_jsonl` are the one JSON-lines file of records.
 """
 
 from __future__ import annotations
@@ -28,6 +32,13 @@ from rap_benchmark.core.fsio import atomic_open
 
 FLAT = {"flat": True}
 OMIT_EMPTY = {"omit_empty": True}
+SKIP = {"skip": True}
+
+
+def renamed(key: str) -> dict[str, str]:
+    """Field metadata: the field is written and read under ``key``."""
+    return {"key": key}
+
 
 _R = TypeVar("_R")
 
@@ -36,11 +47,13 @@ def to_dict(record: Any) -> dict[str, Any]:
     """``record`` (a dataclass instance) as a JSON-ready dict."""
     out: dict[str, Any] = {}
     for f in dataclasses.fields(record):
+        if f.metadata.get("skip"):
+            continue
         value = getattr(record, f.name)
         if f.metadata.get("flat"):
             out.update(to_dict(value))
         elif not (f.metadata.get("omit_empty") and not value):
-            out[f.name] = _plain(value)
+            out[_key(f)] = _plain(value)
     return out
 
 
@@ -52,7 +65,7 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k.value if isinstance(k, enum.Enum) else str(k): _plain(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_dict(value)
     return value
@@ -67,25 +80,32 @@ def from_dict(cls: type[_R], data: Mapping[str, Any], *, strict: bool = False, w
     """The record of type ``cls`` that :func:`to_dict` wrote as ``data``. With ``strict``, a key
     that names no field raises :class:`~rap_benchmark.core.errors.InputError` (``unknown
     <what> keys: a, b``); a missing field without a default raises ``KeyError``."""
-    fields, hints = dataclasses.fields(cls), _hints(cls)  # type: ignore[arg-type]
+    fields = [f for f in dataclasses.fields(cls) if not f.metadata.get("skip")]  # type: ignore[arg-type]
+    hints = _hints(cls)
     if strict:
-        known = {n for f in fields for n in (_keys(hints[f.name]) if f.metadata.get("flat") else (f.name,))}
+        known = {n for f in fields for n in (_keys(hints[f.name]) if f.metadata.get("flat") else (_key(f),))}
         unknown = sorted(set(data) - known)
         if unknown:
             raise InputError(f"unknown {what + ' ' if what else ''}keys: {', '.join(unknown)}")
     kwargs: dict[str, Any] = {}
     for f in fields:
+        if not f.init:
+            continue
         if f.metadata.get("flat"):
             kwargs[f.name] = from_dict(hints[f.name], data)
-        elif f.name in data:
-            kwargs[f.name] = _read(hints[f.name], data[f.name])
+        elif _key(f) in data:
+            kwargs[f.name] = _read(hints[f.name], data[_key(f)])
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise KeyError(f.name)
     return cls(**kwargs)
 
 
+def _key(f: dataclasses.Field[Any]) -> str:
+    return str(f.metadata.get("key", f.name))
+
+
 def _keys(cls: type) -> tuple[str, ...]:
-    return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+    return tuple(_key(f) for f in dataclasses.fields(cls))  # type: ignore[arg-type]
 
 
 def _read(tp: Any, value: Any) -> Any:

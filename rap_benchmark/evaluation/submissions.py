@@ -34,6 +34,7 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Condition, Split
+from rap_benchmark.core.serial import Record
 from rap_benchmark.evaluation.predictions import (
     DEFAULT_MAX_BYTES,
     Problem,
@@ -55,7 +56,7 @@ RETROSPECTIVE = "retrospective"
 
 
 @dataclass(frozen=True)
-class SubmissionMeta:
+class SubmissionMeta(Record):
     """The validated metadata of a submission."""
 
     model: str
@@ -68,20 +69,6 @@ class SubmissionMeta:
     notes: str | None = None
     benchmark_version: str | None = None
     usage: Usage | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "conditions": [c.value for c in self.conditions],
-            "manifest_hash": self.manifest_hash,
-            "knowledge_cutoff": self.knowledge_cutoff.isoformat() if self.knowledge_cutoff else None,
-            "tools": list(self.tools),
-            "attempts": self.attempts,
-            "submitter": self.submitter,
-            "notes": self.notes,
-            "benchmark_version": self.benchmark_version,
-            "usage": self.usage.to_dict() if self.usage is not None else None,
-        }
 
     def usage_columns(self, condition: Condition | str) -> dict[str, float]:
         """The board's token, Search-call and cost columns for one condition (NaN: unknown)."""
@@ -491,13 +478,14 @@ def meta_from_rows(
     *,
     usage: dict[str, Any],
     knowledge_cutoff: str | dt.date | None = None,
+    attempts: int = 1,
     submitter: str | None = None,
     notes: str | None = None,
     benchmark_version: str | None = None,
 ) -> dict[str, Any]:
     """The ``.meta.json`` of a submission, read from its prediction rows so it cannot disagree
     with them: one model and one instance (else an :class:`InputError`), the conditions found,
-    ``tools`` (``search`` when a Search condition is present), one attempt, and ``usage``."""
+    ``tools`` (``search`` when a Search condition is present), ``attempts``, and ``usage``."""
     from rap_benchmark.core.errors import InputError
     from rap_benchmark.core.spec import BENCHMARK_VERSION
 
@@ -509,17 +497,22 @@ def meta_from_rows(
         raise InputError(f"one submission is one model, the rows name {', '.join(models)}")
     if len(hashes) != 1:
         raise InputError(
-            f"the rows come from {len(hashes)} instances (manifest hashes {', '.join(h[:12] for h in hashes)}); "
-            "convert each instance's run on its own"
+            f"the rows of {models[0]} come from {len(hashes)} instances (manifest hashes "
+            f"{', '.join(h[:12] for h in hashes)}); a submission is scored against one: convert each instance's "
+            "predictions on their own"
         )
+    try:
+        cutoff = None if knowledge_cutoff is None else dt.date.fromisoformat(str(knowledge_cutoff))
+    except ValueError:
+        raise InputError(f"knowledge_cutoff must be YYYY-MM-DD, got {knowledge_cutoff!r}") from None
     conditions = tuple(sorted({Condition(c) for c in frame["condition"]}, key=lambda c: c.value))
     meta = SubmissionMeta(
         model=models[0],
         conditions=conditions,
         manifest_hash=hashes[0],
-        knowledge_cutoff=None if knowledge_cutoff is None else dt.date.fromisoformat(str(knowledge_cutoff)),
+        knowledge_cutoff=cutoff,
         tools=("search",) if any(c.regime is not None for c in conditions) else (),
-        attempts=1,
+        attempts=attempts,
         submitter=submitter,
         notes=notes,
         benchmark_version=benchmark_version or BENCHMARK_VERSION,
@@ -546,44 +539,38 @@ def split_by_model(
 ) -> list[Path]:
     """Split a multi-model prediction file (e.g. ``rap baselines``'s) into one submission per model.
 
-    Writes ``<out_dir>/<model slug>.jsonl`` and its ``.meta.json`` sidecar for each model: model,
-    the conditions and manifest hash found in its rows, ``tools`` (``search`` when a Search
-    condition is present); optional keys of ``meta`` (submitter, notes, knowledge_cutoff, ...)
-    are copied (from the file's own sidecar when ``meta`` is None). With ``only_if_mixed`` a
+    Writes ``<out_dir>/<model slug>.jsonl`` and its ``.meta.json`` sidecar for each model, by
+    :func:`meta_from_rows` (the metadata ``rap submit prepare`` writes): model, the conditions
+    and manifest hash found in its rows, ``tools``, ``usage``; knowledge_cutoff, attempts,
+    submitter, notes and benchmark_version are taken from ``meta`` (from the file's own sidecar
+    when ``meta`` is None; benchmark_version is null when it does not state one). Rows of one model from several instances are refused
+    (:class:`InputError`): a submission is scored against one instance. With ``only_if_mixed`` a
     one-model file is returned as is. The file must read cleanly (:func:`read_predictions`).
     """
     from rap_benchmark.core.fsio import slug
-    from rap_benchmark.evaluation.predictions import read_predictions, write_predictions
+    from rap_benchmark.evaluation.predictions import read_predictions
 
     frame = read_predictions(path)
     if only_if_mixed and frame["model"].nunique() <= 1:
         return [Path(path)]
     if meta is None:
         meta, _ = read_metadata(Path(path))
-    out = Path(out_dir)
-    extra = {k: v for k, v in (meta or {}).items() if k in OPTIONAL_META and k not in ("tools", "usage")}
-    written = []
+    keep = ("knowledge_cutoff", "attempts", "submitter", "notes", "benchmark_version")
+    given = {k: v for k, v in (meta or {}).items() if k in keep and v is not None}
+    parts = []
     for model, rows in frame.groupby("model", sort=True):
-        conditions = sorted(set(rows["condition"]))
-        hashes = sorted(set(rows["manifest_hash"]))
-        target = write_predictions(rows.reset_index(drop=True), out / f"{slug(str(model))}.jsonl")
         baseline = str(model).startswith(BASELINE_PREFIX)
-        sidecar = {
-            "model": model,
-            "conditions": conditions,
-            "manifest_hash": hashes[0] if len(hashes) == 1 else hashes,
-            "tools": ["search"] if any(Condition(c).regime is not None for c in conditions) else [],
-            "knowledge_cutoff": None,
-            **extra,
-            "usage": usage_from_rows(
-                rows,
-                source=f"statistical baseline in {Path(path).name}: no model calls" if baseline else Path(path).name,
-                no_model_calls=baseline,
-            ),
-        }
-        atomic_write_text(target.with_name(target.name + META_SUFFIX), json.dumps(sidecar, indent=1) + "\n")
-        written.append(target)
-    return written
+        usage = usage_from_rows(
+            rows,
+            source=f"statistical baseline in {Path(path).name}: no model calls" if baseline else Path(path).name,
+            no_model_calls=baseline,
+        )
+        rows = rows.reset_index(drop=True)
+        sidecar = meta_from_rows(rows, usage=usage, **given)
+        # the rows do not say which instance version they forecast: unknown unless the metadata states it
+        sidecar["benchmark_version"] = given.get("benchmark_version")
+        parts.append((rows, Path(out_dir) / f"{slug(str(model))}.jsonl", sidecar))
+    return [write_submission(rows, target, sidecar)[0] for rows, target, sidecar in parts]
 
 
 def write_leaderboard(result: LeaderboardResult, out: str | Path, *, page: bool = True) -> Path:

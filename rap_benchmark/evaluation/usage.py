@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import pandas as pd
 
 from rap_benchmark.core.records import Condition
+from rap_benchmark.core.serial import Record
 
 USAGE_KEYS = ("source", "prices_as_of", "by_condition")
 COUNT_FIELDS = ("input_tokens", "output_tokens", "search_calls")
@@ -55,7 +56,7 @@ class Prices(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
-class ConditionUsage:
+class ConditionUsage(Record):
     """One condition's totals; None is unknown."""
 
     episodes: int
@@ -63,9 +64,6 @@ class ConditionUsage:
     output_tokens: int | None
     search_calls: int | None
     cost_usd: float | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ENTRY_KEYS}
 
     def board_columns(self) -> dict[str, float]:
         """Totals and per-episode means as floats (NaN where unknown)."""
@@ -78,17 +76,10 @@ class ConditionUsage:
 
 
 @dataclass(frozen=True, slots=True)
-class Usage:
+class Usage(Record):
     source: str
     prices_as_of: str | None
-    by_condition: Mapping[Condition, ConditionUsage]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "prices_as_of": self.prices_as_of,
-            "by_condition": {c.value: u.to_dict() for c, u in sorted(self.by_condition.items())},
-        }
+    by_condition: Mapping[Condition, ConditionUsage]  # in condition order
 
 
 def unknown_columns() -> dict[str, float]:
@@ -225,7 +216,7 @@ def check_usage(
     problems = [f"[fatal] usage: {m}" for m in fatal] + warnings
     if fatal:
         return None, problems
-    return Usage(source, as_of, by_condition), problems
+    return Usage(source, as_of, dict(sorted(by_condition.items()))), problems
 
 
 def _implausible(

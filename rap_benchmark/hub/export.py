@@ -407,7 +407,7 @@ def citecast_table(tasks: pd.DataFrame, salt: bytes | None, *, synthetic: bool =
         default=True,
         withheld=withheld,
     )
-    return RepoTables("citecast_tasks", "CiteCast tasks", "Citation-forecasting tasks (CiteCast).", (cfg,))
+    return RepoTables(CITECAST_REPO, "CiteCast tasks", "Citation-forecasting tasks (CiteCast).", (cfg,))
 
 
 def instance_repos(

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from rap_benchmark.core.serial import Record
 from rap_benchmark.evaluation.scoring.aggregate import field_table
 
 _CHUNK = 2048  # resamples drawn per batch (bounds memory; results do not depend on it)
 
 
 @dataclass(frozen=True, slots=True)
-class Interval:
+class Interval(Record):
     """A point estimate with a two-sided percentile bootstrap interval."""
 
     estimate: float
@@ -42,20 +43,6 @@ class Interval:
 
     def excludes_zero(self) -> bool:
         return bool(self.lo > 0 or self.hi < 0)
-
-    def to_dict(self) -> dict[str, float | int | str]:
-        return {
-            "estimate": self.estimate,
-            "lo": self.lo,
-            "hi": self.hi,
-            "n_resamples": self.n_resamples,
-            "seed": self.seed,
-            "level": self.level,
-            "unit": self.unit,
-            "n_units": self.n_units,
-            "n_fields": self.n_fields,
-            "n_cells": self.n_cells,
-        }
 
 
 def draw_weights(n_units: int, n_resamples: int, seed: int) -> Iterator[NDArray[np.float64]]:

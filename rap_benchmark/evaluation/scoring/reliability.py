@@ -26,7 +26,6 @@ episodes), so this ceiling is the split-half version.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -35,41 +34,30 @@ from numpy.typing import NDArray
 from rap_benchmark.core.artifacts import Instance
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.records import N_DIRECTIONS, Policy, Split, parse_enum
+from rap_benchmark.core.serial import SKIP, Record, renamed
 from rap_benchmark.evaluation.scoring.metrics import rank_correlation
 from rap_benchmark.pipeline.policies import direction_weights
 
 
 @dataclass(frozen=True, eq=False)
-class ReliabilityResult:
+class ReliabilityResult(Record):
     """Split-half reliability of one policy's targets (optionally one split's fields)."""
 
     policy: Policy
     split: Split | None
     n_splits: int
     seed: int
-    level: float  # mean Spearman-Brown full-window reliability (the repeatability)
-    level_half: float  # mean uncorrected split-half Spearman
+    # mean Spearman-Brown full-window reliability (the repeatability)
+    level: float = field(metadata=renamed("repeatability"))
+    level_half: float = field(metadata=renamed("split_half_r"))  # mean uncorrected split-half Spearman
     ceiling: float  # sqrt(repeatability)
     n_episodes: int  # episodes with a defined reliability
     changes: dict[int, float] = field(default_factory=dict)  # h -> mean Spearman-Brown reliability
     changes_n: dict[int, int] = field(default_factory=dict)  # h -> origin pairs with a defined value
-    changes_half: dict[int, float] = field(default_factory=dict)  # h -> mean uncorrected split-half r
-    episodes: pd.DataFrame = field(default_factory=pd.DataFrame)  # field_id, origin, n_papers, r_half, r_full
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "policy": self.policy,
-            "split": self.split,
-            "n_splits": self.n_splits,
-            "seed": self.seed,
-            "repeatability": self.level,
-            "split_half_r": self.level_half,
-            "ceiling": self.ceiling,
-            "n_episodes": self.n_episodes,
-            "changes": {str(h): v for h, v in self.changes.items()},
-            "changes_n": {str(h): v for h, v in self.changes_n.items()},
-            "changes_split_half_r": {str(h): v for h, v in self.changes_half.items()},
-        }
+    # h -> mean uncorrected split-half r
+    changes_half: dict[int, float] = field(default_factory=dict, metadata=renamed("changes_split_half_r"))
+    # field_id, origin, n_papers, r_half, r_full (for Python callers; not in the JSON form)
+    episodes: pd.DataFrame = field(default_factory=pd.DataFrame, metadata=SKIP)
 
 
 def spearman_brown(r: NDArray[np.float64]) -> NDArray[np.float64]:

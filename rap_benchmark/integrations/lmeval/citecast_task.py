@@ -75,9 +75,6 @@ def _load_docs(**metadata: Any) -> Any:
     return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs, features=features)})
 
 
-# -- batched rounds --------------------------------------------------------------------------------
-
-
 # -- metric functions (module level: lm-eval deep-copies and serialises task configs) ----------
 
 
