@@ -14,25 +14,28 @@ has a worked example)::
 
 What they return is exported too: ``Instance`` (load), ``SearchObservation`` (search),
 ``RunStats`` (run), ``ValidationReport`` (validate), ``ScoreResult`` (score) and ``ExportResult``
-(export); the last three load their subpackage on first use, as the verbs do.
+(export); ``Instance``, ``PublicInstance`` and the last three load their module on first use, as
+the verbs do.
 
 Everything else is private to its subpackage (``core``, ``pipeline``, ``bm25``, ``agents``,
 ``evaluation``, ``hub``, ``integrations``, ``citecast``, ``cli``).
 """
 
 from rap_benchmark.api import ScoreResult, build, export, load, run, score, search, validate, verify
-from rap_benchmark.core.artifacts import Instance, PublicInstance
 from rap_benchmark.core.errors import UserError
 from rap_benchmark.core.records import Condition, Policy, Regime, SearchObservation, Split, Task
 from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec, package_version
 
 _LAZY_TYPES = {
+    "Instance": "rap_benchmark.core.artifacts",
+    "PublicInstance": "rap_benchmark.core.artifacts",
     "RunStats": "rap_benchmark.agents.runner",
     "ValidationReport": "rap_benchmark.evaluation.predictions",
     "ExportResult": "rap_benchmark.hub.export",
 }
-"""Return types whose modules are heavy: imported on first access, so ``import rap_benchmark``
-stays light (the verbs import their subpackages the same way)."""
+"""Types whose modules are heavy (pandas and pyarrow come with ``core.artifacts``): imported on
+first access, so ``import rap_benchmark`` and every ``rap`` command start without them (the verbs
+import their subpackages the same way; ``tests/test_cli_imports.py``)."""
 
 
 def __getattr__(name: str) -> object:

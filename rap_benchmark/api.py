@@ -2,8 +2,9 @@
 
 Each is a thin, documented wrapper over the subpackage that does the work; the examples below
 run as written (``tests/test_api.py`` executes them on the embedded mini instance, from an empty
-working folder). The subpackages a verb drives (pipeline, search, agents, evaluation, hub) are
-imported inside it, so ``import rap_benchmark`` loads only the core records and artifacts.
+working folder). The subpackages a verb drives (pipeline, search, agents, evaluation, hub) and the
+artifact tables (pandas, pyarrow) are imported inside it, so ``import rap_benchmark`` loads only the
+core records and the spec (``tests/test_cli_imports.py``).
 
 After ``rap.build("mini", "build/mini")`` (the embedded synthetic instance, see :func:`build`):
 
@@ -20,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rap_benchmark.core.artifacts import Instance, PublicInstance, load_instance
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import Condition, Policy, Regime, SearchObservation, Split, parse_enum
 from rap_benchmark.core.spec import BenchmarkSpec, spec_for
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from rap_benchmark.agents.protocol import Backend
     from rap_benchmark.agents.runner import RunStats, ToolProvider
+    from rap_benchmark.core.artifacts import Instance, PublicInstance
     from rap_benchmark.evaluation.predictions import ValidationReport
     from rap_benchmark.hub.export import ExportResult
     from rap_benchmark.llmclient.pricing import PriceTable
@@ -67,6 +68,8 @@ def load(path: PathLike, *, verify_hashes: bool = True) -> Instance:
     >>> {"y", "n_y"} & set(inst.public_view().episodes.columns)
     set()
     """
+    from rap_benchmark.core.artifacts import load_instance
+
     return load_instance(path, verify_hashes=verify_hashes)
 
 
@@ -150,6 +153,7 @@ def run(
     """
     from rap_benchmark.agents.reference import ReferenceBackend
     from rap_benchmark.agents.runner import run_benchmark
+    from rap_benchmark.core.artifacts import Instance
 
     if isinstance(backend, str):
         backend = ReferenceBackend(backend)

@@ -44,21 +44,28 @@ def test_what_each_verb_returns_is_exported(verb: str) -> None:
 def _heavy_types() -> dict[str, type]:
     """The return types as the verbs' own module names them (under TYPE_CHECKING there)."""
     from rap_benchmark.agents.runner import RunStats
+    from rap_benchmark.core.artifacts import Instance
     from rap_benchmark.evaluation.predictions import ValidationReport
     from rap_benchmark.hub.export import ExportResult
 
-    return {"RunStats": RunStats, "ValidationReport": ValidationReport, "ExportResult": ExportResult}
+    return {
+        "RunStats": RunStats,
+        "ValidationReport": ValidationReport,
+        "ExportResult": ExportResult,
+        "Instance": Instance,
+    }
 
 
 def test_import_rap_benchmark_stays_light() -> None:
-    """The lazily exported return types do not load their subpackages at import time."""
+    """The lazily exported return types do not load their subpackages at import time (nor pandas:
+    tests/test_cli_imports.py)."""
     import subprocess
     import sys
 
     code = (
         "import sys, rap_benchmark as rap;"
         "heavy = [m for m in ('rap_benchmark.agents.runner', 'rap_benchmark.evaluation.predictions',"
-        " 'rap_benchmark.hub.export') if m in sys.modules];"
+        " 'rap_benchmark.hub.export', 'rap_benchmark.core.artifacts') if m in sys.modules];"
         "assert not heavy, heavy;"
         "assert rap.RunStats.__name__ == 'RunStats' and 'rap_benchmark.agents.runner' in sys.modules"
     )

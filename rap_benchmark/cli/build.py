@@ -248,7 +248,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from rap_benchmark.core.artifacts import ArtifactError
+    from rap_benchmark.core.errors import ArtifactError
     from rap_benchmark.core.sums import SUMS_FILE, verify
 
     root = Path(args.dir)

@@ -26,14 +26,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from rap_benchmark.core.artifacts import Instance
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_bytes, atomic_write_text
 from rap_benchmark.core.spec import BenchmarkSpec, mini_spec
+
+if TYPE_CHECKING:
+    from rap_benchmark.core.artifacts import Instance
 
 DEFAULT_DIR = "rap-demo"
 MARKER = ".rap-demo"
@@ -130,6 +130,8 @@ def step_info(ctx: DemoContext) -> str:
 
 
 def step_episodes(ctx: DemoContext) -> str:
+    import numpy as np
+
     from rap_benchmark.core.records import DIRECTION_KEYS, Policy
     from rap_benchmark.evaluation.scoring import rank_correlation
 
@@ -159,6 +161,8 @@ def step_episodes(ctx: DemoContext) -> str:
 
 
 def step_policies(ctx: DemoContext) -> str:
+    import numpy as np
+
     from rap_benchmark.core.records import Policy
 
     inst = ctx.require_instance()
@@ -175,6 +179,8 @@ def step_policies(ctx: DemoContext) -> str:
 
 
 def step_search_manifest(ctx: DemoContext) -> str:
+    import numpy as np
+
     inst = ctx.require_instance()
     m = inst.search_manifest
     lines = ["search universes (papers per universe):"]
