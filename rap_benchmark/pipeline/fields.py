@@ -408,27 +408,28 @@ def _field_names(
     (:func:`~rap_benchmark.pipeline.phrases.names_a_thing`); a field takes its best phrase no
     larger field took already (fields pick in order of pre-cutoff size).
     """
-    from collections import Counter
 
     from rap_benchmark.pipeline.phrases import names_a_thing, phrase_table
 
     pre_rows = np.flatnonzero(pre_mask)
     texts = (papers["title"].iloc[pre_rows] + ". " + papers["abstract"].iloc[pre_rows]).tolist()
     table = phrase_table(texts)
-    total: Counter[str] = Counter(key for keys in table.doc_keys for key in keys)
+    total = np.bincount(table.ids, minlength=len(table.vocab))  # per key id: pre-cutoff papers using it
     n_all = len(pre_rows)
     taken: set[str] = set()
     names: dict[int, str] = {}
     definitions: dict[int, str] = {}
     for c in sorted(keep.tolist(), key=lambda c: (-int(member[pre_rows, c].sum()), c)):
         docs = np.flatnonzero(member[pre_rows, c])
-        inside: Counter[str] = Counter(key for d in docs for key in table.doc_keys[d])
+        ids, counts = table.frequencies(docs)
+        often = counts >= 3
+        inside = zip(ids[often].tolist(), counts[often].tolist(), total[ids[often]].tolist(), strict=True)
         n_in, n_out = len(docs), max(n_all - len(docs), 1)
         scored = sorted(
             (
-                (-(m / n_in) * math.log1p((m / n_in) / ((total[key] - m) / n_out + 1.0 / n_out)), key)
-                for key, m in inside.items()
-                if m >= 3 and names_a_thing(key)
+                (-(m / n_in) * math.log1p((m / n_in) / ((t - m) / n_out + 1.0 / n_out)), key)
+                for key, m, t in ((table.vocab[i], m, t) for i, m, t in inside)
+                if names_a_thing(key)
             ),
         )
         ranked = [key for _, key in scored]
