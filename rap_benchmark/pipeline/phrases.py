@@ -43,6 +43,8 @@ __all__ = [
 _WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
 MIN_WORDS, MAX_WORDS = 2, 4
 SURFACE_DOCS = 25
+SURFACE_MEMO = 512
+"""Surfaces remembered per table (a codebook asks for the same phrase of the same papers again)."""
 _CACHE: dict[str, PhraseTable] = {}
 
 
@@ -214,6 +216,7 @@ class PhraseTable:
     indptr: np.ndarray
     ids: np.ndarray
     _postings: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list, repr=False)
+    _surfaces: dict[tuple[str, bytes], str] = field(default_factory=dict, repr=False)
 
     @property
     def doc_keys(self) -> Sequence[frozenset[str]]:
@@ -275,7 +278,9 @@ class PhraseTable:
         if i < 0:
             return np.zeros(docs.size, dtype=bool)
         ptr, texts = self._inverted()
-        return np.isin(docs, texts[ptr[i] : ptr[i + 1]])
+        post = texts[ptr[i] : ptr[i + 1]]  # ascending
+        at = np.minimum(np.searchsorted(post, docs), post.size - 1)
+        return post[at] == docs
 
     def users(self, key: str, docs: Sequence[int] | np.ndarray) -> np.ndarray:
         """The texts of ``docs`` that use ``key``, in the order of ``docs``."""
@@ -285,7 +290,10 @@ class PhraseTable:
     def surface(self, key: str, docs: Iterable[int]) -> str:
         """The most frequent surface form of ``key`` among the first SURFACE_DOCS of ``docs``
         that use it (ties: alphabetical)."""
-        docs = docs if isinstance(docs, np.ndarray) else np.fromiter(docs, dtype=np.int64)
+        docs = np.asarray(docs if isinstance(docs, np.ndarray) else list(docs), dtype=np.int64)
+        memo = (key, hashlib.blake2b(docs.tobytes(), digest_size=16).digest())
+        if memo in self._surfaces:
+            return self._surfaces[memo]
         counts: Counter[str] = Counter()
         for d in self.users(key, docs)[:SURFACE_DOCS].tolist():
             form = first_surface(self.texts[d], key)
@@ -293,7 +301,10 @@ class PhraseTable:
             counts[form] += 1
         if not counts:
             raise KeyError(f"no doc uses the phrase {key!r}")
-        return min(counts, key=lambda s: (-counts[s], s))
+        if len(self._surfaces) >= SURFACE_MEMO:
+            self._surfaces.clear()
+        form = self._surfaces[memo] = min(counts, key=lambda s: (-counts[s], s))
+        return form
 
 
 def phrase_table(texts: Sequence[str]) -> PhraseTable:
