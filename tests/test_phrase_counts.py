@@ -84,3 +84,23 @@ def test_chunked_feature_counts_equal_counting_in_one_go(monkeypatch) -> None:
         a, b = getattr(whole, attr), getattr(chunked, attr)
         assert a.dtype == b.dtype and np.array_equal(a, b), attr
     assert np.array_equal(known, known_chunked)
+
+
+def test_chunked_tokenisation_numbers_tokens_as_factorizing_all_at_once(monkeypatch) -> None:
+    from rap_benchmark.pipeline import fields
+
+    papers = pd.DataFrame(
+        {
+            "arxiv_id": ["a", "b", "c", "d", "e"],
+            "title": ["Graph neural networks", "", "Ünïcödé Σύστημα graph", "x", "speech 42 graph"],
+            "abstract": ["message passing networks", "", "Straße networks", "the of", "Speech recognition"],
+        }
+    )
+    tokens = fields.paper_tokens(papers)
+    codes, uniques = pd.factorize(pd.Series([t for d in tokens for t in d], dtype=object), sort=True)
+    monkeypatch.setattr(fields, "TOKEN_CHUNK", 2)
+    monkeypatch.setattr(fields, "_TOKEN_CACHE", {})
+    corpus = fields.tokenize_papers(papers)
+    assert corpus.vocab == tuple(uniques)
+    assert corpus.ids.dtype == np.int32 and corpus.ids.tolist() == codes.tolist()
+    assert [corpus.tokens(i) for i in range(len(papers))] == tokens

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -102,6 +103,8 @@ class TokenizedCorpus:
 
 
 _TOKEN_CACHE: dict[str, TokenizedCorpus] = {}
+TOKEN_CHUNK = 20_000
+"""Papers tokenised at a time by :func:`tokenize_papers`."""
 
 
 def tokenize_papers(papers: pd.DataFrame) -> TokenizedCorpus:
@@ -114,14 +117,24 @@ def tokenize_papers(papers: pd.DataFrame) -> TokenizedCorpus:
     key = hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
     if key in _TOKEN_CACHE:
         return _TOKEN_CACHE[key]
-    docs = paper_tokens(papers)
-    lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
-    flat = [t for d in docs for t in d]
-    codes, uniques = pd.factorize(pd.Series(flat, dtype=object), sort=True)
+    # TOKEN_CHUNK papers at a time, each token an int at once: the token strings of one chunk
+    # only are alive, and ids are renumbered in sorted-vocabulary order at the end
+    index: dict[str, int] = {}
+    ids = array("i")
+    lengths = np.zeros(len(papers), dtype=np.int64)
+    for lo in range(0, len(papers), TOKEN_CHUNK):
+        for j, doc in enumerate(paper_tokens(papers.iloc[lo : lo + TOKEN_CHUNK]), start=lo):
+            ids.extend([index.setdefault(t, len(index)) for t in doc])
+            lengths[j] = len(doc)
+    vocab = sorted(index)
+    for new, token in enumerate(vocab):
+        index[token] = new  # values only: the dict keeps first-seen order, the old ids' order
+    remap = np.fromiter(index.values(), dtype=np.int32, count=len(index))
+    del index
     corpus = TokenizedCorpus(
-        vocab=tuple(str(u) for u in uniques),
+        vocab=tuple(vocab),
         indptr=np.r_[0, np.cumsum(lengths)].astype(np.int64),
-        ids=np.asarray(codes, dtype=np.int32),
+        ids=remap[np.frombuffer(ids, dtype=np.int32)] if len(ids) else np.zeros(0, np.int32),
     )
     while len(_TOKEN_CACHE) >= 2:
         _TOKEN_CACHE.pop(next(iter(_TOKEN_CACHE)))
