@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -104,3 +105,12 @@ def test_chunked_tokenisation_numbers_tokens_as_factorizing_all_at_once(monkeypa
     assert corpus.vocab == tuple(uniques)
     assert corpus.ids.dtype == np.int32 and corpus.ids.tolist() == codes.tolist()
     assert [corpus.tokens(i) for i in range(len(papers))] == tokens
+
+
+def test_doc_keys_view_iterates_and_indexes_like_a_tuple() -> None:
+    table = phrase_table(["Graph neural networks", "speech recognition models", "none"])
+    sets = [frozenset(extract_phrases(t)) for t in table.texts]
+    assert list(table.doc_keys) == sets and len(table.doc_keys) == 3
+    assert table.doc_keys[-1] == sets[-1] and table.doc_keys[0:2] == sets[0:2]
+    with pytest.raises(IndexError):
+        table.doc_keys[3]

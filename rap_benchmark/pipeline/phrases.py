@@ -198,8 +198,14 @@ class _DocKeys(Sequence[frozenset[str]]):
     def __getitem__(self, d: int | slice) -> frozenset[str] | list[frozenset[str]]:
         if isinstance(d, slice):
             return [self[i] for i in range(*d.indices(len(self)))]
+        n = len(self)
+        if not -n <= d < n:
+            raise IndexError(f"text {d} of {n}")
         vocab = self._table.vocab
-        return frozenset(vocab[i] for i in self._table.row(d).tolist())
+        return frozenset(vocab[i] for i in self._table.row(d % n).tolist())
+
+    def __iter__(self) -> Iterator[frozenset[str]]:
+        return (self[d] for d in range(len(self)))
 
 
 @dataclass(frozen=True, eq=False)
