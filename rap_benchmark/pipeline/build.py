@@ -173,9 +173,11 @@ def _fit_offline_instrument(
     from rap_benchmark.pipeline.fields import fit_fields
     from rap_benchmark.pipeline.instrument.frozen import FrozenInstrument
     from rap_benchmark.pipeline.instrument.offline import AssignRules, calibrate_and_assign
+    from rap_benchmark.pipeline.phrases import forget_tables
 
     memberships, candidates, field_model = fit_fields(papers, spec, progress=progress)
     codebooks, prototypes, unfit = build_codebooks(papers, memberships, candidates, spec, progress=progress)
+    forget_tables()  # the phrase table served fields and codebooks; labelling does not read it
     memberships, field_info, field_model, codebooks, prototypes = drop_fields(
         sorted(unfit), memberships, candidates, field_model, codebooks, prototypes
     )

@@ -104,13 +104,13 @@ def common_phrases(table: PhraseTable, fields: Sequence[np.ndarray]) -> frozense
     COMMON_FIELDS of the fields (``fields``: each field's papers as rows of ``table``). Academic
     filler ("future research", "superior performance") and umbrella terms ("deep learning",
     "large language models") are spread over many fields; a field's topics are not."""
-    spread: Counter[str] = Counter()
+    spread = np.zeros(len(table.vocab), dtype=np.int64)  # per key id: fields it is common in
     for docs in fields:
-        counts: Counter[str] = Counter(key for d in docs for key in table.doc_keys[d])
+        ids, counts = table.frequencies(docs)
         floor = max(2.0, COMMON_IN_FIELD * len(docs))
-        spread.update(key for key, c in counts.items() if c >= floor)
+        spread[ids[counts >= floor]] += 1
     need = max(2.0, COMMON_FIELDS * len(fields))
-    return frozenset(key for key, c in spread.items() if c >= need)
+    return frozenset(table.vocab[i] for i in np.flatnonzero(spread >= need).tolist())
 
 
 def _word_set(key: str) -> frozenset[str]:
@@ -154,7 +154,7 @@ def write_directions(
     """
     groups = [np.flatnonzero(labels == k) for k in range(N_DIRECTIONS)]
     members = [docs[g] for g in groups]
-    field_counts: Counter[str] = Counter(key for d in docs for key in table.doc_keys[d])
+    field_counts = table.counts(docs)
     n_field = len(docs)
     field_key = field_name.lower()
     ranked, naming = [], []
@@ -170,7 +170,7 @@ def write_directions(
         # the name: the phrase that best picks out the group within the field, F_beta of its
         # precision p = in_k / field and coverage c = in_k / n_k, (1 + b2) in_k / (b2 n_k + field)
         wanted = set(usable)
-        in_k: Counter[str] = Counter(key for d in members[k] for key in table.doc_keys[d] if key in wanted)
+        in_k = table.counts(members[k])
         n_k = len(members[k])
         best = sorted(usable, key=lambda key: -in_k[key] / (NAME_BETA2 * n_k + field_counts[key]))
         naming.append(best + [key for key in completed if key not in wanted])  # fallbacks, last
@@ -229,7 +229,7 @@ def _exemplars(
     """N_EXEMPLARS papers central to the group: among its EXEMPLAR_POOL papers closest to the
     prototype, those that use the direction's name first, each by closeness (ties by id)."""
     central = group[np.lexsort((ids[group].astype(str), -sim[group]))[:EXEMPLAR_POOL]]
-    uses = np.array([name_key in table.doc_keys[docs[i]] for i in central], dtype=bool)
+    uses = table.uses_mask(name_key, docs[central])
     chosen = np.concatenate([central[uses], central[~uses]])[:N_EXEMPLARS]
     return tuple(str(ids[i]) for i in chosen), tuple(str(titles[i]) for i in chosen)
 

@@ -23,6 +23,9 @@ from rap_benchmark.pipeline.fields import TokenizedCorpus
 
 __all__ = ["Features", "LocalSpace"]
 
+COUNT_CHUNK = 20_000
+"""Docs counted at a time by :meth:`Features.counts`."""
+
 
 def _bigram_codes(corpus: TokenizedCorpus) -> tuple[np.ndarray, np.ndarray]:
     """(doc index, pair code ``a * len(vocab) + b``) of every adjacent token pair inside one doc."""
@@ -61,14 +64,13 @@ class Features:
         return self.unigrams + tuple(f"{a} {b}" for a, b in self.bigrams)
 
     def counts(self, corpus: TokenizedCorpus) -> tuple[sp.csr_matrix, np.ndarray]:
-        """Feature counts of every doc of ``corpus`` (CSR, float32) and its known-unigram counts."""
+        """Feature counts of every doc of ``corpus`` (CSR, float32) and its known-unigram counts.
+
+        Docs are counted COUNT_CHUNK at a time, so the per-token work arrays stay small however
+        large the corpus (the rows are the same as counted in one go)."""
         v = len(corpus.vocab)
         vocab = pd.Index(corpus.vocab, dtype=object)
         uni_col = pd.Index(self.unigrams, dtype=object).get_indexer(vocab)
-        doc = corpus.doc_index()
-        cols_u = uni_col[corpus.ids] if corpus.ids.size else np.zeros(0, np.int64)
-        known = cols_u >= 0
-        n_known = np.bincount(doc[known], minlength=corpus.n_docs).astype(np.int64)
         if self.bigrams:
             a = vocab.get_indexer(pd.Index([x for x, _ in self.bigrams], dtype=object)).astype(np.int64)
             b = vocab.get_indexer(pd.Index([y for _, y in self.bigrams], dtype=object)).astype(np.int64)
@@ -78,6 +80,25 @@ class Features:
             sorted_cols = np.flatnonzero(ok)[order]
         else:
             sorted_codes = sorted_cols = np.zeros(0, np.int64)
+        if corpus.n_docs <= COUNT_CHUNK:
+            return self._counts(corpus, uni_col, sorted_codes, sorted_cols)
+        parts = [
+            self._counts(
+                corpus.select(np.arange(lo, min(lo + COUNT_CHUNK, corpus.n_docs))), uni_col, sorted_codes, sorted_cols
+            )
+            for lo in range(0, corpus.n_docs, COUNT_CHUNK)
+        ]
+        mat = sp.vstack([m for m, _ in parts], format="csr", dtype=np.float32)
+        mat.has_canonical_format = True  # each part is, and they stack by rows
+        return mat, np.concatenate([k for _, k in parts])
+
+    def _counts(
+        self, corpus: TokenizedCorpus, uni_col: np.ndarray, sorted_codes: np.ndarray, sorted_cols: np.ndarray
+    ) -> tuple[sp.csr_matrix, np.ndarray]:
+        doc = corpus.doc_index()
+        cols_u = uni_col[corpus.ids] if corpus.ids.size else np.zeros(0, np.int64)
+        known = cols_u >= 0
+        n_known = np.bincount(doc[known], minlength=corpus.n_docs).astype(np.int64)
         bdoc, bcode = _bigram_codes(corpus)
         pos = np.searchsorted(sorted_codes, bcode)
         hit = np.zeros(bcode.size, dtype=bool)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -102,6 +103,8 @@ class TokenizedCorpus:
 
 
 _TOKEN_CACHE: dict[str, TokenizedCorpus] = {}
+TOKEN_CHUNK = 20_000
+"""Papers tokenised at a time by :func:`tokenize_papers`."""
 
 
 def tokenize_papers(papers: pd.DataFrame) -> TokenizedCorpus:
@@ -114,14 +117,24 @@ def tokenize_papers(papers: pd.DataFrame) -> TokenizedCorpus:
     key = hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
     if key in _TOKEN_CACHE:
         return _TOKEN_CACHE[key]
-    docs = paper_tokens(papers)
-    lengths = np.fromiter((len(d) for d in docs), dtype=np.int64, count=len(docs))
-    flat = [t for d in docs for t in d]
-    codes, uniques = pd.factorize(pd.Series(flat, dtype=object), sort=True)
+    # TOKEN_CHUNK papers at a time, each token an int at once: the token strings of one chunk
+    # only are alive, and ids are renumbered in sorted-vocabulary order at the end
+    index: dict[str, int] = {}
+    ids = array("i")
+    lengths = np.zeros(len(papers), dtype=np.int64)
+    for lo in range(0, len(papers), TOKEN_CHUNK):
+        for j, doc in enumerate(paper_tokens(papers.iloc[lo : lo + TOKEN_CHUNK]), start=lo):
+            ids.extend([index.setdefault(t, len(index)) for t in doc])
+            lengths[j] = len(doc)
+    vocab = sorted(index)
+    for new, token in enumerate(vocab):
+        index[token] = new  # values only: the dict keeps first-seen order, the old ids' order
+    remap = np.fromiter(index.values(), dtype=np.int32, count=len(index))
+    del index
     corpus = TokenizedCorpus(
-        vocab=tuple(str(u) for u in uniques),
+        vocab=tuple(vocab),
         indptr=np.r_[0, np.cumsum(lengths)].astype(np.int64),
-        ids=np.asarray(codes, dtype=np.int32),
+        ids=remap[np.frombuffer(ids, dtype=np.int32)] if len(ids) else np.zeros(0, np.int32),
     )
     while len(_TOKEN_CACHE) >= 2:
         _TOKEN_CACHE.pop(next(iter(_TOKEN_CACHE)))
@@ -408,27 +421,28 @@ def _field_names(
     (:func:`~rap_benchmark.pipeline.phrases.names_a_thing`); a field takes its best phrase no
     larger field took already (fields pick in order of pre-cutoff size).
     """
-    from collections import Counter
 
     from rap_benchmark.pipeline.phrases import names_a_thing, phrase_table
 
     pre_rows = np.flatnonzero(pre_mask)
     texts = (papers["title"].iloc[pre_rows] + ". " + papers["abstract"].iloc[pre_rows]).tolist()
     table = phrase_table(texts)
-    total: Counter[str] = Counter(key for keys in table.doc_keys for key in keys)
+    total = np.bincount(table.ids, minlength=len(table.vocab))  # per key id: pre-cutoff papers using it
     n_all = len(pre_rows)
     taken: set[str] = set()
     names: dict[int, str] = {}
     definitions: dict[int, str] = {}
     for c in sorted(keep.tolist(), key=lambda c: (-int(member[pre_rows, c].sum()), c)):
         docs = np.flatnonzero(member[pre_rows, c])
-        inside: Counter[str] = Counter(key for d in docs for key in table.doc_keys[d])
+        ids, counts = table.frequencies(docs)
+        often = counts >= 3
+        inside = zip(ids[often].tolist(), counts[often].tolist(), total[ids[often]].tolist(), strict=True)
         n_in, n_out = len(docs), max(n_all - len(docs), 1)
         scored = sorted(
             (
-                (-(m / n_in) * math.log1p((m / n_in) / ((total[key] - m) / n_out + 1.0 / n_out)), key)
-                for key, m in inside.items()
-                if m >= 3 and names_a_thing(key)
+                (-(m / n_in) * math.log1p((m / n_in) / ((t - m) / n_out + 1.0 / n_out)), key)
+                for key, m, t in ((table.vocab[i], m, t) for i, m, t in inside)
+                if names_a_thing(key)
             ),
         )
         ranked = [key for _, key in scored]

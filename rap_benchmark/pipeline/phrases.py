@@ -14,21 +14,37 @@ other papers. Frequent *and* distinctive phrases rank first.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 import re
-import sys
+from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import overload
+
+import numpy as np
 
 from rap_benchmark.core.text import STOPWORDS
 
-__all__ = ["PhraseTable", "extract_phrases", "maximal_phrases", "names_a_thing", "phrase_table", "rank_phrases"]
+__all__ = [
+    "PhraseTable",
+    "extract_phrases",
+    "first_surface",
+    "forget_tables",
+    "maximal_phrases",
+    "names_a_thing",
+    "phrase_keys",
+    "phrase_table",
+    "rank_phrases",
+]
 
 _WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
 MIN_WORDS, MAX_WORDS = 2, 4
 SURFACE_DOCS = 25
+SURFACE_MEMO = 512
+"""Surfaces remembered per table (a codebook asks for the same phrase of the same papers again)."""
 _CACHE: dict[str, PhraseTable] = {}
 
 
@@ -91,63 +107,247 @@ def _breaks(word: str) -> bool:
     return low in STOPWORDS or low in NAME_BREAKS or len(low) < 2 or low.replace("-", "").isdigit()
 
 
+_BREAK_MEMO: dict[str, bool] = {}
+_BREAK_MEMO_MAX = 200_000
+
+
+def _runs(text: str) -> list[list[tuple[int, int]]]:
+    """The runs of ``text``: maximal sequences of (start, end) word spans that are separated only
+    by single spaces and hold no breaking word (runs of one word included)."""
+    memo = _BREAK_MEMO
+    runs: list[list[tuple[int, int]]] = []
+    run: list[tuple[int, int]] = []
+    prev_end = -1
+    for m in _WORD.finditer(text):
+        start, end = m.span()
+        word = m.group()
+        brk = memo.get(word)
+        if brk is None:
+            brk = _breaks(word)
+            if len(memo) < _BREAK_MEMO_MAX:
+                memo[word] = brk
+        if brk:
+            if run:
+                runs.append(run)
+                run = []
+        else:
+            if run and (start - prev_end != 1 or text[prev_end] != " "):
+                runs.append(run)
+                run = []
+            run.append((start, end))
+        prev_end = end
+    if run:
+        runs.append(run)
+    return runs
+
+
+def _spans(run: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """(start, end) of every phrase of one run, in reading order (by first word, then length)."""
+    n = len(run)
+    for i in range(n - MIN_WORDS + 1):
+        a = run[i][0]
+        for j in range(i + MIN_WORDS, min(i + MAX_WORDS, n) + 1):
+            yield a, run[j - 1][1]
+
+
 def extract_phrases(text: str) -> dict[str, str]:
     """Candidate phrases of ``text``: key (lower case) -> first surface form read."""
     out: dict[str, str] = {}
-    run: list[re.Match[str]] = []
-
-    def flush() -> None:
-        for i in range(len(run)):
-            for j in range(i + MIN_WORDS, min(i + MAX_WORDS, len(run)) + 1):
-                surface = text[run[i].start() : run[j - 1].end()]
-                out.setdefault(surface.lower(), surface)
-
-    prev_end = None
-    for m in _WORD.finditer(text):
-        if _breaks(m.group()) or (prev_end is not None and text[prev_end : m.start()] != " "):
-            flush()
-            run = []
-        if not _breaks(m.group()):
-            run.append(m)
-        prev_end = m.end()
-    flush()
+    for run in _runs(text):
+        for a, b in _spans(run):
+            surface = text[a:b]
+            out.setdefault(surface.lower(), surface)
     return out
 
 
-@dataclass(frozen=True)
+def phrase_keys(text: str) -> set[str]:
+    """The keys of :func:`extract_phrases` (without the surface forms)."""
+    low = text.lower() if text.isascii() else None  # ASCII: lower-casing commutes with slicing
+    if low is not None:
+        return {low[a:b] for run in _runs(text) for a, b in _spans(run)}
+    return {text[a:b].lower() for run in _runs(text) for a, b in _spans(run)}
+
+
+def first_surface(text: str, key: str) -> str | None:
+    """The surface form :func:`extract_phrases` reads for ``key`` in ``text`` (None if unused):
+    its leftmost occurrence as a phrase."""
+    n = key.count(" ") + 1
+    if not MIN_WORDS <= n <= MAX_WORDS:
+        return None
+    for run in _runs(text):
+        for i in range(len(run) - n + 1):
+            surface = text[run[i][0] : run[i + n - 1][1]]
+            if surface.lower() == key:
+                return surface
+    return None
+
+
+class _DocKeys(Sequence[frozenset[str]]):
+    """A read-only view of a :class:`PhraseTable` as one frozenset of keys per text."""
+
+    def __init__(self, table: PhraseTable) -> None:
+        self._table = table
+
+    def __len__(self) -> int:
+        return len(self._table.texts)
+
+    @overload
+    def __getitem__(self, d: int) -> frozenset[str]: ...
+    @overload
+    def __getitem__(self, d: slice) -> list[frozenset[str]]: ...
+    def __getitem__(self, d: int | slice) -> frozenset[str] | list[frozenset[str]]:
+        if isinstance(d, slice):
+            return [self[i] for i in range(*d.indices(len(self)))]
+        n = len(self)
+        if not -n <= d < n:
+            raise IndexError(f"text {d} of {n}")
+        vocab = self._table.vocab
+        return frozenset(vocab[i] for i in self._table.row(d % n).tolist())
+
+    def __iter__(self) -> Iterator[frozenset[str]]:
+        return (self[d] for d in range(len(self)))
+
+
+@dataclass(frozen=True, eq=False)
 class PhraseTable:
-    """The texts and, per text, the set of candidate phrase keys it uses."""
+    """The texts and, per text, the candidate phrase keys it uses.
+
+    ``vocab`` holds every key once, sorted (so a key's id orders as the key does); row ``d`` of the
+    CSR pair (``indptr``, ``ids``) lists the ids of the keys text ``d`` uses, each once. Counting
+    over a set of texts is then a count over integer ids, not over per-text sets of strings.
+    """
 
     texts: tuple[str, ...]
-    doc_keys: tuple[frozenset[str], ...]
+    vocab: tuple[str, ...]
+    indptr: np.ndarray
+    ids: np.ndarray
+    _postings: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list, repr=False)
+    _surfaces: dict[tuple[str, bytes], str] = field(default_factory=dict, repr=False)
+
+    @property
+    def doc_keys(self) -> Sequence[frozenset[str]]:
+        """Per text, the frozenset of keys it uses (built on access)."""
+        return _DocKeys(self)
+
+    def key_id(self, key: str) -> int:
+        """The id of ``key`` in ``vocab``, -1 if no text uses it."""
+        i = bisect.bisect_left(self.vocab, key)
+        return i if i < len(self.vocab) and self.vocab[i] == key else -1
+
+    def row(self, d: int) -> np.ndarray:
+        """The key ids text ``d`` uses."""
+        return self.ids[self.indptr[d] : self.indptr[d + 1]]
+
+    def uses(self, key: str, d: int) -> bool:
+        """Whether text ``d`` uses ``key``."""
+        i = self.key_id(key)
+        return i >= 0 and bool((self.row(int(d)) == i).any())
+
+    def _gather(self, docs: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The key ids of all of ``docs`` (a text listed twice counts twice)."""
+        docs = np.asarray(docs, dtype=np.int64).reshape(-1)
+        if docs.size == 0:
+            return np.zeros(0, dtype=self.ids.dtype)
+        starts = self.indptr[docs]
+        lens = self.indptr[docs + 1] - starts
+        total = int(lens.sum())
+        offsets = np.repeat(starts - (np.cumsum(lens) - lens), lens)
+        return self.ids[offsets + np.arange(total, dtype=np.int64)]
+
+    def frequencies(self, docs: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(key ids, how many of ``docs`` use each), ids ascending (so keys alphabetical)."""
+        return np.unique(self._gather(docs), return_counts=True)
+
+    def counts(self, docs: Sequence[int] | np.ndarray) -> Counter[str]:
+        """Key -> how many of ``docs`` use it."""
+        keys, n = self.frequencies(docs)
+        vocab = self.vocab
+        return Counter(dict(zip([vocab[i] for i in keys.tolist()], n.tolist(), strict=True)))
+
+    def _inverted(self) -> tuple[np.ndarray, np.ndarray]:
+        """(postings indptr, texts): the texts using key id ``i`` are
+        ``texts[indptr[i]:indptr[i + 1]]``, ascending. Built once, on first use."""
+        if not self._postings:
+            order = np.argsort(self.ids, kind="stable")
+            doc_of = np.repeat(np.arange(len(self.texts), dtype=np.int32), np.diff(self.indptr))
+            texts = doc_of[order]
+            del order, doc_of
+            ptr = np.zeros(len(self.vocab) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self.ids, minlength=len(self.vocab)), out=ptr[1:])
+            self._postings.append((ptr, texts))
+        return self._postings[0]
+
+    def uses_mask(self, key: str, docs: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Per text of ``docs``, whether it uses ``key``."""
+        docs = np.asarray(docs, dtype=np.int64).reshape(-1)
+        i = self.key_id(key)
+        if i < 0:
+            return np.zeros(docs.size, dtype=bool)
+        ptr, texts = self._inverted()
+        post = texts[ptr[i] : ptr[i + 1]]  # ascending
+        at = np.minimum(np.searchsorted(post, docs), post.size - 1)
+        return post[at] == docs
+
+    def users(self, key: str, docs: Sequence[int] | np.ndarray) -> np.ndarray:
+        """The texts of ``docs`` that use ``key``, in the order of ``docs``."""
+        docs = np.asarray(docs, dtype=np.int64).reshape(-1)
+        return docs[self.uses_mask(key, docs)]
 
     def surface(self, key: str, docs: Iterable[int]) -> str:
         """The most frequent surface form of ``key`` among the first SURFACE_DOCS of ``docs``
         that use it (ties: alphabetical)."""
+        docs = np.asarray(docs if isinstance(docs, np.ndarray) else list(docs), dtype=np.int64)
+        memo = (key, hashlib.blake2b(docs.tobytes(), digest_size=16).digest())
+        if memo in self._surfaces:
+            return self._surfaces[memo]
         counts: Counter[str] = Counter()
-        for d in docs:
-            if key in self.doc_keys[d]:
-                counts[extract_phrases(self.texts[d])[key]] += 1
-                if counts.total() >= SURFACE_DOCS:
-                    break
+        for d in self.users(key, docs)[:SURFACE_DOCS].tolist():
+            form = first_surface(self.texts[d], key)
+            assert form is not None, (key, d)
+            counts[form] += 1
         if not counts:
             raise KeyError(f"no doc uses the phrase {key!r}")
-        return min(counts, key=lambda s: (-counts[s], s))
+        if len(self._surfaces) >= SURFACE_MEMO:
+            self._surfaces.clear()
+        form = self._surfaces[memo] = min(counts, key=lambda s: (-counts[s], s))
+        return form
 
 
 def phrase_table(texts: Sequence[str]) -> PhraseTable:
-    """Extract the candidate phrases of every text (keys interned: many docs share them).
+    """Extract the candidate phrases of every text as key ids (see :class:`PhraseTable`).
 
-    The last table is cached by a hash of the texts (fields and codebooks read the same ones).
+    The last table is cached by a hash of the texts (fields and codebooks read the same ones);
+    :func:`forget_tables` drops it.
     """
     digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
     if digest in _CACHE:
         return _CACHE[digest]
-    keys = tuple(frozenset(sys.intern(k) for k in extract_phrases(t)) for t in texts)
-    table = PhraseTable(texts=tuple(texts), doc_keys=keys)
     _CACHE.clear()
+    index: dict[str, int] = {}
+    ids = array("i")
+    indptr = np.zeros(len(texts) + 1, dtype=np.int64)
+    for d, text in enumerate(texts):
+        row = [index.setdefault(k, len(index)) for k in phrase_keys(text)]
+        ids.extend(row)
+        indptr[d + 1] = indptr[d] + len(row)
+    vocab = sorted(index)
+    for new, key in enumerate(vocab):
+        index[key] = new  # values only: the dict keeps first-read order, the old ids' order
+    remap = np.fromiter(index.values(), dtype=np.int32, count=len(index))
+    del index
+    table = PhraseTable(
+        texts=tuple(texts),
+        vocab=tuple(vocab),
+        indptr=indptr,
+        ids=remap[np.frombuffer(ids, dtype=np.int32)] if len(ids) else np.zeros(0, np.int32),
+    )
     _CACHE[digest] = table
     return table
+
+
+def forget_tables() -> None:
+    """Drop the cached table (its texts and phrases) once no stage needs it."""
+    _CACHE.clear()
 
 
 def rank_phrases(
@@ -158,17 +358,23 @@ def rank_phrases(
     Only phrases used by at least ``min_docs`` of ``docs`` qualify; ties by key.
     """
     n_c, n_r = max(len(docs), 1), max(len(rest), 1)
-    in_c: Counter[str] = Counter(k for d in docs for k in table.doc_keys[d])
-    in_r: Counter[str] = Counter(k for d in rest for k in table.doc_keys[d] if k in in_c)
-    scored = []
-    for key, c in in_c.items():
-        if c < min_docs:
-            continue
-        p_c = c / n_c
-        p_r = in_r.get(key, 0) / n_r
-        scored.append((key, p_c * math.log1p(p_c / (p_r + 1.0 / n_r)), p_c))
-    scored.sort(key=lambda t: (-t[1], t[0]))
-    return scored[:top]
+    ids_c, in_c = table.frequencies(docs)
+    keep = in_c >= min_docs
+    ids_c, in_c = ids_c[keep], in_c[keep]
+    if ids_c.size == 0:
+        return []
+    ids_r, in_r = table.frequencies(rest)
+    pos = np.minimum(np.searchsorted(ids_r, ids_c), max(ids_r.size - 1, 0))
+    r = np.where(ids_r[pos] == ids_c, in_r[pos], 0) if ids_r.size else np.zeros_like(in_c)
+    p_c = in_c / n_c
+    ratio = p_c / (r / n_r + 1.0 / n_r)
+    score = p_c * np.array([math.log1p(x) for x in ratio.tolist()])  # math's log1p, as when scored one by one
+    order = np.lexsort((ids_c, -score))[:top]  # ids ascend as keys do
+    vocab = table.vocab
+    return [
+        (vocab[i], s, p)
+        for i, s, p in zip(ids_c[order].tolist(), score[order].tolist(), p_c[order].tolist(), strict=True)
+    ]
 
 
 MAXIMAL_KEEP = 0.75
@@ -186,8 +392,8 @@ def maximal_phrases(table: PhraseTable, docs: Sequence[int], *, keep: float = MA
     by its most used completion (ties: longer, then alphabetical), repeatedly. The result is a
     key used by ``docs``, so its surface is verbatim.
     """
-    docs = list(docs)
-    counts: Counter[str] = Counter(k for d in docs for k in table.doc_keys[d])
+    docs = np.asarray(list(docs) if not isinstance(docs, np.ndarray) else docs, dtype=np.int64)
+    counts = table.counts(docs)
     supers: dict[str, list[str]] = {}
     for key, c in counts.items():
         if c < 2:
@@ -201,9 +407,9 @@ def maximal_phrases(table: PhraseTable, docs: Sequence[int], *, keep: float = MA
     def complete(key: str) -> str:
         while key in supers:
             longer = supers[key]
-            users = [table.doc_keys[d] for d in docs if key in table.doc_keys[d]]
-            completed = sum(1 for keys in users if any(s in keys for s in longer))
-            if not users or completed < keep * len(users):
+            users = table.users(key, docs)
+            completed = int(np.logical_or.reduce([table.uses_mask(s, users) for s in longer]).sum())
+            if not users.size or completed < keep * users.size:
                 return key
             key = min(longer, key=lambda s: (-counts[s], -len(s.split(" ")), s))
         return key
