@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
-from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,6 +29,7 @@ from rap_benchmark.core.records import N_DIRECTIONS
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.core.text import tokenize
 from rap_benchmark.pipeline.clusters import l2_normalise_rows, normalise_dense, spherical_kmeans, spherical_kmeans_dense
+from rap_benchmark.pipeline.interning import intern_rows
 
 __all__ = [
     "FieldInfo",
@@ -117,25 +117,10 @@ def tokenize_papers(papers: pd.DataFrame) -> TokenizedCorpus:
     key = hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
     if key in _TOKEN_CACHE:
         return _TOKEN_CACHE[key]
-    # TOKEN_CHUNK papers at a time, each token an int at once: the token strings of one chunk
-    # only are alive, and ids are renumbered in sorted-vocabulary order at the end
-    index: dict[str, int] = {}
-    ids = array("i")
-    lengths = np.zeros(len(papers), dtype=np.int64)
-    for lo in range(0, len(papers), TOKEN_CHUNK):
-        for j, doc in enumerate(paper_tokens(papers.iloc[lo : lo + TOKEN_CHUNK]), start=lo):
-            ids.extend([index.setdefault(t, len(index)) for t in doc])
-            lengths[j] = len(doc)
-    vocab = sorted(index)
-    for new, token in enumerate(vocab):
-        index[token] = new  # values only: the dict keeps first-seen order, the old ids' order
-    remap = np.fromiter(index.values(), dtype=np.int32, count=len(index))
-    del index
-    corpus = TokenizedCorpus(
-        vocab=tuple(vocab),
-        indptr=np.r_[0, np.cumsum(lengths)].astype(np.int64),
-        ids=remap[np.frombuffer(ids, dtype=np.int32)] if len(ids) else np.zeros(0, np.int32),
-    )
+    # TOKEN_CHUNK papers at a time: the token strings of one chunk only are alive at once
+    chunks = (paper_tokens(papers.iloc[lo : lo + TOKEN_CHUNK]) for lo in range(0, len(papers), TOKEN_CHUNK))
+    vocab, indptr, ids = intern_rows((doc for chunk in chunks for doc in chunk), len(papers))
+    corpus = TokenizedCorpus(vocab=vocab, indptr=indptr, ids=ids)
     while len(_TOKEN_CACHE) >= 2:
         _TOKEN_CACHE.pop(next(iter(_TOKEN_CACHE)))
     _TOKEN_CACHE[key] = corpus

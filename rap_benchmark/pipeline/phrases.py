@@ -18,7 +18,6 @@ import bisect
 import hashlib
 import math
 import re
-from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import overload
 import numpy as np
 
 from rap_benchmark.core.text import STOPWORDS
+from rap_benchmark.pipeline.interning import intern_rows
 
 __all__ = [
     "PhraseTable",
@@ -323,24 +323,8 @@ def phrase_table(texts: Sequence[str]) -> PhraseTable:
     if digest in _CACHE:
         return _CACHE[digest]
     _CACHE.clear()
-    index: dict[str, int] = {}
-    ids = array("i")
-    indptr = np.zeros(len(texts) + 1, dtype=np.int64)
-    for d, text in enumerate(texts):
-        row = [index.setdefault(k, len(index)) for k in phrase_keys(text)]
-        ids.extend(row)
-        indptr[d + 1] = indptr[d] + len(row)
-    vocab = sorted(index)
-    for new, key in enumerate(vocab):
-        index[key] = new  # values only: the dict keeps first-read order, the old ids' order
-    remap = np.fromiter(index.values(), dtype=np.int32, count=len(index))
-    del index
-    table = PhraseTable(
-        texts=tuple(texts),
-        vocab=tuple(vocab),
-        indptr=indptr,
-        ids=remap[np.frombuffer(ids, dtype=np.int32)] if len(ids) else np.zeros(0, np.int32),
-    )
+    vocab, indptr, ids = intern_rows((phrase_keys(text) for text in texts), len(texts))
+    table = PhraseTable(texts=tuple(texts), vocab=vocab, indptr=indptr, ids=ids)
     _CACHE[digest] = table
     return table
 
