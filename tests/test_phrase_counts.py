@@ -8,7 +8,6 @@ from collections import Counter
 
 import numpy as np
 import pandas as pd
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -32,7 +31,7 @@ def texts(draw: st.DrawFn) -> list[str]:
     return out
 
 
-def _naive_rank(sets: list[set[str]], docs: list[int], rest: list[int], min_docs: int, top: int) -> list:
+def _naive_rank(sets: list[set[str]], docs: list[int], rest: list[int], min_docs: int, top: int | None) -> list:
     n_c, n_r = max(len(docs), 1), max(len(rest), 1)
     in_c = Counter(k for d in docs for k in sets[d])
     in_r = Counter(k for d in rest for k in sets[d])
@@ -49,7 +48,7 @@ def _naive_rank(sets: list[set[str]], docs: list[int], rest: list[int], min_docs
 def test_phrase_table_counts_as_the_per_paper_sets_do(corpus: list[str], data: st.DataObject) -> None:
     table = phrase_table(corpus)
     sets = [set(extract_phrases(t)) for t in corpus]
-    assert [set(table.doc_keys[d]) for d in range(len(corpus))] == sets
+    assert [{table.vocab[i] for i in table.row(d).tolist()} for d in range(len(corpus))] == sets
     assert [phrase_keys(t) for t in corpus] == sets
     assert list(table.vocab) == sorted(set().union(*sets))
     docs = sorted(data.draw(st.sets(st.integers(0, len(corpus) - 1))))
@@ -57,6 +56,9 @@ def test_phrase_table_counts_as_the_per_paper_sets_do(corpus: list[str], data: s
     assert table.counts(docs) == Counter(k for d in docs for k in sets[d])
     for min_docs in (1, 2):
         assert rank_phrases(table, docs, rest, min_docs=min_docs, top=7) == _naive_rank(sets, docs, rest, min_docs, 7)
+        # no rest given: every other text, counted from the table's totals
+        assert rank_phrases(table, docs, min_docs=min_docs, top=None) == _naive_rank(sets, docs, rest, min_docs, None)
+    assert table.key_totals.tolist() == [sum(k in t for t in sets) for k in table.vocab]
     for key in sorted(set().union(*sets))[:10]:
         assert table.users(key, docs[::-1]).tolist() == [d for d in docs[::-1] if key in sets[d]]
         for d in range(len(corpus)):
@@ -105,12 +107,3 @@ def test_chunked_tokenisation_numbers_tokens_as_factorizing_all_at_once(monkeypa
     assert corpus.vocab == tuple(uniques)
     assert corpus.ids.dtype == np.int32 and corpus.ids.tolist() == codes.tolist()
     assert [corpus.tokens(i) for i in range(len(papers))] == tokens
-
-
-def test_doc_keys_view_iterates_and_indexes_like_a_tuple() -> None:
-    table = phrase_table(["Graph neural networks", "speech recognition models", "none"])
-    sets = [frozenset(extract_phrases(t)) for t in table.texts]
-    assert list(table.doc_keys) == sets and len(table.doc_keys) == 3
-    assert table.doc_keys[-1] == sets[-1] and table.doc_keys[0:2] == sets[0:2]
-    with pytest.raises(IndexError):
-        table.doc_keys[3]

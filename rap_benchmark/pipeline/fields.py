@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -407,30 +406,17 @@ def _field_names(
     larger field took already (fields pick in order of pre-cutoff size).
     """
 
-    from rap_benchmark.pipeline.phrases import names_a_thing, phrase_table
+    from rap_benchmark.pipeline.phrases import names_a_thing, phrase_table, rank_phrases
 
     pre_rows = np.flatnonzero(pre_mask)
     texts = (papers["title"].iloc[pre_rows] + ". " + papers["abstract"].iloc[pre_rows]).tolist()
     table = phrase_table(texts)
-    total = np.bincount(table.ids, minlength=len(table.vocab))  # per key id: pre-cutoff papers using it
-    n_all = len(pre_rows)
     taken: set[str] = set()
     names: dict[int, str] = {}
     definitions: dict[int, str] = {}
     for c in sorted(keep.tolist(), key=lambda c: (-int(member[pre_rows, c].sum()), c)):
         docs = np.flatnonzero(member[pre_rows, c])
-        ids, counts = table.frequencies(docs)
-        often = counts >= 3
-        inside = zip(ids[often].tolist(), counts[often].tolist(), total[ids[often]].tolist(), strict=True)
-        n_in, n_out = len(docs), max(n_all - len(docs), 1)
-        scored = sorted(
-            (
-                (-(m / n_in) * math.log1p((m / n_in) / ((t - m) / n_out + 1.0 / n_out)), key)
-                for key, m, t in ((table.vocab[i], m, t) for i, m, t in inside)
-                if names_a_thing(key)
-            ),
-        )
-        ranked = [key for _, key in scored]
+        ranked = [key for key, _, _ in rank_phrases(table, docs, min_docs=3, top=None) if names_a_thing(key)]
         name_key = next((key for key in ranked if key not in taken), None)
         if name_key is None:
             names[c] = f"field {c}"

@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import overload
+from functools import cached_property
 
 import numpy as np
 
@@ -182,32 +182,6 @@ def first_surface(text: str, key: str) -> str | None:
     return None
 
 
-class _DocKeys(Sequence[frozenset[str]]):
-    """A read-only view of a :class:`PhraseTable` as one frozenset of keys per text."""
-
-    def __init__(self, table: PhraseTable) -> None:
-        self._table = table
-
-    def __len__(self) -> int:
-        return len(self._table.texts)
-
-    @overload
-    def __getitem__(self, d: int) -> frozenset[str]: ...
-    @overload
-    def __getitem__(self, d: slice) -> list[frozenset[str]]: ...
-    def __getitem__(self, d: int | slice) -> frozenset[str] | list[frozenset[str]]:
-        if isinstance(d, slice):
-            return [self[i] for i in range(*d.indices(len(self)))]
-        n = len(self)
-        if not -n <= d < n:
-            raise IndexError(f"text {d} of {n}")
-        vocab = self._table.vocab
-        return frozenset(vocab[i] for i in self._table.row(d % n).tolist())
-
-    def __iter__(self) -> Iterator[frozenset[str]]:
-        return (self[d] for d in range(len(self)))
-
-
 @dataclass(frozen=True, eq=False)
 class PhraseTable:
     """The texts and, per text, the candidate phrase keys it uses.
@@ -221,13 +195,12 @@ class PhraseTable:
     vocab: tuple[str, ...]
     indptr: np.ndarray
     ids: np.ndarray
-    _postings: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list, repr=False)
     _surfaces: dict[tuple[str, bytes], str] = field(default_factory=dict, repr=False)
 
-    @property
-    def doc_keys(self) -> Sequence[frozenset[str]]:
-        """Per text, the frozenset of keys it uses (built on access)."""
-        return _DocKeys(self)
+    @cached_property
+    def key_totals(self) -> np.ndarray:
+        """Per key id, how many texts use it."""
+        return np.bincount(self.ids, minlength=len(self.vocab))
 
     def key_id(self, key: str) -> int:
         """The id of ``key`` in ``vocab``, -1 if no text uses it."""
@@ -264,18 +237,15 @@ class PhraseTable:
         vocab = self.vocab
         return Counter(dict(zip([vocab[i] for i in keys.tolist()], n.tolist(), strict=True)))
 
-    def _inverted(self) -> tuple[np.ndarray, np.ndarray]:
+    @cached_property
+    def _postings(self) -> tuple[np.ndarray, np.ndarray]:
         """(postings indptr, texts): the texts using key id ``i`` are
         ``texts[indptr[i]:indptr[i + 1]]``, ascending. Built once, on first use."""
-        if not self._postings:
-            order = np.argsort(self.ids, kind="stable")
-            doc_of = np.repeat(np.arange(len(self.texts), dtype=np.int32), np.diff(self.indptr))
-            texts = doc_of[order]
-            del order, doc_of
-            ptr = np.zeros(len(self.vocab) + 1, dtype=np.int64)
-            np.cumsum(np.bincount(self.ids, minlength=len(self.vocab)), out=ptr[1:])
-            self._postings.append((ptr, texts))
-        return self._postings[0]
+        order = np.argsort(self.ids, kind="stable")
+        doc_of = np.repeat(np.arange(len(self.texts), dtype=np.int32), np.diff(self.indptr))
+        ptr = np.zeros(len(self.vocab) + 1, dtype=np.int64)
+        np.cumsum(self.key_totals, out=ptr[1:])
+        return ptr, doc_of[order]
 
     def uses_mask(self, key: str, docs: Sequence[int] | np.ndarray) -> np.ndarray:
         """Per text of ``docs``, whether it uses ``key``."""
@@ -283,7 +253,7 @@ class PhraseTable:
         i = self.key_id(key)
         if i < 0:
             return np.zeros(docs.size, dtype=bool)
-        ptr, texts = self._inverted()
+        ptr, texts = self._postings
         post = texts[ptr[i] : ptr[i + 1]]  # ascending
         at = np.minimum(np.searchsorted(post, docs), post.size - 1)
         return post[at] == docs
@@ -335,21 +305,30 @@ def forget_tables() -> None:
 
 
 def rank_phrases(
-    table: PhraseTable, docs: Sequence[int], rest: Sequence[int], *, min_docs: int = 2, top: int = 20
+    table: PhraseTable,
+    docs: Sequence[int],
+    rest: Sequence[int] | None = None,
+    *,
+    min_docs: int = 2,
+    top: int | None = 20,
 ) -> list[tuple[str, float, float]]:
     """The ``top`` phrases of ``docs`` against ``rest``: (key, score, share of ``docs`` using it).
 
-    Only phrases used by at least ``min_docs`` of ``docs`` qualify; ties by key.
+    Only phrases used by at least ``min_docs`` of ``docs`` qualify; ties by key. ``rest`` None is
+    every other text of the table; ``top`` None keeps every qualifying phrase.
     """
-    n_c, n_r = max(len(docs), 1), max(len(rest), 1)
+    n_c = max(len(docs), 1)
     ids_c, in_c = table.frequencies(docs)
     keep = in_c >= min_docs
     ids_c, in_c = ids_c[keep], in_c[keep]
     if ids_c.size == 0:
         return []
-    ids_r, in_r = table.frequencies(rest)
-    pos = np.minimum(np.searchsorted(ids_r, ids_c), max(ids_r.size - 1, 0))
-    r = np.where(ids_r[pos] == ids_c, in_r[pos], 0) if ids_r.size else np.zeros_like(in_c)
+    if rest is None:  # the other texts' counts: the table's totals less the docs' own
+        n_r = max(len(table.texts) - len(docs), 1)
+        r = table.key_totals[ids_c] - in_c
+    else:
+        n_r = max(len(rest), 1)
+        r = _counts_of(table, rest, ids_c)
     p_c = in_c / n_c
     ratio = p_c / (r / n_r + 1.0 / n_r)
     score = p_c * np.array([math.log1p(x) for x in ratio.tolist()])  # math's log1p, as when scored one by one
@@ -359,6 +338,15 @@ def rank_phrases(
         (vocab[i], s, p)
         for i, s, p in zip(ids_c[order].tolist(), score[order].tolist(), p_c[order].tolist(), strict=True)
     ]
+
+
+def _counts_of(table: PhraseTable, docs: Sequence[int], ids: np.ndarray) -> np.ndarray:
+    """How many of ``docs`` use each key id of ``ids`` (ascending)."""
+    ids_r, in_r = table.frequencies(docs)
+    if not ids_r.size:
+        return np.zeros(ids.size, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(ids_r, ids), ids_r.size - 1)
+    return np.where(ids_r[pos] == ids, in_r[pos], 0)
 
 
 MAXIMAL_KEEP = 0.75

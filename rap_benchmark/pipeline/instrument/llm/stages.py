@@ -29,8 +29,6 @@ a valid label is kept as ``low_evidence`` (never counted) and listed.
 from __future__ import annotations
 
 import hashlib
-import math
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -127,7 +125,7 @@ class DistinctivePhrases:
     """The most distinctive title phrases of a candidate field (or a merged group of them), for
     the naming prompt: the class-based TF-IDF of :func:`rap_benchmark.pipeline.phrases.rank_phrases`
     (share of the field's papers using a phrase, against its share among all other candidates'
-    papers), with the corpus-wide counts taken once rather than per field."""
+    papers)."""
 
     TOP = 8
 
@@ -138,20 +136,12 @@ class DistinctivePhrases:
         ids = sorted(set().union(*members.values())) if members else []
         self.index = {p: i for i, p in enumerate(ids)}
         self.table = phrase_table([titles[p] for p in ids])
-        self.total: Counter[str] = Counter(k for keys in self.table.doc_keys for k in keys)
-        self.n = len(ids)
 
     def top(self, unit: Sequence[str]) -> list[str]:
+        from rap_benchmark.pipeline.phrases import rank_phrases
+
         docs = sorted({self.index[p] for c in unit for p in self.members[c]})
-        n_c, n_r = max(len(docs), 1), max(self.n - len(docs), 1)
-        in_c: Counter[str] = Counter(k for d in docs for k in self.table.doc_keys[d])
-        scored = []
-        for key, c in in_c.items():
-            if c < 2:
-                continue
-            p_c, p_r = c / n_c, (self.total[key] - c) / n_r
-            scored.append((-p_c * math.log1p(p_c / (p_r + 1.0 / n_r)), key))
-        return [self.table.surface(key, docs) for _, key in sorted(scored)[: self.TOP]]
+        return [self.table.surface(key, docs) for key, _, _ in rank_phrases(self.table, docs, top=self.TOP)]
 
 
 class Pipeline:
