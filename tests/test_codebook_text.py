@@ -331,3 +331,54 @@ def test_common_phrases_are_those_spread_over_the_fields() -> None:
     fields = [np.array([i, i + 3, i + 6, i + 9]) for i in range(3)]
     common = common_phrases(table, fields)
     assert "future research" in common and "protein folding" not in common
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("reasoning abilities", "reasoning ability"),
+        ("markov decision processes", "markov decision process"),
+        ("search approaches", "search approach"),
+        ("multi-modal models", "multimodal model"),
+        ("contrastive loss", "contrastive loss"),
+    ],
+)
+def test_singular_plural_and_hyphenated_phrases_say_the_same_thing(a: str, b: str) -> None:
+    """Regression: "processes" lost only its s ("processe"), so "reasoning abilities" and
+    "reasoning ability" could name two sibling directions."""
+    from rap_benchmark.pipeline.codebook_text import _same_or_nested, _word_set
+
+    assert _word_set(a) == _word_set(b) and _same_or_nested(a, b)
+    assert _word_set("contrastive loss") != _word_set("contrastive los")
+
+
+def test_a_phrase_whose_users_are_nearly_all_outside_the_field_describes_nothing_in_it() -> None:
+    """ "success rate" in 2 of a field's 10 papers but 100 papers elsewhere is the corpus's phrase;
+    "membership inference" in 2 of them and nowhere else is the field's."""
+    from rap_benchmark.pipeline.codebook_text import _usable
+
+    texts = ["Membership inference with a high success rate."] * 2 + ["Robot grasping."] * 8
+    texts += ["The success rate of robot grasping."] * 100
+    table = phrase_table(texts)
+    counts = table.counts(np.arange(10))
+    assert _usable("membership inference", counts, 10, "privacy attacks", frozenset(), table)
+    assert not _usable("success rate", counts, 10, "privacy attacks", frozenset(), table)
+
+
+def test_exemplars_use_the_name_and_come_from_the_closer_half_of_the_direction() -> None:
+    from rap_benchmark.pipeline.codebook_text import _exemplars
+
+    texts = [f"Paper {i} on {'graph pruning' if i % 3 == 0 else 'other ideas'}." for i in range(40)]
+    table = phrase_table(texts)
+    docs = np.arange(40)
+    group = np.arange(40)
+    sim = np.linspace(1.0, 0.0, 40)  # paper 0 is the most central
+    ids = np.array([f"2301.{i:05d}" for i in range(40)], dtype=object)
+    chosen, titles = _exemplars(table, docs, group, sim, ids, np.array(texts, dtype=object), "graph pruning")
+    assert chosen == tuple(ids[i] for i in (0, 3, 6, 9, 12))  # name users first, by closeness
+    far = sim.copy()
+    far[:20] = 0.0  # the name's users among the closer half: 21, 24, ..., 39
+    chosen, _ = _exemplars(
+        table, docs, group, -np.arange(40.0) + 100 * (np.arange(40) >= 20), ids, ids, "graph pruning"
+    )
+    assert all(int(c.split(".")[1]) >= 20 for c in chosen)  # never from the far half

@@ -7,18 +7,20 @@ Given a field's pre-cutoff papers grouped into eight directions, each direction 
   completed to the longer phrase its papers actually use ("Segment Anything Model", not "Anything
   Model": :func:`~rap_benchmark.pipeline.phrases.maximal_phrases`), and kept only when they are
   noun phrases (:func:`~rap_benchmark.pipeline.phrases.names_a_thing`: no "shown remarkable", "may
-  help") used by at most ``GENERIC_SHARE`` of the field's papers and not common to the corpus's
-  fields (:func:`common_phrases`: "future research", "deep learning"). The name is the candidate
-  that best picks out the group within the field: the F-score (beta 0.5, precision first) of its
-  precision (of the field's papers using it, the share in the group) and its coverage (of the
-  group, the share using it), distinct from (and not nested in) the names of larger siblings and the field's own name;
+  help") used by at most ``GENERIC_SHARE`` of the field's papers, not common to the corpus's
+  fields (:func:`common_phrases`: "future research", "deep learning") and with at least
+  ``MIN_CONCENTRATION`` of the corpus's users in the field ("success rate" is everyone's). The
+  name is the candidate that best picks out the group within the field: the F-score (beta 0.5,
+  precision first) of its precision (of the field's papers using it, the share in the group) and
+  its coverage (of the group, the share using it), distinct from (and not nested in, singular or
+  plural, hyphenated or not) the names of larger siblings and the field's own name;
 * a **definition** built from its next distinguishing phrases and its most representative title;
 * an **inclusion** listing the direction's distinguishing phrases, taken by maximal marginal
   relevance so they do not repeat one another, and naming the phrase that best separates it from
   its nearest sibling (closest prototype), and an **exclusion** naming that sibling's name and
   separating phrase (never a phrase the whole field uses);
-* five **exemplars**: papers central to the group (among those closest to its prototype, the ones
-  that use its name first), with ids and titles.
+* five **exemplars**: papers central to the group (from the closer half of its papers to its
+  prototype, the ones that use its name first), with ids and titles.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ NAME_BETA2 = 0.25
 MMR_OVERLAP = 0.5
 """Inclusion phrases sharing this much of their words (Jaccard) with an earlier one are skipped."""
 EXEMPLAR_POOL = 4 * N_EXEMPLARS
-"""Exemplars come from this many papers closest to the direction's prototype."""
+"""Exemplars come from the closer half of a direction's papers to its prototype, and at least this many."""
 
 
 def _listing(items: Sequence[str]) -> str:
@@ -87,13 +89,22 @@ def _pick_names(field_name: str, ranked: list[list[str]]) -> list[str]:
     return keys
 
 
-def _usable(key: str, field_counts: Counter[str], n_field: int, field_key: str, common: Collection[str]) -> bool:
+MIN_CONCENTRATION = 0.05
+"""At least this share of the corpus's papers using a phrase are in the field, or the phrase is the
+corpus's ("success rate", "real data", "key challenge"), not the field's."""
+
+
+def _usable(
+    key: str, field_counts: Counter[str], n_field: int, field_key: str, common: Collection[str], table: PhraseTable
+) -> bool:
     """A phrase that can name or describe a direction: a noun phrase (not a fragment), used by at
-    most GENERIC_SHARE of the field's papers, not a phrase common to the corpus's fields, and not
-    the field's own name."""
+    most GENERIC_SHARE of the field's papers, with at least MIN_CONCENTRATION of the corpus's users
+    in the field, not a phrase common to the corpus's fields, and not the field's own name."""
+    count = field_counts[key]
     return (
         names_a_thing(key)
-        and field_counts[key] <= GENERIC_SHARE * n_field
+        and count <= GENERIC_SHARE * n_field
+        and count >= MIN_CONCENTRATION * table.key_totals[table.key_id(key)]
         and key not in common
         and not _nested(key, field_key)
     )
@@ -113,8 +124,22 @@ def common_phrases(table: PhraseTable, fields: Sequence[np.ndarray]) -> frozense
     return frozenset(table.vocab[i] for i in np.flatnonzero(spread >= need).tolist())
 
 
+def _singular(word: str) -> str:
+    """A plural's singular form, roughly ("abilities" -> "ability", "processes" -> "process",
+    "approaches" -> "approach", "models" -> "model"; "loss", "analysis" stay)."""
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "ches", "shes", "xes")):
+        return word[:-2]
+    if word.endswith(("ss", "us", "is")) or not word.endswith("s") or len(word) <= 3:
+        return word
+    return word[:-1]
+
+
 def _word_set(key: str) -> frozenset[str]:
-    return frozenset(w[:-1] if w.endswith("s") and len(w) > 3 else w for w in key.split(" "))
+    """The phrase's words in singular form, hyphens dropped (two phrases with the same set say the
+    same thing: "multi-modal models", "multimodal model")."""
+    return frozenset(_singular(w.replace("-", "")) for w in key.split(" "))
 
 
 def _diverse(keys: Sequence[str], avoid: Sequence[str], n: int) -> list[str]:
@@ -165,7 +190,9 @@ def write_directions(
             options = [key for key, _, _ in rank_phrases(table, members[k], rest, min_docs=1, top=CANDIDATES)]
         complete = maximal_phrases(table, members[k])
         completed = list(dict.fromkeys(complete(key) for key in options))
-        usable = [key for key in completed if _usable(key, field_counts, n_field, field_key, common)] or completed
+        usable = [
+            key for key in completed if _usable(key, field_counts, n_field, field_key, common, table)
+        ] or completed
         ranked.append(usable)
         # the name: the phrase that best picks out the group within the field, F_beta of its
         # precision p = in_k / field and coverage c = in_k / n_k, (1 + b2) in_k / (b2 n_k + field)
@@ -190,7 +217,7 @@ def write_directions(
         exclude = {keys[k], keys[near], field_key}
 
         def usable(key: str) -> bool:
-            return _usable(key, field_counts, n_field, field_key, common)
+            return _usable(key, field_counts, n_field, field_key, common, table)
 
         own = _separating(table, members[k], members[near], exclude=exclude, usable=usable)
         theirs = _separating(table, members[near], members[k], exclude=exclude, usable=usable)
@@ -226,9 +253,12 @@ def _exemplars(
     titles: np.ndarray,
     name_key: str,
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """N_EXEMPLARS papers central to the group: among its EXEMPLAR_POOL papers closest to the
-    prototype, those that use the direction's name first, each by closeness (ties by id)."""
-    central = group[np.lexsort((ids[group].astype(str), -sim[group]))[:EXEMPLAR_POOL]]
+    """N_EXEMPLARS papers central to the group: among the closer half of its papers to the
+    prototype (at least EXEMPLAR_POOL of them), those that use the direction's name first, then
+    the closest others, each by closeness (ties by id). A reader sees the name in the exemplars,
+    and never an outlier of the group."""
+    order = group[np.lexsort((ids[group].astype(str), -sim[group]))]
+    central = order[: max(EXEMPLAR_POOL, (order.size + 1) // 2)]
     uses = table.uses_mask(name_key, docs[central])
     chosen = np.concatenate([central[uses], central[~uses]])[:N_EXEMPLARS]
     return tuple(str(ids[i]) for i in chosen), tuple(str(titles[i]) for i in chosen)

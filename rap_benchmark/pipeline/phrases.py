@@ -74,7 +74,9 @@ EDGE_WORDS: frozenset[str] = frozenset(
     tackle tackles suggest suggests indicate indicates highlight highlights reveal reveals due
     findings shed remarkable impressive promising powerful various numerous diverse further crucial
     important significant challenging difficult limited able capable potential possible successful
-    comprehensive prior previous current traditional conventional popular""".split()
+    comprehensive prior previous current traditional conventional popular state-of-the-art
+    thereby including struggle struggles available exhibit exhibits exhibited exhibiting assess
+    assesses assessed assessing""".split()
 )
 """Words a noun phrase naming a research direction neither starts nor ends with: modals,
 prepositions, adverbs, verbs and evaluative adjectives ("shown remarkable", "simple yet", "may
@@ -83,9 +85,11 @@ help", "become increasingly", "Building upon" are fragments, not names)."""
 END_WORDS: frozenset[str] = EDGE_WORDS | frozenset(
     """simple new large small high low better best good great strong key main major common general
     unified standard typical emerging growing fundamental critical open future efficient robust
-    accurate scalable novel effective superior rapid promise number baselines years""".split()
+    accurate scalable novel effective superior rapid promise number baselines years page pages
+    website webpage homepage url need needs empirical""".split()
 )
-"""Adjectives that may start a name ("large language models") but never end one."""
+"""Adjectives that may start a name ("large language models") but never end one, and the words of
+an abstract's pointers ("project page")."""
 
 _ADVERB_ENDS = ("ally", "ively", "ously", "ingly", "edly", "ently", "antly", "ately", "ibly", "ably", "tly")
 _NOUN_ED = frozenset("speed seed need feed bed embed breed shed weed".split())
