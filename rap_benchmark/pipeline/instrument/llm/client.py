@@ -14,9 +14,9 @@ HTTP 4xx) stops the run (:class:`RequestRefused`) unless the offline fallback wa
 Results never depend on which endpoint answered or in which order answers arrived: the
 pipeline reads them by request, not by arrival.
 
-:class:`StandInClient` has the same interface and sends nothing: it answers with
-:mod:`.standin`'s typical replies, so the dry run walks the real pipeline and renders every
-real prompt.
+:class:`StandInClient` is the same :class:`Client` (records first, the same accounting) but
+sends nothing: it answers with :mod:`.standin`'s typical replies, so the dry run walks the real
+pipeline and renders every real prompt.
 
 Spend: cost is priced per answer from the price table (llmclient/pricing.py). With a cap, a
 request is sent only while the spend recorded in the store plus the worst case of everything in
@@ -218,8 +218,10 @@ class LLMClient(Client):
         self._flusher: asyncio.Task[None] | None = None
 
     def _stored_spend(self) -> float:
-        cost = self.accounting.cost
-        return sum(cost(r["model"], r["prompt_tokens"], r["completion_tokens"]) or 0.0 for r in self.records.values())
+        total = 0.0
+        for rec in self.records.values():
+            total += self.accounting.cost(rec["model"], rec["prompt_tokens"], rec["completion_tokens"]) or 0.0
+        return total
 
     async def __aenter__(self) -> LLMClient:
         self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
