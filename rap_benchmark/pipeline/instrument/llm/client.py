@@ -14,9 +14,9 @@ HTTP 4xx) stops the run (:class:`RequestRefused`) unless the offline fallback wa
 Results never depend on which endpoint answered or in which order answers arrived: the
 pipeline reads them by request, not by arrival.
 
-:class:`StandInClient` has the same interface and sends nothing: it answers with
-:mod:`.standin`'s typical replies, so the dry run walks the real pipeline and renders every
-real prompt.
+:class:`StandInClient` is the same :class:`Client` (records first, the same accounting) but
+sends nothing: it answers with :mod:`.standin`'s typical replies, so the dry run walks the real
+pipeline and renders every real prompt.
 
 Spend: cost is priced per answer from the price table (llmclient/pricing.py). With a cap, a
 request is sent only while the spend recorded in the store plus the worst case of everything in
@@ -31,7 +31,7 @@ import asyncio
 import hashlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import orjson
@@ -83,7 +83,7 @@ class Reply:
 class StageUsage:
     requests: int = 0  # answers used by the pipeline (sent now, or read from the store)
     sent: int = 0
-    cached: int = 0
+    from_store: int = 0
     retries: int = 0  # requests that re-ask a unit (after an invalid or a truncated reply)
     truncated: int = 0  # replies cut at max_tokens (finish_reason "length")
     refused: int = 0  # requests an endpoint refused (HTTP 4xx), answered by the offline fallback
@@ -95,7 +95,7 @@ class StageUsage:
         self, prompt: int, completion: int, cost: float | None, *, cached: bool, retry: bool, truncated: bool
     ) -> None:
         self.requests += 1
-        self.cached += cached
+        self.from_store += cached
         self.sent += not cached
         self.retries += retry
         self.truncated += truncated
@@ -104,17 +104,7 @@ class StageUsage:
         self.cost_usd = None if cost is None or self.cost_usd is None else self.cost_usd + cost
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "requests": self.requests,
-            "sent": self.sent,
-            "from_store": self.cached,
-            "retries": self.retries,
-            "truncated": self.truncated,
-            "refused": self.refused,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6),
-        }
+        return asdict(self) | {"cost_usd": None if self.cost_usd is None else round(self.cost_usd, 6)}
 
 
 def request_body(
@@ -144,15 +134,13 @@ class Accounting:
         return self.prices.cost_usd(model, prompt, completion)
 
     def record(self, stage: str, model: str, rec: dict[str, Any], *, cached: bool, retry: bool) -> None:
-        prompt, completion = rec["prompt_tokens"], rec["completion_tokens"]
-        self.stages[stage].add(
-            prompt,
-            completion,
-            self.cost(model, prompt, completion),
-            cached=cached,
-            retry=retry,
-            truncated=rec.get("finish_reason") == "length",
+        prompt, completion, truncated = (
+            rec["prompt_tokens"],
+            rec["completion_tokens"],
+            rec.get("finish_reason") == "length",
         )
+        cost = self.cost(model, prompt, completion)
+        self.stages[stage].add(prompt, completion, cost, cached=cached, retry=retry, truncated=truncated)
 
     def refused(self, stage: str) -> None:
         self.stages[stage].refused += 1
@@ -161,7 +149,46 @@ class Accounting:
         return {str(k): v.to_dict() for k, v in self.stages.items()}
 
 
-class LLMClient:
+class Client:
+    """What both clients share: a request already answered (``records``, by key) is answered from
+    there, any other by :meth:`_answer`; every answer is counted per stage."""
+
+    def __init__(
+        self, records: dict[str, dict[str, Any]], prices: PriceTable, extra_body: dict[str, Any] | None
+    ) -> None:
+        self.records = records
+        self.accounting = Accounting(prices)
+        self.extra_body = dict(extra_body or {})
+        self.stop_reason: StopRun | None = None
+
+    async def complete(
+        self, stage: str, model: str, messages: list[dict[str, str]], max_tokens: int, *, retry: bool = False
+    ) -> Reply:
+        """The answer to one request: from the records, or by :meth:`_answer`.
+
+        ``retry`` marks a request that re-asks a unit (counted per stage). A refused request
+        (HTTP 4xx) raises :class:`RequestRefused`, unless the client was made with
+        ``fallback="offline"``: then it comes back as a Reply with ``error`` set (counted)."""
+        body = request_body(model, messages, max_tokens, self.extra_body)
+        key = request_key(body)
+        rec = self.records.get(key)
+        cached = rec is not None
+        if rec is None:
+            rec, cached = await self._answer(stage, model, key, body, messages, max_tokens)
+        if rec.get("error") is not None:
+            self.accounting.refused(stage)
+            return Reply(None, rec["error"], 0, 0, False)
+        self.accounting.record(stage, model, rec, cached=cached, retry=retry)
+        return reply_of(rec, cached)
+
+    async def _answer(
+        self, stage: str, model: str, key: str, body: bytes, messages: list[dict[str, str]], max_tokens: int
+    ) -> tuple[dict[str, Any], bool]:
+        """(the record answering a request not in ``records``, whether it is a stored answer)."""
+        raise NotImplementedError
+
+
+class LLMClient(Client):
     """Requests through the store to several endpoints (see the module docstring)."""
 
     def __init__(
@@ -178,25 +205,22 @@ class LLMClient:
         extra_body: dict[str, Any] | None = None,
         fallback: str | None = None,
     ) -> None:
+        super().__init__(store.records, prices, extra_body)
         self.pool = EndpointPool(base_urls, api_key=api_key, timeout_s=timeout_s, max_in_flight=max_in_flight)
         self.store = store
-        self.accounting = Accounting(prices)
         self.max_transport_retries = max_transport_retries
         self.max_spend_usd = max_spend_usd
         self.spent = self._stored_spend()
         self._reserved = 0.0
         self._inflight: dict[str, asyncio.Future[dict[str, Any]]] = {}
-        self.stop_reason: StopRun | None = None
         self.transport_errors = 0
-        self.extra_body = dict(extra_body or {})
         self.fallback = fallback
         self._flusher: asyncio.Task[None] | None = None
 
     def _stored_spend(self) -> float:
         total = 0.0
-        for rec in self.store.records.values():
-            cost = self.accounting.cost(rec["model"], rec["prompt_tokens"], rec["completion_tokens"])
-            total += cost or 0.0
+        for rec in self.records.values():
+            total += self.accounting.cost(rec["model"], rec["prompt_tokens"], rec["completion_tokens"]) or 0.0
         return total
 
     async def __aenter__(self) -> LLMClient:
@@ -214,41 +238,25 @@ class LLMClient:
             await asyncio.sleep(FLUSH_EVERY_S)
             self.store.flush()
 
-    # -- one request ---------------------------------------------------------------------------
-    async def complete(
-        self, stage: str, model: str, messages: list[dict[str, str]], max_tokens: int, *, retry: bool = False
-    ) -> Reply:
-        """The answer to one request: from the store, or sent (see the module docstring).
-
-        ``retry`` marks a request that re-asks a unit (counted per stage). A refused request
-        (HTTP 4xx) raises :class:`RequestRefused`, unless the client was made with
-        ``fallback="offline"``: then it comes back as a Reply with ``error`` set (counted)."""
-        body = request_body(model, messages, max_tokens, self.extra_body)
-        key = request_key(body)
-        rec = self.store.get(key)
-        cached = rec is not None
-        if rec is None:
-            fut = self._inflight.get(key)
-            if fut is not None:
-                rec = await asyncio.shield(fut)
-                cached = True
-            else:
-                fut = asyncio.get_running_loop().create_future()
-                self._inflight[key] = fut
-                try:
-                    rec = await self._send(stage, model, key, body, messages, max_tokens)
-                except BaseException as exc:
-                    fut.set_exception(exc)
-                    fut.exception()  # mark retrieved
-                    raise
-                finally:
-                    self._inflight.pop(key, None)
-                fut.set_result(rec)
-        if rec.get("error") is not None:
-            self.accounting.refused(stage)
-            return Reply(None, rec["error"], 0, 0, False)
-        self.accounting.record(stage, model, rec, cached=cached, retry=retry)
-        return reply_of(rec, cached)
+    async def _answer(
+        self, stage: str, model: str, key: str, body: bytes, messages: list[dict[str, str]], max_tokens: int
+    ) -> tuple[dict[str, Any], bool]:
+        """Sent (see the module docstring); an identical request already in flight is sent once."""
+        fut = self._inflight.get(key)
+        if fut is not None:
+            return await asyncio.shield(fut), True
+        fut = asyncio.get_running_loop().create_future()
+        self._inflight[key] = fut
+        try:
+            rec = await self._send(stage, model, key, body, messages, max_tokens)
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # mark retrieved
+            raise
+        finally:
+            self._inflight.pop(key, None)
+        fut.set_result(rec)
+        return rec, False
 
     async def _send(
         self, stage: str, model: str, key: str, body: bytes, messages: list[dict[str, str]], max_tokens: int
@@ -343,7 +351,7 @@ def response_record(response: Any, key: str, stage: str, model: str) -> dict[str
     }
 
 
-class StandInClient:
+class StandInClient(Client):
     """The dry run's client: answers from the store when it can, else with typical replies."""
 
     def __init__(
@@ -356,31 +364,25 @@ class StandInClient:
         from rap_benchmark.pipeline.instrument.llm.standin import respond
         from rap_benchmark.pipeline.instrument.llm.tokens import tokenizer_counters
 
+        super().__init__(store_records, prices, extra_body)
         self._respond = respond
         self._count_prompt, self._count_text = (
             tokenizer_counters(tokenizer) if tokenizer else (count_prompt_tokens, count_tokens)
         )
-        self.records = store_records
-        self.accounting = Accounting(prices)
-        self.extra_body = dict(extra_body or {})
-        self.stop_reason: StopRun | None = None
 
-    async def complete(
-        self, stage: str, model: str, messages: list[dict[str, str]], max_tokens: int, *, retry: bool = False
-    ) -> Reply:
-        rec = self.records.get(request_key(request_body(model, messages, max_tokens, self.extra_body)))
-        if rec is not None:
-            self.accounting.record(stage, model, rec, cached=True, retry=retry)
-            return reply_of(rec, True)
+    async def _answer(
+        self, stage: str, model: str, key: str, body: bytes, messages: list[dict[str, str]], max_tokens: int
+    ) -> tuple[dict[str, Any], bool]:
         content = self._respond(messages, typical=True)
-        rec = {"content": content, "prompt_tokens": self._count_prompt(messages), "completion_tokens": 0}
-        rec["completion_tokens"] = self._count_text(content)
-        self.accounting.record(stage, model, rec, cached=False, retry=retry)
-        return reply_of(rec, False)
+        return {
+            "content": content,
+            "prompt_tokens": self._count_prompt(messages),
+            "completion_tokens": self._count_text(content),
+        }, False
 
 
 async def run_all(
-    client: LLMClient | StandInClient,
+    client: Client,
     jobs: Sequence[Callable[[], Awaitable[Any]]],
     concurrency: int,
     desc: str | None = None,

@@ -166,7 +166,11 @@ def run_llm_instrument(
         }
         atomic_write_text(settings.store_dir / SUMMARY_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
         entry = ledger_entry(config, result)
-        header = _review_header(entry) | {"fallback": settings.fallback or "none (a refused request stops the build)"}
+        header = {
+            "model": config.model,
+            "drafting models": ", ".join(config.draft_models),
+            "fallback": settings.fallback or "none (a refused request stops the build)",
+        }
         if stopped:
             header["stopped"] = f"after stage {stopped[0].stage} (it lost more than {100 * MAX_DROP_SHARE:.0f}%)"
         atomic_write_text(settings.store_dir / REVIEW_FILE, review_markdown(result, header, stages))
@@ -201,11 +205,6 @@ def ledger_entry(config: PipelineConfig, result: PipelineResult) -> dict[str, An
         **stage_sizes(result),
         "notes": list(result.notes),
     }
-
-
-def _review_header(entry: dict[str, Any]) -> dict[str, Any]:
-    cfg = entry["config"]
-    return {"model": cfg["model"], "drafting models": ", ".join(cfg["draft_models"])}
 
 
 def estimate(

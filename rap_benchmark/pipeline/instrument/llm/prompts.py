@@ -123,22 +123,17 @@ _DIRECTION = re.compile(
 _PROGRAM = re.compile(r"^(P\d+)\. (.+?): ", re.MULTILINE)
 _FIELD = re.compile(r"^([A-Za-z0-9_.-]+): (.+?)\. ", re.MULTILINE)
 
-_TASK_BY_HEADING = {
-    "name a research field": Stage.FIELD_NAME,
-    "merge synonymous research fields": Stage.FIELD_MERGE,
-    "extract atomic research programs": Stage.PROGRAMS,
-    "deduplicate research programs": Stage.PROGRAMS_DEDUPE,
-    "draft a codebook of research directions": Stage.DRAFT,
-    "absorb papers into a draft codebook": Stage.ABSORB,
-    "revise a draft codebook": Stage.REVISE,
-    "consolidate candidate directions into exactly eight": Stage.CONSOLIDATE,
-    "label papers against a frozen codebook": Stage.ASSIGN,
-}
+
+@cache
+def _stage_by_heading() -> dict[str, Stage]:
+    """The stage of each prompt file's ``# Task:`` heading."""
+    return {_TASK.search(load_prompt(name).template).group(1).strip(): s for s, name in TASKS.items()}  # type: ignore[union-attr]
 
 
 def task_of(prompt: str) -> Stage | None:
+    """The stage whose prompt ``prompt`` is (by its ``# Task:`` heading), or None."""
     m = _TASK.search(prompt)
-    return _TASK_BY_HEADING.get(m.group(1).strip()) if m else None
+    return _stage_by_heading().get(m.group(1).strip()) if m else None
 
 
 def papers_in(prompt: str) -> list[tuple[str, str]]:

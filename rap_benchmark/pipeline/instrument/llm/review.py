@@ -5,19 +5,23 @@ repairs, failures). Markdown, deterministic."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from rap_benchmark.pipeline.instrument.llm.records import FieldReport, PipelineResult
+
+
+def _direction(head: str, d: dict[str, Any], pad: str) -> list[str]:
+    """One direction: its heading line and definition, then inclusion, exclusion and exemplars."""
+    rows = (("include", d["inclusion"]), ("exclude", d["exclusion"]), ("exemplars", ", ".join(d["exemplars"])))
+    return [f"{head}: {d['definition']}", *(f"{pad}- {k}: {v}" for k, v in rows)]
 
 
 def _directions(dirs: Sequence[dict[str, Any]], counts: Sequence[int] | None = None) -> list[str]:
     out = []
     for i, d in enumerate(dirs):
         n = f" (absorbed {counts[i]})" if counts is not None and i < len(counts) else ""
-        out.append(f"{i + 1}. **{d['name']}**{n}: {d['definition']}")
-        out.append(f"   - include: {d['inclusion']}")
-        out.append(f"   - exclude: {d['exclusion']}")
-        out.append(f"   - exemplars: {', '.join(d['exemplars'])}")
+        out += _direction(f"{i + 1}. **{d['name']}**{n}", d, "   ")
     return out
 
 
@@ -46,10 +50,7 @@ def _field(r: FieldReport) -> list[str]:
         lines.append("none: the field is dropped")
     else:
         for d in r.codebook.directions:
-            lines.append(f"- **{d.key} {d.name}**: {d.definition}")
-            lines.append(f"  - include: {d.inclusion}")
-            lines.append(f"  - exclude: {d.exclusion}")
-            lines.append(f"  - exemplars: {', '.join(d.exemplars)}")
+            lines += _direction(f"- **{d.key} {d.name}**", asdict(d), "  ")
     if r.notes:
         lines += ["", "### Notes"] + [f"- {n}" for n in r.notes]
     return lines + [""]
@@ -90,14 +91,13 @@ def review_markdown(
     for r in result.reports:
         lines += _field(r)
     if result.not_in_field:
-        lines += ["## Memberships judged not in the field (left out)", ""]
-        lines += [f"- {x['field_id']} {x['arxiv_id']}" for x in result.not_in_field[:1000]]
-        if len(result.not_in_field) > 1000:
-            lines.append(f"- ... and {len(result.not_in_field) - 1000} more")
-        lines.append("")
-    if result.invalid_assignments:
-        lines += ["## Invalid assignments", ""]
-        lines += [f"- {x['field_id']} {x['arxiv_id']}: {x['reason']}" for x in result.invalid_assignments[:1000]]
-        if len(result.invalid_assignments) > 1000:
-            lines.append(f"- ... and {len(result.invalid_assignments) - 1000} more")
-    return "\n".join(lines) + "\n"
+        outside = [f"- {x['field_id']} {x['arxiv_id']}" for x in result.not_in_field]
+        lines += [*_listed("Memberships judged not in the field (left out)", outside), ""]
+    invalid = [f"- {x['field_id']} {x['arxiv_id']}: {x['reason']}" for x in result.invalid_assignments]
+    return "\n".join(lines + _listed("Invalid assignments", invalid)) + "\n"
+
+
+def _listed(heading: str, items: list[str], most: int = 1000) -> list[str]:
+    """A section listing at most ``most`` items (none when there is nothing to list)."""
+    more = [f"- ... and {len(items) - most} more"] if len(items) > most else []
+    return [f"## {heading}", "", *items[:most], *more] if items else []

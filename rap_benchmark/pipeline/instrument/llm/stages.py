@@ -16,11 +16,10 @@
 9. ``assign``: every membership, several papers per request: primary, secondary, type.
 
 Every stage sends all its requests concurrently and reads answers back by request, so the
-result does not depend on completion order. Replies are read leniently (the first JSON object,
-whatever wraps it; :func:`~.validate.parse_json_reply`) and validated strictly; an invalid reply
-is retried with the reason (``max_attempts`` in all), a reply cut at max_tokens is asked again
-once with twice the budget. What stays invalid is a lost unit of its stage, and a stage that
-loses more than ``max_drop_share`` of its units stops the construction (:class:`StageLost`).
+result does not depend on completion order. Each unit is asked through :func:`~.ask.ask` (read
+leniently, validated strictly, re-asked with the fault named); what stays invalid is a lost unit
+of its stage, and a stage that loses more than ``max_drop_share`` of its units stops the
+construction (:class:`StageLost`).
 With the offline fallback the build goes on instead: a field keeps its offline name, a draft
 its unrevised form, a field without a valid consolidation is dropped, and a membership without
 a valid label is kept as ``low_evidence`` (never counted) and listed.
@@ -38,11 +37,11 @@ from rap_benchmark.core.records import Codebook
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.llm import prompts as P
+from rap_benchmark.pipeline.instrument.llm.ask import ask
 from rap_benchmark.pipeline.instrument.llm.assign import ASSIGNMENT_COLUMNS, assignment_table, label_batch
-from rap_benchmark.pipeline.instrument.llm.client import LLMClient, StandInClient, run_all
+from rap_benchmark.pipeline.instrument.llm.client import Client, run_all
 from rap_benchmark.pipeline.instrument.llm.prompts import Stage
 from rap_benchmark.pipeline.instrument.llm.records import (
-    MAX_TOKENS,
     FieldReport,
     Outcome,
     PipelineConfig,
@@ -55,10 +54,8 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
     InvalidOutput,
     NamedGroup,
     Program,
-    parse_json_reply,
     repair_consolidation,
     to_codebook,
-    truncation_reason,
     validate_absorption,
     validate_codebook,
     validate_draft,
@@ -68,57 +65,12 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
     validate_programs,
 )
 
-Client = LLMClient | StandInClient
 Ask = tuple[Any, str, str, Callable[[dict[str, Any]], Any]]  # owner, model, prompt, validate
 
 
 def _order(seed: int, salt: str, ids: Sequence[str]) -> list[str]:
     """``ids`` in a deterministic pseudo-random order (sha256 of seed, salt and id)."""
     return sorted(ids, key=lambda i: hashlib.sha256(f"{seed}|{salt}|{i}".encode()).digest())
-
-
-async def ask(
-    client: Client,
-    stage: Stage,
-    model: str,
-    prompt: str,
-    validate: Callable[[dict[str, Any]], Any],
-    cfg: PipelineConfig,
-) -> Outcome:
-    """Ask until ``validate(parsed reply)`` passes; the retry quotes the reply and the reason.
-
-    A reply cut at max_tokens that does not validate is asked again once, as is, with twice the
-    budget (capped); that re-ask is not one of the ``max_attempts``. Cut again, the unit fails.
-    """
-    messages = [{"role": "user", "content": prompt}]
-    budget = cfg.budget(MAX_TOKENS[stage])
-    widened = False
-    reason: str | None = None
-    raw: str | None = None
-    attempt = 0
-    while attempt < cfg.max_attempts:
-        reply = await client.complete(stage, model, messages, budget, retry=attempt > 0 or widened)
-        raw = reply.content
-        if reply.error is not None:
-            return Outcome(None, f"request refused: {reply.error}", None, attempt + 1)
-        try:
-            value = validate(parse_json_reply(reply.content))
-        except InvalidOutput as exc:
-            if reply.truncated:
-                if widened or budget >= cfg.max_tokens_cap:
-                    return Outcome(None, truncation_reason(reply, budget), raw, attempt + 1)
-                widened, budget = True, cfg.widened(budget)
-                continue
-            reason = str(exc)
-        else:
-            return Outcome(value, None, raw, attempt + 1)
-        attempt += 1
-        messages = [
-            *messages,
-            {"role": "assistant", "content": reply.content or ""},
-            {"role": "user", "content": f"Your reply was invalid: {reason}. Reply again with the JSON object only."},
-        ]
-    return Outcome(None, f"invalid after {cfg.max_attempts} attempts: {reason}", raw, cfg.max_attempts)
 
 
 class DistinctivePhrases:

@@ -35,17 +35,6 @@ import orjson
 from rap_benchmark.core.fsio import FolderLock
 
 REQUESTS_FILE = "requests.jsonl"
-RECORD_KEYS = (
-    "key",
-    "stage",
-    "model",
-    "content",
-    "prompt_tokens",
-    "completion_tokens",
-    "response_model",
-    "finish_reason",
-    "reasoning",
-)
 
 
 class RequestStore:
@@ -89,19 +78,12 @@ class RequestStore:
                 os.fsync(fh.fileno())
         return len(data) - keep
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self.records.get(key)
-
     def put(self, record: dict[str, Any]) -> None:
         """Remember an answer now; it reaches the disk at the next :meth:`flush`."""
         if record["key"] in self.records:
             return
         self.records[record["key"]] = record
         self._pending.append(orjson.dumps(record) + b"\n")
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
 
     def flush(self) -> None:
         """Append every pending answer with one write and fsync it (group commit)."""

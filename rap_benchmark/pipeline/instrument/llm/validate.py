@@ -483,6 +483,14 @@ class LabelCheck:
             parts.append(f"papers not labelled: {', '.join(missing)}")
         return "; ".join(parts)
 
+    def reasons(self) -> dict[str, str]:
+        """The reason per paper without a valid label; a paper not labelled while a label went to
+        an id that was not shown is said to be so."""
+        if not self.faults:
+            return self.bad
+        why = f"{NOT_LABELLED} ({'; '.join(self.faults)})"
+        return {p: why if r == NOT_LABELLED else r for p, r in self.bad.items()}
+
 
 def validate_label_batch(
     obj: dict[str, Any], ids: Sequence[str], field_id: str, shown: Sequence[str] = ()
