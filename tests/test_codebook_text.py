@@ -382,3 +382,16 @@ def test_exemplars_use_the_name_and_come_from_the_closer_half_of_the_direction()
         table, docs, group, -np.arange(40.0) + 100 * (np.arange(40) >= 20), ids, ids, "graph pruning"
     )
     assert all(int(c.split(".")[1]) >= 20 for c in chosen)  # never from the far half
+
+
+def test_a_phrase_few_papers_use_never_sets_a_direction_apart() -> None:
+    """Readers called the "sets it apart from its nearest sibling" phrase keyword salad ("18x
+    speedup", "urgent need"): a phrase two of thirty papers use separates nothing a reader can apply."""
+    from rap_benchmark.pipeline.codebook_text import _separating
+
+    theirs = ["Tool learning with API calls."] * 30
+    docs, other = np.arange(30), np.arange(30, 60)
+    table = phrase_table(["LLM serving with an 18x speedup."] * 2 + ["LLM serving on GPU clusters."] * 28 + theirs)
+    assert _separating(table, docs, other, exclude={"llm serving"}, usable=lambda k: True) == "GPU clusters"
+    table = phrase_table(["LLM serving with an 18x speedup."] * 2 + ["LLM serving."] * 28 + theirs)
+    assert _separating(table, docs, other, exclude={"llm serving"}, usable=lambda k: True) == ""

@@ -52,6 +52,8 @@ COMMON_FIELDS = 0.25
 """A phrase in at least COMMON_IN_FIELD of the papers of COMMON_FIELDS of the fields is common."""
 NAME_BETA2 = 0.25
 """beta squared of the name's F-score: precision counts more than coverage (beta = 0.5)."""
+SEPARATING_SHARE = 0.10
+"""The phrase that sets a direction apart from its nearest sibling is used by this share of its papers."""
 MMR_OVERLAP = 0.5
 """Inclusion phrases sharing this much of their words (Jaccard) with an earlier one are skipped."""
 EXEMPLAR_POOL = 4 * N_EXEMPLARS
@@ -267,8 +269,11 @@ def _exemplars(
 def _separating(
     table: PhraseTable, docs: np.ndarray, other: np.ndarray, *, exclude: set[str], usable: Callable[[str], bool]
 ) -> str:
-    """The usable phrase that best tells ``docs`` from ``other`` (surface form), or '' if none."""
-    for key, _, _ in rank_phrases(table, docs, other, min_docs=2, top=20):
+    """The usable phrase that best tells ``docs`` from ``other`` (surface form), or '' if none. It
+    is used by at least SEPARATING_SHARE of ``docs`` (at least two): a phrase a few papers happen
+    to use ("18x speedup", "urgent need") separates nothing a reader can apply."""
+    min_docs = max(2, int(np.ceil(SEPARATING_SHARE * len(docs))))
+    for key, _, _ in rank_phrases(table, docs, other, min_docs=min_docs, top=20):
         if usable(key) and key not in exclude and not any(_nested(key, e) for e in exclude):
             return table.surface(key, docs)
     return ""
