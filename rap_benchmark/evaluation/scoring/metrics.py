@@ -77,8 +77,7 @@ def _centred_corr(a: Array, b: Array) -> Array:
     num = (ac * bc).sum(axis=1)
     den = np.sqrt((ac * ac).sum(axis=1) * (bc * bc).sum(axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = num / den
-    return out
+        return num / den
 
 
 def _apply_constant_rule(out: Array, a: Array, b: Array, *, a_constant_value: float) -> Array:
