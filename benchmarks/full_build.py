@@ -3,7 +3,7 @@
 Steps (each heavy step in its own process, through the stock ``rap build`` CLI):
 
 1. write a synthetic arXiv metadata snapshot in the real JSON-lines format
-   (:mod:`rap_benchmark.rehearsal.snapshot`; ``--scale 1`` = 2.4M records, 356,357 in frame);
+   (``tests/arxiv_snapshot.py``; ``--scale 1`` = 2.4M records, 356,357 in frame);
 2. ``read_s``: read and filter it (``read_corpus``);
 3. the offline full build (``rap build --spec ... --source ...``): ``offline_build_s`` and its
    peak RSS (``offline_peak_rss_gib``);
@@ -226,7 +226,7 @@ def rehearse(
     snap = work / f"snapshot-{scale}-{seed}.jsonl"
     if not snap.exists():
         with _phase("snapshot"):
-            out = _run([sys.executable, "-m", "rap_benchmark.rehearsal.snapshot", "--scale", str(scale),
+            out = _run([sys.executable, str(REPO / "tests" / "arxiv_snapshot.py"), "--scale", str(scale),
                         "--seed", str(seed), "--out", str(snap)]).stdout  # fmt: skip
         (work / f"{snap.name}.counts").write_text(out)
     counts = json.loads((work / f"{snap.name}.counts").read_text())

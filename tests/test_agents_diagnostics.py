@@ -8,9 +8,9 @@ import re
 
 import numpy as np
 import pytest
+from scripted_backend import ScriptedBackend
 
 from rap_benchmark.agents import diagnostics as dg
-from rap_benchmark.agents.backends import ScriptedBackend
 from rap_benchmark.agents.prompts import format_answer
 from rap_benchmark.agents.protocol import ModelTurn
 from rap_benchmark.agents.reference import ReferenceBackend

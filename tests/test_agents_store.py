@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from runkill import kill_after_done
+from scripted_backend import ScriptedBackend
 
-from rap_benchmark.agents.backends import ScriptedBackend
 from rap_benchmark.agents.protocol import ModelTurn
 from rap_benchmark.agents.reference import ReferenceBackend
 from rap_benchmark.agents.runner import (

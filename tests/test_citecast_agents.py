@@ -17,8 +17,9 @@ import pytest
 from citecast_http import http_client
 from fake_openai import FakeOpenAIClient, completion
 from runkill import kill_after_done
+from scripted_backend import ScriptedBackend
 
-from rap_benchmark.agents.backends import OpenAIBackend, ScriptedBackend
+from rap_benchmark.agents.backends import OpenAIBackend
 from rap_benchmark.agents.citecast import (
     ConstantBackend,
     citecast_units,

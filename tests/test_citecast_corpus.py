@@ -22,8 +22,9 @@ from rap_benchmark.citecast.tools import (
     tool_schemas,
 )
 from rap_benchmark.citecast.warc import WarcPage, iter_pages
-from rap_benchmark.citecast.webcorpus import WebCorpus, normalise_url, snippet
+from rap_benchmark.citecast.webcorpus import WebCorpus, flatten, normalise_url, snippet_of_flat
 from rap_benchmark.core.fsio import atomic_open
+from rap_benchmark.core.text import query_terms
 
 FIX = Path(__file__).parent / "fixtures" / "citecast"
 CUTOFF = dt.date(2026, 1, 31)
@@ -141,7 +142,7 @@ def test_tool_schemas_come_from_the_functions() -> None:
 
 def test_snippet_window() -> None:
     text = "alpha " * 100 + "needle in the text " + "omega " * 100
-    s = snippet(text, "needle")
+    s = snippet_of_flat(flatten(text), query_terms("needle"))
     assert "needle" in s and s.startswith("...") and len(s) <= 286
 
 

@@ -33,7 +33,7 @@ def test_script_passes_shellcheck() -> None:
 
 @pytest.fixture(scope="module")
 def cut(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    from rap_benchmark.rehearsal.snapshot import write_snapshot
+    from arxiv_snapshot import write_snapshot
 
     tmp = tmp_path_factory.mktemp("cut")
     snap = tmp / "snapshot.jsonl"

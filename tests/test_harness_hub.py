@@ -87,12 +87,13 @@ def test_hub_instance_refuses_an_incomplete_or_altered_export(hub_dir: Path, tmp
 
 def test_hub_ids_name_every_repo_of_the_organisation(monkeypatch: pytest.MonkeyPatch) -> None:
     from rap_benchmark.hub import load
-    from rap_benchmark.integrations.hub_instance import REPOS, repo_locations
+    from rap_benchmark.hub.layout import REPO_NAMES
+    from rap_benchmark.integrations.hub_instance import repo_locations
 
     seen = []
     monkeypatch.setattr(load, "resolve_repo", lambda repo, revision=None: seen.append((repo, revision)) or Path(repo))
-    assert repo_locations("rap", revision="v1.0.0") == {r: Path(f"rap/{r}") for r in REPOS}
-    assert repo_locations("rap/episodes") == {r: Path(f"rap/{r}") for r in REPOS}
+    assert repo_locations("rap", revision="v1.0.0") == {r: Path(f"rap/{r}") for r in REPO_NAMES}
+    assert repo_locations("rap/episodes") == {r: Path(f"rap/{r}") for r in REPO_NAMES}
     assert ("rap/papers", "v1.0.0") in seen
     with pytest.raises(HubInstanceError, match="organisation"):
         repo_locations("a/b/c")

@@ -17,8 +17,7 @@ from rap_benchmark.core.canonical import commitment, content_hash, target_values
 from rap_benchmark.core.schemas import ASSIGNMENT_LABELS, EPISODE_TARGET_FLAGS, EPISODE_TARGETS
 from rap_benchmark.core.sums import sha256_file
 from rap_benchmark.hub import export_instance, publish, read_manifest, verify_reveal
-from rap_benchmark.hub.export import REPO_NAMES
-from rap_benchmark.hub.layout import PRIVATE_DIR
+from rap_benchmark.hub.layout import PRIVATE_DIR, REPO_NAMES
 
 datasets = pytest.importorskip("datasets")
 SALT = bytes(range(32))

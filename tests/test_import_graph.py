@@ -43,7 +43,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("evaluation",),
     ("agents",),
     ("hub",),
-    ("integrations", "rehearsal", "testing"),
+    ("integrations", "testing"),
     ("api",),
     ("cli",),
     ("__main__",),
@@ -264,7 +264,8 @@ def test_an_upward_type_checking_import_is_found(tmp_path: Path, monkeypatch: py
 
 def test_siblings_on_one_floor_do_not_import_each_other(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pkg = _scratch(
-        tmp_path, {"testing/__init__.py": "from rap_benchmark.rehearsal import snapshot\n", "rehearsal/snapshot.py": ""}
+        tmp_path,
+        {"testing/__init__.py": "from rap_benchmark.integrations import source\n", "integrations/source.py": ""},
     )
     monkeypatch.setattr(f"{__name__}.PACKAGE", pkg)
     (problem,) = against_floors(read_imports(pkg)[1])

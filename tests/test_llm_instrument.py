@@ -332,9 +332,10 @@ def test_sigkill_mid_run_then_resume_sends_no_answered_request_again(tmp_path: P
 
 def test_rap_build_with_the_llm_instrument_end_to_end(tmp_path: Path) -> None:
     """The stock CLI on a tiny synthetic snapshot in the real format: dry run, build, resume."""
+    from arxiv_snapshot import write_snapshot
+
     from rap_benchmark.cli import main as rap
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.rehearsal.snapshot import write_snapshot
 
     snap = tmp_path / "snapshot.jsonl"
     plan = write_snapshot(snap, scale=0.002, seed=1, n_fields=3)

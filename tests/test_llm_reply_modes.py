@@ -135,9 +135,10 @@ def test_rap_build_in_each_failing_mode_exits_in_one_line_and_writes_no_folder(
     """The stock CLI on a tiny synthetic snapshot: a thinking model behind vLLM's reasoning
     parser gives the plain replies' artifacts byte for byte; a server that refuses (HTTP 400) or
     cuts every reply makes ``rap build`` exit 2 in one line naming the cause, with no folder."""
+    from arxiv_snapshot import write_snapshot
+
     from rap_benchmark.cli import main as rap
     from rap_benchmark.core.spec import BenchmarkSpec
-    from rap_benchmark.rehearsal.snapshot import write_snapshot
 
     snap = tmp_path / "snapshot.jsonl"
     write_snapshot(snap, scale=0.002, seed=1, n_fields=3)

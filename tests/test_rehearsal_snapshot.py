@@ -8,10 +8,10 @@ import hashlib
 from pathlib import Path
 
 import orjson
+from arxiv_snapshot import PAPER_FRAME, TOTAL_RECORDS, Plan, write_snapshot
 
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.corpus import read_corpus
-from rap_benchmark.rehearsal.snapshot import PAPER_FRAME, TOTAL_RECORDS, Plan, write_snapshot
 
 SNAPSHOT_KEYS = {
     "id", "submitter", "authors", "title", "comments", "journal-ref", "doi", "report-no", "categories", "license",

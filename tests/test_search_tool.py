@@ -18,7 +18,6 @@ from rap_benchmark.bm25 import (
     observation_to_dict,
     read_calls,
     shard_hash,
-    write_calls,
 )
 from rap_benchmark.bm25.tokens import CACHE_NAME
 from rap_benchmark.cli import main
@@ -26,6 +25,7 @@ from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance, write_json,
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.records import Regime, SearchCall, SearchHit, SearchObservation
 from rap_benchmark.core.schemas import EPISODES
+from rap_benchmark.core.serial import write_jsonl
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.core.sums import verify, write_sums
 from rap_benchmark.core.text import tokenize
@@ -201,7 +201,7 @@ def test_audit_reproduces_recorded_calls_and_reports_each_kind_of_difference(tmp
         for i in range(10):
             tool(_query(inst, 20 + i), end_date="2024-12-15" if i % 2 else None)
     path = tmp_path / "calls.jsonl"
-    assert write_calls(path, log) == 20
+    assert write_jsonl(path, log) == 20
     calls = read_calls(path)
     assert calls == log
     assert audit_calls(engine, calls).ok
@@ -243,10 +243,10 @@ def test_cli_table_and_audit(tmp_path, instance_dir, inst, engine, capsys):
     for i in range(5):
         tool(_query(inst, 40 + i))
     calls_path = tmp_path / "calls.jsonl"
-    write_calls(calls_path, log)
+    write_jsonl(calls_path, log)
     assert main(["audit", "search", str(instance_dir), str(calls_path)]) == 0
     assert "5 reproduced exactly, 0 differ" in capsys.readouterr().out
     bad = [SearchCall(**{**{f: getattr(c, f) for f in c.__slots__}, "total_hits": c.total_hits + 1}) for c in log]
-    write_calls(calls_path, bad)
+    write_jsonl(calls_path, bad)
     assert main(["audit", "search", str(instance_dir), str(calls_path)]) == 1
     assert main(["search", str(instance_dir), "graph"]) == 2  # --field/--origin missing

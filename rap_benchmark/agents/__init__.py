@@ -5,7 +5,7 @@ export. CiteCast units and its constant policy: :mod:`rap_benchmark.agents.citec
 Public API::
 
     from rap_benchmark.agents import (
-        OpenAIBackend, TransformersBackend, ReferenceBackend, ScriptedBackend,  # backends
+        OpenAIBackend, TransformersBackend, ReferenceBackend,                   # backends
         run_benchmark, RunStore, UnitKey,                                       # running
         condition_prompt, PROMPT_VERSION,                                       # prompts
     )
@@ -13,7 +13,7 @@ Public API::
 Heavy dependencies (openai, torch, transformers) are imported only when a backend is built.
 """
 
-from rap_benchmark.agents.backends import OpenAIBackend, ScriptedBackend, Throttled
+from rap_benchmark.agents.backends import OpenAIBackend, Throttled
 from rap_benchmark.agents.episode import Episode, UnitResult, run_episode
 from rap_benchmark.agents.prompts import PROMPT_VERSION, condition_prompt, format_answer, task_prompt
 from rap_benchmark.agents.protocol import Backend, EpisodeContext, ModelTurn, Request, ToolCall
@@ -53,7 +53,6 @@ __all__ = [
     "Request",
     "RunStats",
     "RunStore",
-    "ScriptedBackend",
     "SearchTools",
     "Throttled",
     "ToolCall",

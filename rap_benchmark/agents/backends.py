@@ -1,4 +1,4 @@
-"""Model backends: any OpenAI-compatible endpoint, and a scripted backend for tests.
+"""Model backends: any OpenAI-compatible endpoint, and a throttle around any backend.
 
 :class:`OpenAIBackend` talks to vLLM's server, OpenAI, a llama.cpp server or anything else that
 speaks ``/v1/chat/completions``, through the package's one OpenAI-compatible client
@@ -124,32 +124,6 @@ class OpenAIBackend:
 
     async def aclose(self) -> None:
         await self.pool.aclose()
-
-
-Script = Callable[[Request, EpisodeContext], ModelTurn]
-
-
-class ScriptedBackend:
-    """A deterministic backend driven by a function of (request, context): for tests and demos.
-
-    The script may raise :class:`BackendFailure` to simulate an exhausted request. ``delay_s``
-    sleeps before each turn (e.g. to make a run slow enough to interrupt).
-    """
-
-    def __init__(self, script: Script, *, model: str = "scripted", delay_s: float = 0.0) -> None:
-        self.script = script
-        self.model = model
-        self.delay_s = delay_s
-        self.calls = 0
-
-    async def complete(self, request: Request, context: EpisodeContext) -> ModelTurn:
-        self.calls += 1
-        if self.delay_s:
-            await asyncio.sleep(self.delay_s)
-        return self.script(request, context)
-
-    async def aclose(self) -> None:
-        return None
 
 
 class Throttled:

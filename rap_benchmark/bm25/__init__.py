@@ -10,7 +10,7 @@ Public API:
 * :mod:`rap_benchmark.bm25.audit`: recorded-call files and ``audit_calls``.
 """
 
-from rap_benchmark.bm25.audit import AuditMismatch, AuditReport, audit_calls, read_calls, write_calls
+from rap_benchmark.bm25.audit import AuditMismatch, AuditReport, audit_calls, read_calls
 from rap_benchmark.bm25.engine import SearchEngine
 from rap_benchmark.bm25.index import BM25Index, RankedResult
 from rap_benchmark.bm25.tool import make_search_tool, observation_json, observation_to_dict
@@ -28,5 +28,4 @@ __all__ = [
     "observation_to_dict",
     "read_calls",
     "shard_hash",
-    "write_calls",
 ]

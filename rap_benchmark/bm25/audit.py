@@ -19,7 +19,7 @@ from typing import Any
 from rap_benchmark.bm25.engine import SearchEngine
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.records import Regime, SearchCall
-from rap_benchmark.core.serial import from_dict, read_jsonl, write_jsonl
+from rap_benchmark.core.serial import from_dict, read_jsonl
 
 CALL_KEYS = ("field_id", "origin", "regime", "query", "start", "end", "result_ids", "total_hits")
 
@@ -33,11 +33,6 @@ def call_from_dict(data: Mapping[str, Any]) -> SearchCall:
         raise ValueError(f"recorded call: unknown keys {unknown}, missing keys {missing}")
     blank = {k: None for k in ("start", "end") if isinstance(data[k], str) and not data[k].strip()}
     return from_dict(SearchCall, {**data, **blank})
-
-
-def write_calls(path: str | Path, calls: Iterable[SearchCall]) -> int:
-    """Write recorded calls as JSON lines; returns how many were written."""
-    return write_jsonl(path, calls)
 
 
 def read_calls(path: str | Path) -> list[SearchCall]:

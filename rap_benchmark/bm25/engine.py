@@ -229,8 +229,7 @@ class SearchEngine:
         if display_cache is not None:
             columns = {"arxiv_id": ids_arr, "date": dates_arr, "title": titles, "abstract": abstracts}
             write_display(*display_cache, pa.table(columns))
-        engine = cls(spec=spec, ids=ids, dates=dates_arr, titles=titles, abstracts=abstracts, fields=fields)
-        return engine
+        return cls(spec=spec, ids=ids, dates=dates_arr, titles=titles, abstracts=abstracts, fields=fields)
 
     # -- universes -------------------------------------------------------------------------
     @property

@@ -99,45 +99,33 @@ def write_instance(
 ) -> Path:
     final = Path(out_dir)
     with replacing(final, (MANIFEST,)) as out:
-        _write_files(out, task_set, corpus, cutoff=cutoff, snapshot_date=snapshot_date, provenance=provenance)
+        write_task_files(out, task_set)
+        corpus.to_jsonl(out / CORPUS_FILE)
+        splits: dict[str, dict[str, int]] = {}
+        for t in task_set.tasks:
+            splits.setdefault(t.split.value, {}).setdefault(t.band, 0)
+            splits[t.split.value][t.band] += 1
+        manifest = {
+            "citecast_version": CITECAST_VERSION,
+            "cutoff": cutoff.isoformat(),
+            "snapshot_date": snapshot_date.isoformat(),
+            "bands": [to_dict(b) for b in DEFAULT_BANDS],
+            "mix": DEFAULT_MIX,
+            "n_tasks": len(task_set.tasks),
+            "n_eligible": task_set.n_eligible,
+            "eligible_band_counts": task_set.eligible_band_counts,
+            "split_band_counts": splits,
+            "n_excluded": len(task_set.exclusions),
+            "corpus": {"n_documents": len(corpus), "sub_corpora": corpus.sub_corpus_counts()},
+            "provenance": provenance,
+        }
+        write_json(out / MANIFEST, manifest)
+        write_sums(out)
+        from rap_benchmark.citecast.webindex import write_index
+
+        # the serving index, in .cache/ (derived, not hashed), so `serve` starts without building it
+        write_index(corpus.view(cutoff), CiteCastInstance(out, manifest, {}).index_dir(cutoff))
     return final
-
-
-def _write_files(
-    out: Path,
-    task_set: TaskSet,
-    corpus: WebCorpus,
-    *,
-    cutoff: dt.date,
-    snapshot_date: dt.date,
-    provenance: dict[str, Any],
-) -> None:
-    write_task_files(out, task_set)
-    corpus.to_jsonl(out / CORPUS_FILE)
-    splits: dict[str, dict[str, int]] = {}
-    for t in task_set.tasks:
-        splits.setdefault(t.split.value, {}).setdefault(t.band, 0)
-        splits[t.split.value][t.band] += 1
-    manifest = {
-        "citecast_version": CITECAST_VERSION,
-        "cutoff": cutoff.isoformat(),
-        "snapshot_date": snapshot_date.isoformat(),
-        "bands": [to_dict(b) for b in DEFAULT_BANDS],
-        "mix": DEFAULT_MIX,
-        "n_tasks": len(task_set.tasks),
-        "n_eligible": task_set.n_eligible,
-        "eligible_band_counts": task_set.eligible_band_counts,
-        "split_band_counts": splits,
-        "n_excluded": len(task_set.exclusions),
-        "corpus": {"n_documents": len(corpus), "sub_corpora": corpus.sub_corpus_counts()},
-        "provenance": provenance,
-    }
-    write_json(out / MANIFEST, manifest)
-    write_sums(out)
-    from rap_benchmark.citecast.webindex import write_index
-
-    # the serving index, in .cache/ (derived, not hashed), so `serve` starts without building it
-    write_index(corpus.view(cutoff), CiteCastInstance(out, manifest, {}).index_dir(cutoff))
 
 
 def load_instance(root: str | Path, *, check: bool = True) -> CiteCastInstance:

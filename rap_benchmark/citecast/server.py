@@ -36,7 +36,6 @@ from rap_benchmark.citecast.errors import PayloadTooLarge, Unauthorized
 from rap_benchmark.citecast.tools import ToolArgumentError, tool_schemas
 
 MAX_BODY_BYTES = 64 * 1024  # a tool call's arguments: a query, a url or a justification, all capped far below
-_JSON = [(b"content-type", b"application/json")]
 
 
 class HttpError(EnvError):

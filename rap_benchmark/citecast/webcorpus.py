@@ -231,7 +231,7 @@ def first_term(flat: str, terms: Sequence[str]) -> int | None:
 
 
 def snippet_of_flat(flat: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:
-    """A window of already-flattened text around the first occurrence of a term (see :func:`snippet`)."""
+    """A window of already-flattened text (:func:`flatten`) around the first whole-word occurrence of a term."""
     best = first_term(flat, terms)
     start = 0 if best is None else max(0, best - width // 4)
     if start > 0:  # begin on a word boundary
@@ -239,8 +239,3 @@ def snippet_of_flat(flat: str, terms: Sequence[str], width: int = SNIPPET_CHARS)
         start = space + 1 if space >= 0 else start
     piece = flat[start : start + width]
     return ("..." if start > 0 else "") + piece + ("..." if start + width < len(flat) else "")
-
-
-def snippet(text: str, query: str, width: int = SNIPPET_CHARS) -> str:
-    """A window of ``text`` around the first whole-word occurrence of a query term."""
-    return snippet_of_flat(flatten(text), query_terms(query), width)

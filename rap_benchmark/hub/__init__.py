@@ -2,8 +2,8 @@
 read them back, and check revealed targets against their salted commitments."""
 
 from rap_benchmark.core.canonical import canonical_json, commitment, content_hash
-from rap_benchmark.hub.export import DEFAULT_ORG, REPO_NAMES, ExportResult, export_instance, instance_repos
-from rap_benchmark.hub.layout import PRIVATE_DIR, RepoTables
+from rap_benchmark.hub.export import DEFAULT_ORG, ExportResult, export_instance, instance_repos
+from rap_benchmark.hub.layout import PRIVATE_DIR, REPO_NAMES, RepoTables
 from rap_benchmark.hub.load import RepoError, load_repo, load_table, read_manifest, resolve_repo, verify_repo
 from rap_benchmark.hub.publish import PublishStep, publish
 from rap_benchmark.hub.reveal import RevealReport, verify_reveal

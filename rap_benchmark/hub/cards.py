@@ -225,7 +225,7 @@ def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str,
         for split, info in splits.items()
     ]
     default = next((c.name for c in tables.configs if c.default), tables.configs[0].name)
-    text = env.get_template(CARD_TEMPLATE).render(
+    return env.get_template(CARD_TEMPLATE).render(
         front_matter=yaml.safe_dump(front_matter(tables, manifest, context), sort_keys=False, allow_unicode=True),
         citecast=is_citecast(tables),
         source=source_text(tables, context),
@@ -242,4 +242,3 @@ def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str,
         changelog=(root / CHANGELOG).read_text(encoding="utf-8").strip(),
         **context,
     )
-    return text

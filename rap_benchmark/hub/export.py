@@ -84,7 +84,6 @@ DEFAULT_ORG = "rap"
 (_Y_EMPTY,) = EPISODE_TARGET_FLAGS  # withheld with the target columns
 ASSIGNMENT_HELD_COLUMNS: tuple[str, ...] = ("arxiv_id", "field_id", "date", *ASSIGNMENT_LABELS)
 """A withheld assignment row is withheld whole: membership (which paper, which field, when) and labels."""
-REPO_NAMES: tuple[str, ...] = ("papers", "assignments", "fields", "splits", "episodes", "search_manifests")
 CITECAST_REPO = "citecast_tasks"
 
 

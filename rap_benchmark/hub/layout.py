@@ -15,6 +15,9 @@ PRIVATE_DIR = "_private"
 MANIFEST_FILE = "rap_manifest.json"
 """Per repo: rows, columns, content hash and sha256 of every data file, and what is withheld."""
 
+REPO_NAMES: tuple[str, ...] = ("papers", "assignments", "fields", "splits", "episodes", "search_manifests")
+"""The repos of an instance (``citecast_tasks`` is exported apart: CiteCast runs its own environment)."""
+
 SALT_FILE = "salt.hex"
 COMMITMENT_COLUMN = "target_sha256"
 HELDOUT_SUFFIX = "_heldout"

@@ -34,10 +34,7 @@ from rap_benchmark.core.artifacts import Instance, codebook_from_dict
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import Policy
 from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.hub.layout import HELDOUT_SUFFIX, MANIFEST_FILE, PENDING_SUFFIX
-
-REPOS = ("episodes", "fields", "splits", "papers", "assignments", "search_manifests")
-"""The repos a harness reads (``citecast_tasks`` is not needed: CiteCast runs its environment)."""
+from rap_benchmark.hub.layout import HELDOUT_SUFFIX, MANIFEST_FILE, PENDING_SUFFIX, REPO_NAMES
 
 
 class HubInstanceError(InputError):
@@ -60,16 +57,16 @@ def repo_locations(hub: str | Path, *, revision: str | None = None) -> dict[str,
                     f"{hub}: not an export folder (expected <dir>/<org>/episodes/{MANIFEST_FILE}; found {len(orgs)} orgs)"
                 )
             org_dir = orgs[0]
-        missing = [r for r in REPOS if not (org_dir / r / MANIFEST_FILE).is_file()]
+        missing = [r for r in REPO_NAMES if not (org_dir / r / MANIFEST_FILE).is_file()]
         if missing:
             raise HubInstanceError(f"{org_dir}: missing repo(s) {', '.join(missing)} (export them with rap hub export)")
-        return {r: org_dir / r for r in REPOS}
+        return {r: org_dir / r for r in REPO_NAMES}
     org = str(hub).strip("/")
-    if org.count("/") == 1 and org.split("/")[1] in REPOS:
+    if org.count("/") == 1 and org.split("/")[1] in REPO_NAMES:
         org = org.split("/")[0]  # a repo id such as rap/episodes names its organisation's repos
     if not org or "/" in org:
         raise HubInstanceError(f"{hub}: neither a folder nor a Hub organisation (rap) or repo id (rap/episodes)")
-    return {r: resolve_repo(f"{org}/{r}", revision=revision) for r in REPOS}
+    return {r: resolve_repo(f"{org}/{r}", revision=revision) for r in REPO_NAMES}
 
 
 def _tables(repo: Path, manifest: dict[str, Any], configs: list[str] | None = None) -> dict[str, pd.DataFrame]:

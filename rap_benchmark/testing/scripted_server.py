@@ -532,10 +532,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def stop(*_: Any) -> None:
         for pid in children:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)  # until uvicorn installs its own (and after it restores this one)

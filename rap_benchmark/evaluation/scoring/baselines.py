@@ -65,8 +65,7 @@ def clip_renormalise(forecast: ArrayLike, newest: ArrayLike) -> Array:
     total = f.sum(axis=1, keepdims=True)
     ok = total > 0
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = np.where(ok, f / np.where(ok, total, 1.0), np.asarray(newest, dtype=np.float64))
-    return out
+        return np.where(ok, f / np.where(ok, total, 1.0), np.asarray(newest, dtype=np.float64))
 
 
 def recent(H: ArrayLike) -> Array:

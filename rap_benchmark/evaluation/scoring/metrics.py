@@ -16,31 +16,14 @@ Conventions (the paper's reporting layer):
 - ``centred_cosine(p, y)`` follows the same rule as ``spearman``: constant ``p`` -> 0.0,
   constant ``y`` -> NaN. Constancy is tested exactly (``max == min``), never through a norm
   that rounding can make tiny but nonzero.
-
-Named pairs (``METRIC_PAIRS``) map each reported quantity to the vectors it correlates.
 """
 
 from __future__ import annotations
-
-from typing import Final
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 Array = NDArray[np.float64]
-
-METRIC_PAIRS: Final[dict[str, tuple[str, str]]] = {
-    # name: (first argument, second argument) of spearman(); first is the model-side vector
-    "forecast": ("p", "y"),  # primary score
-    "pred_recent": ("p", "x"),  # how close the forecast stays to the recent window
-    "state_fidelity": ("s", "x"),  # State output vs the window it reconstructs
-    "state_carry_forward": ("s", "y"),  # State output scored as a forecast
-    "residual_beyond_ewma": ("p - e", "y - e"),  # e = EWMA forecast
-    "revision_alignment": ("p[T+h] - p[T]", "y[T+h] - y[T]"),
-    "prediction_stability": ("p[T+h]", "p[T]"),
-    "truth_stability": ("y[T+h]", "y[T]"),  # rank_correlation (no model side)
-}
-"""The named Spearman pairs of the paper's metrics."""
 
 
 def _rows(a: ArrayLike) -> Array:
@@ -94,8 +77,7 @@ def _centred_corr(a: Array, b: Array) -> Array:
     num = (ac * bc).sum(axis=1)
     den = np.sqrt((ac * ac).sum(axis=1) * (bc * bc).sum(axis=1))
     with np.errstate(invalid="ignore", divide="ignore"):
-        out = num / den
-    return out
+        return num / den
 
 
 def _apply_constant_rule(out: Array, a: Array, b: Array, *, a_constant_value: float) -> Array:
@@ -188,16 +170,6 @@ def revision_alignment_cc(p_t: ArrayLike, p_th: ArrayLike, y_t: ArrayLike, y_th:
 def pred_recent(p: ArrayLike, x: ArrayLike) -> Array:
     """Pred-Recent: rho(p, x)."""
     return spearman(p, x)
-
-
-def state_fidelity(s: ArrayLike, x: ArrayLike) -> Array:
-    """State fidelity: rho(s, x)."""
-    return spearman(s, x)
-
-
-def state_carry_forward(s: ArrayLike, y: ArrayLike) -> Array:
-    """State carry-forward (State-as-Forecast): rho(s, y)."""
-    return spearman(s, y)
 
 
 def prediction_stability(p_t: ArrayLike, p_th: ArrayLike) -> Array:

@@ -36,26 +36,6 @@ if TYPE_CHECKING:
 
 Array = NDArray[np.float64]
 
-SCORE_COLUMNS: tuple[str, ...] = (
-    "model",
-    "condition",
-    "field_id",
-    "origin",
-    "split",
-    "block_id",
-    "policy",
-    "target",
-    "valid",
-    "defined",
-    "spearman",
-    "centred_cosine",
-    "tv",
-    "jsd",
-    "pred_recent",
-    "residual_spearman",
-    "change_rich",
-)
-
 
 @dataclass(frozen=True)
 class EpisodeArrays:
@@ -141,8 +121,9 @@ def score_predictions(
     """One row per prediction row: the paper's episode metrics against ``target``.
 
     ``target="y"`` scores Forecasts (and State outputs as forecasts, "State-as-Forecast");
-    ``target="x"`` scores against the recent window (State fidelity). Columns: see
-    ``SCORE_COLUMNS``. ``residual_spearman`` is rho(p - e, y - e) with e the EWMA forecast (only
+    ``target="x"`` scores against the recent window (State fidelity). Columns: the episode
+    (model, condition, field_id, origin, split, block_id, policy, target), valid, defined, the
+    metrics of :func:`episode_scores`, pred_recent, residual_spearman, change_rich. ``residual_spearman`` is rho(p - e, y - e) with e the EWMA forecast (only
     for ``target="y"``). ``defined`` is False where the target window is empty.
     """
     if target not in ("x", "y"):

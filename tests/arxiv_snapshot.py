@@ -13,7 +13,8 @@ the four categories (also before the frame) are written from a latent topic mode
 theirs, so the offline field and codebook steps find structure. Everything is deterministic
 from the seed; records are streamed a month at a time.
 
-Run: ``python -m rap_benchmark.rehearsal.snapshot --scale 0.02 --out snapshot.jsonl``.
+Test and benchmark data, kept with the tests (``benchmarks/full_build.py`` runs it for the
+full-size rehearsal): ``python tests/arxiv_snapshot.py --scale 0.02 --out snapshot.jsonl``.
 """
 
 from __future__ import annotations
