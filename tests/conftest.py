@@ -217,6 +217,15 @@ def mini(mini_dir: Path):
 
 
 @pytest.fixture(scope="session")
+def citecast_embedded_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded CiteCast instance in its default configuration, built once per session (each
+    CiteCast test file built its own): tests read it, and one that changes an instance copies it."""
+    from rap_benchmark.citecast.embedded import build_embedded
+
+    return build_embedded(tmp_path_factory.mktemp("citecast") / "embedded")
+
+
+@pytest.fixture(scope="session")
 def arxiv_sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not SHARED_ARXIV.is_dir():
         pytest.skip(f"{SHARED_ARXIV} is absent")
