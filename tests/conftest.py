@@ -4,6 +4,7 @@ sample (skipped when ``../shared/data/arxiv`` is absent)."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,14 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[GROUPS_ENV] = config._rap_groups = tempfile.mkdtemp(prefix="rap-test-groups-")  # type: ignore[attr-defined]
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["HF_DATASETS_OFFLINE"] = "1"
+    # The session writes Python's bytecode caches (__pycache__, gitignored), even where
+    # PYTHONDONTWRITEBYTECODE is set, as many container images do: otherwise each of the suite's
+    # Python subprocesses (every `rap` command, server worker and the README's commands) compiled
+    # the package anew, and the README's fresh venv compiled pandas, numpy and pyarrow on every
+    # command. It changes only whether a cache is kept, never what runs. Set before the xdist
+    # workers start, so that they and every subprocess inherit it.
+    if os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
+        sys.dont_write_bytecode = False
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -205,6 +214,15 @@ def mini(mini_dir: Path):
     from rap_benchmark.core.artifacts import load_instance
 
     return load_instance(mini_dir)
+
+
+@pytest.fixture(scope="session")
+def citecast_embedded_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded CiteCast instance in its default configuration, built once per session (each
+    CiteCast test file built its own): tests read it, and one that changes an instance copies it."""
+    from rap_benchmark.citecast.embedded import build_embedded
+
+    return build_embedded(tmp_path_factory.mktemp("citecast") / "embedded")
 
 
 @pytest.fixture(scope="session")

@@ -28,8 +28,8 @@ SHARED_ARXIV = Path(
 
 
 @pytest.fixture(scope="module")
-def instance_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_embedded(tmp_path_factory.mktemp("citecast") / "embedded")
+def instance_dir(citecast_embedded_dir: Path) -> Path:
+    return citecast_embedded_dir  # the session's build (tests/conftest.py)
 
 
 @pytest.fixture(scope="module")

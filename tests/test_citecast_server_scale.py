@@ -25,7 +25,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from rap_benchmark.citecast.embedded import build_embedded
 from rap_benchmark.citecast.env import CiteCastEnv, Mode
 from rap_benchmark.citecast.errors import AlreadyScored, CallLimit, SessionClosed, UnknownSession
 from rap_benchmark.citecast.instance import load_instance
@@ -39,8 +38,8 @@ RAP = [sys.executable, "-m", "rap_benchmark"]
 
 
 @pytest.fixture(scope="module")
-def instance_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_embedded(tmp_path_factory.mktemp("citecast") / "embedded")
+def instance_dir(citecast_embedded_dir: Path) -> Path:
+    return citecast_embedded_dir  # the session's build (tests/conftest.py)
 
 
 def free_port() -> int:

@@ -30,9 +30,9 @@ from rap_benchmark.core.artifacts import LEDGER_FILE, ArtifactError, write_json
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.fsio import replacing
 from rap_benchmark.core.serial import to_dict
+from rap_benchmark.core.spec import CITECAST_VERSION
 from rap_benchmark.core.sums import CACHE_DIR, SUMS_FILE, verify, write_sums
 
-CITECAST_VERSION = "1.0.0"
 MANIFEST = "citecast.json"
 CORPUS_FILE = Path("corpus") / "documents.jsonl"
 

@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _Version(argparse.Action):
-    """``--version``, with the line computed only when asked (it imports CiteCast's version)."""
+    """``--version``, with the line computed only when asked."""
 
     def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:  # noqa: A002
         super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
@@ -96,8 +96,7 @@ class _Version(argparse.Action):
 
 def version_line() -> str:
     """``rap --version``: the package, the benchmark (what a score means) and CiteCast versions."""
-    from rap_benchmark.citecast.instance import CITECAST_VERSION
-    from rap_benchmark.core.spec import BENCHMARK_VERSION, package_version
+    from rap_benchmark.core.spec import BENCHMARK_VERSION, CITECAST_VERSION, package_version
 
     return f"rap_benchmark {package_version()} (benchmark version {BENCHMARK_VERSION}, CiteCast {CITECAST_VERSION})"
 

@@ -22,6 +22,10 @@ BENCHMARK_VERSION = "1.1.0"
 """Changes whenever what a score means changes (see cards/CHANGELOG.md). An instance whose
 contents did not change keeps the version it was built under (its spec pins ``version``)."""
 
+CITECAST_VERSION = "1.0.0"
+"""CiteCast's own version (its instance manifest and ``rap --version``): here, beside the RAP
+version, so that printing it loads nothing of the CiteCast package."""
+
 MINI_VERSION = "1.0.0"
 """mini's contents are unchanged since 1.0.0 (its codebooks come from the generator)."""
 
