@@ -17,8 +17,8 @@ from pathlib import Path
 
 import rap_benchmark as rap
 from rap_benchmark.core.artifacts import LEDGER_FILE
-from rap_benchmark.core.sums import SUMS_FILE
 from rap_benchmark.core.spec import spec_for
+from rap_benchmark.core.sums import SUMS_FILE
 
 MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
 
