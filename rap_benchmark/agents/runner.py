@@ -34,7 +34,7 @@ from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, InvalidReason, Regime
 from rap_benchmark.core.serial import Record
-from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec
 from rap_benchmark.llmclient.pricing import PriceTable, default_prices
 
 if TYPE_CHECKING:
@@ -395,7 +395,7 @@ def prepare_submission(
         knowledge_cutoff=knowledge_cutoff,
         submitter=submitter,
         notes=notes,
-        benchmark_version=run.get("benchmark_version"),
+        benchmark_version=run.get("benchmark_version") or BENCHMARK_VERSION,
     )
     return write_submission(frame, out, meta)
 

@@ -35,6 +35,7 @@ import pandas as pd
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Condition, Split
 from rap_benchmark.core.serial import Record
+from rap_benchmark.core.spec import BENCHMARK_VERSION
 from rap_benchmark.evaluation.predictions import (
     DEFAULT_MAX_BYTES,
     Problem,
@@ -385,7 +386,7 @@ class LeaderboardResult:
 
 def board_meta(inst: Any, split: Split | None, n_resamples: int | None, seed: int | None) -> dict[str, Any]:
     """What a board was scored against, as its files and card state it."""
-    from rap_benchmark.core.spec import BENCHMARK_VERSION, package_version
+    from rap_benchmark.core.spec import package_version
 
     return {
         "instance": inst.spec.name,
@@ -481,13 +482,13 @@ def meta_from_rows(
     attempts: int = 1,
     submitter: str | None = None,
     notes: str | None = None,
-    benchmark_version: str | None = None,
+    benchmark_version: str | None = BENCHMARK_VERSION,
 ) -> dict[str, Any]:
     """The ``.meta.json`` of a submission, read from its prediction rows so it cannot disagree
     with them: one model and one instance (else an :class:`InputError`), the conditions found,
-    ``tools`` (``search`` when a Search condition is present), ``attempts``, and ``usage``."""
+    ``tools`` (``search`` when a Search condition is present), ``attempts``, and ``usage``.
+    ``benchmark_version``: the instance version the rows forecast (None: unknown)."""
     from rap_benchmark.core.errors import InputError
-    from rap_benchmark.core.spec import BENCHMARK_VERSION
 
     if not len(frame):
         raise InputError("no predictions to submit")
@@ -515,7 +516,7 @@ def meta_from_rows(
         attempts=attempts,
         submitter=submitter,
         notes=notes,
-        benchmark_version=benchmark_version or BENCHMARK_VERSION,
+        benchmark_version=benchmark_version,
     )
     return {**meta.to_dict(), "usage": usage}
 
@@ -556,7 +557,8 @@ def split_by_model(
     if meta is None:
         meta, _ = read_metadata(Path(path))
     keep = ("knowledge_cutoff", "attempts", "submitter", "notes", "benchmark_version")
-    given = {k: v for k, v in (meta or {}).items() if k in keep and v is not None}
+    # the rows do not say which instance version they forecast: unknown unless the metadata states it
+    given = {"benchmark_version": None} | {k: v for k, v in (meta or {}).items() if k in keep and v is not None}
     parts = []
     for model, rows in frame.groupby("model", sort=True):
         baseline = str(model).startswith(BASELINE_PREFIX)
@@ -566,10 +568,7 @@ def split_by_model(
             no_model_calls=baseline,
         )
         rows = rows.reset_index(drop=True)
-        sidecar = meta_from_rows(rows, usage=usage, **given)
-        # the rows do not say which instance version they forecast: unknown unless the metadata states it
-        sidecar["benchmark_version"] = given.get("benchmark_version")
-        parts.append((rows, Path(out_dir) / f"{slug(str(model))}.jsonl", sidecar))
+        parts.append((rows, Path(out_dir) / f"{slug(str(model))}.jsonl", meta_from_rows(rows, usage=usage, **given)))
     return [write_submission(rows, target, sidecar)[0] for rows, target, sidecar in parts]
 
 
