@@ -544,9 +544,10 @@ def split_by_model(
     :func:`meta_from_rows` (the metadata ``rap submit prepare`` writes): model, the conditions
     and manifest hash found in its rows, ``tools``, ``usage``; knowledge_cutoff, attempts,
     submitter, notes and benchmark_version are taken from ``meta`` (from the file's own sidecar
-    when ``meta`` is None; benchmark_version is null when it does not state one). Rows of one model from several instances are refused
-    (:class:`InputError`): a submission is scored against one instance. With ``only_if_mixed`` a
-    one-model file is returned as is. The file must read cleanly (:func:`read_predictions`).
+    when ``meta`` is None; benchmark_version is null when it does not state one). Rows of one
+    model from several instances are refused (:class:`InputError`): a submission is scored
+    against one instance. With ``only_if_mixed`` a one-model file is returned as is. The file must
+    read cleanly (:func:`read_predictions`).
     """
     from rap_benchmark.core.fsio import slug
     from rap_benchmark.evaluation.predictions import read_predictions

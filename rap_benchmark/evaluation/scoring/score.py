@@ -123,8 +123,9 @@ def score_predictions(
     ``target="y"`` scores Forecasts (and State outputs as forecasts, "State-as-Forecast");
     ``target="x"`` scores against the recent window (State fidelity). Columns: the episode
     (model, condition, field_id, origin, split, block_id, policy, target), valid, defined, the
-    metrics of :func:`episode_scores`, pred_recent, residual_spearman, change_rich. ``residual_spearman`` is rho(p - e, y - e) with e the EWMA forecast (only
-    for ``target="y"``). ``defined`` is False where the target window is empty.
+    metrics of :func:`episode_scores`, pred_recent, residual_spearman, change_rich.
+    ``residual_spearman`` is rho(p - e, y - e) with e the EWMA forecast (only for
+    ``target="y"``). ``defined`` is False where the target window is empty.
     """
     if target not in ("x", "y"):
         raise ValueError(f"target must be 'x' or 'y', got {target!r}")
