@@ -7,6 +7,12 @@ dicts, two sends) cost about as much CPU as the work itself. Here a request is p
 written within the one ``data_received`` call that completed it. Keep-alive, pipelining (answers
 in order), chunked request bodies and ``Expect: 100-continue`` work; a body above the app's limit is
 never kept (413, then the connection closes); a malformed request gets 400 and a close.
+
+Closing on an error is a lingering close, as Apache and nginx do it: the answer is written, the
+write side shut, and whatever the client still sends is read and dropped until it closes (or
+``LINGER_S`` passes). Closing at once with unread bytes in the socket makes the kernel send a reset,
+which can reach the client before it has read the 413 and turn a clear refusal into "connection
+reset by peer".
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import httptools
 from rap_benchmark.citecast.server import CiteCastApp, HttpError, error_response
 
 _REASONS = {s.value: s.phrase.encode() for s in HTTPStatus}
+LINGER_S = 5.0  # the longest a refused connection is drained before it is closed outright
 
 
 class HttpProtocol(asyncio.Protocol):
@@ -37,12 +44,14 @@ class HttpProtocol(asyncio.Protocol):
         "_too_large",
         "_announced",
         "_continue",
+        "_draining",
     )
 
     def __init__(self, app: CiteCastApp) -> None:
         self.app = app
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
+        self._draining = False
         self._reset()
 
     def _reset(self) -> None:
@@ -59,12 +68,17 @@ class HttpProtocol(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if self._draining:  # the answer is written; what the client still sends is dropped
+            return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._write(*error_response(HttpError(400, "protocol upgrades are not supported")), close=True)
         except httptools.HttpParserError as exc:
             self._write(*error_response(HttpError(400, f"malformed HTTP request: {exc}")), close=True)
+
+    def eof_received(self) -> bool:
+        return False  # the client is done sending: close (after a refusal, this ends the linger)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -124,8 +138,20 @@ class HttpProtocol(asyncio.Protocol):
         )
         self.transport.write(head + body)
         if close:
-            self.transport.close()
-            self.transport = None
+            self._close(linger=status >= 400)
+
+    def _close(self, *, linger: bool) -> None:
+        """Close the connection; with ``linger`` (a refusal, maybe mid-request), shut the write side
+        and drain what the client still sends first."""
+        transport, self.transport = self.transport, None
+        if transport is None:
+            return
+        if not linger or not transport.can_write_eof():
+            transport.close()
+            return
+        self._draining = True
+        transport.write_eof()
+        asyncio.get_running_loop().call_later(LINGER_S, transport.close)
 
 
 def run(app: CiteCastApp, sock: socket.socket) -> None:
