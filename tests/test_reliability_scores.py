@@ -274,6 +274,18 @@ def test_nan_weight_is_reported_as_nan(mini, tmp_path):
     assert "NaN weight" in p.message
 
 
+@pytest.mark.parametrize(("old", "new"), [(b'"D4": 12.5', b'"D4": NaN'), (b'"D2": 12.5', b'"D2": 12.5, "D2": 1')])
+def test_a_last_line_cut_after_nan_or_a_repeated_key_is_truncation(mini, tmp_path, old, new):
+    """Bug (found by the fuzz test): a file cut right after a NaN was reported as one row with a
+    NaN, and the rest of the file was scored as if whole. A repeated key, which the strict reader
+    also stops at, must not hide the cut either."""
+    cut = _line(_row(mini, 1)).replace(old, new).split(new)[0] + new
+    report = validate_predictions(_write(tmp_path / "p.jsonl", [_line(_row(mini, 0)), cut]), mini)
+    assert [p.kind for p in report.problems] == [K.TRUNCATED] and report.frame.empty
+    whole = validate_predictions(_write(tmp_path / "q.jsonl", [_line(_row(mini, 0)), cut + b"}"]), mini)
+    assert K.TRUNCATED not in _kinds(whole)  # a whole last line without its newline is not a cut
+
+
 def test_json_array_is_reported_as_one(mini, good_frame, tmp_path):
     """Bug: a JSON array was reported as "truncated" plus 1,021 bad lines."""
     rows = json.loads(good_frame.to_json(orient="records"))

@@ -332,6 +332,17 @@ def _truncated(lineno: int, why: str) -> Problem:
     )
 
 
+def _lenient_error(text: str) -> str | None:
+    """Why ``text`` is not JSON even to Python's lenient reader (NaN and repeated keys allowed)."""
+    try:
+        json.loads(text)
+    except RecursionError:
+        return None
+    except ValueError as exc:
+        return _json_error(exc)
+    return None
+
+
 def _json_error(exc: ValueError) -> str:
     if isinstance(exc, json.JSONDecodeError):
         return f"{json_reason(exc)} at column {exc.colno}"
@@ -397,12 +408,17 @@ def _read_jsonl(path: Path, rows: Rows, problems: list[Problem]) -> bool:
                 continue
             try:
                 obj = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_no_constants)
-            except _DuplicateKey as exc:
-                what = "repeat a key inside the row, which is ambiguous (dropped)"
-                tally.add(ProblemKind.DUPLICATE_KEY, what, lineno, example=short(exc.key))
-            except _NonStandard as exc:
-                what = f"contain {exc.token}, which is not JSON (write null and valid: false for an unusable unit; dropped)"
-                tally.add(ProblemKind.NON_STANDARD_JSON, what, lineno)
+            except (_DuplicateKey, _NonStandard) as exc:
+                # the strict hooks stop the parse early: a cut last line ("D4": NaN<EOF>) is truncation
+                if not complete and (cut := _lenient_error(text)) is not None:
+                    problems.append(_truncated(lineno, cut))
+                    return False
+                if isinstance(exc, _DuplicateKey):
+                    what = "repeat a key inside the row, which is ambiguous (dropped)"
+                    tally.add(ProblemKind.DUPLICATE_KEY, what, lineno, example=short(exc.key))
+                else:
+                    what = f"contain {exc.token}, which is not JSON (write null and valid: false for an unusable unit; dropped)"
+                    tally.add(ProblemKind.NON_STANDARD_JSON, what, lineno)
             except RecursionError:
                 tally.add(ProblemKind.TOO_DEEP, "are nested too deeply to be a prediction row (dropped)", lineno)
             except ValueError as exc:  # JSONDecodeError, or an integer literal over Python's digit limit
