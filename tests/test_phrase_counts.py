@@ -4,6 +4,7 @@ each paper's set of phrases one by one, and chunked feature counts equal one-go 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 
 import numpy as np
@@ -65,6 +66,26 @@ def test_phrase_table_counts_as_the_per_paper_sets_do(corpus: list[str], data: s
             assert table.uses(key, d) == (key in sets[d])
             assert first_surface(corpus[d], key) == extract_phrases(corpus[d]).get(key)
     assert not table.uses("no such phrase", 0)
+
+
+ASCII_WORDS = "Graph graph-based neural Networks message passing of the x-ray X-Ray 42 7-B a multi-agent Agent".split()
+ASCII_SEPS = [" ", " ", " ", "  ", ", ", ". ", "-", "--", "_", " (", ") ", "-\n"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(ASCII_WORDS), st.sampled_from(ASCII_SEPS)), max_size=16))
+def test_first_surface_finds_what_reading_the_runs_finds(parts: list[tuple[str, str]]) -> None:
+    """The ASCII search for a key agrees with reading the text phrase by phrase, for every key the
+    text uses and for keys it only contains as a substring (across a hyphen, an underscore or a
+    stop word), which are not phrases of it."""
+    text = "".join(w + sep for w, sep in parts)
+    found = extract_phrases(text)
+    for key, form in found.items():
+        assert first_surface(text, key) == form
+    pieces = re.findall(r"[a-z0-9]+(?:-[a-z0-9]+)?", text.lower())  # word tails after a hyphen too
+    near = {" ".join(pieces[i : i + n]) for n in (2, 3) for i in range(len(pieces))}
+    for key in near - set(found):
+        assert first_surface(text, key) is None
 
 
 def test_chunked_feature_counts_equal_counting_in_one_go(monkeypatch) -> None:

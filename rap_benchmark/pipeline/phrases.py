@@ -172,11 +172,38 @@ def phrase_keys(text: str) -> set[str]:
     return {text[a:b].lower() for run in _runs(text) for a, b in _spans(run)}
 
 
+def _word_char(c: str) -> bool:
+    return c.isalnum()  # for ASCII, what ``[^\W_]`` matches
+
+
 def first_surface(text: str, key: str) -> str | None:
     """The surface form :func:`extract_phrases` reads for ``key`` in ``text`` (None if unused):
-    its leftmost occurrence as a phrase."""
+    its leftmost occurrence as a phrase.
+
+    ASCII text (nearly every abstract) is searched for the key itself: an occurrence is a phrase
+    when it starts and ends on whole words (a hyphen joined to a letter continues a word, as in
+    :data:`_WORD`), since the key's own words are single-spaced and none of them breaks a run.
+    Other text is read run by run."""
     n = key.count(" ") + 1
     if not MIN_WORDS <= n <= MAX_WORDS:
+        return None
+    if text.isascii():
+        words = key.split(" ")
+        if any(_breaks(w) or _WORD.fullmatch(w) is None for w in words):
+            return None
+        low, size = text.lower(), len(text)
+        at = low.find(key)
+        while at >= 0:
+            end = at + len(key)
+            starts = at == 0 or not (
+                _word_char(text[at - 1]) or (text[at - 1] == "-" and at >= 2 and _word_char(text[at - 2]))
+            )
+            ends = end == size or not (
+                _word_char(text[end]) or (text[end] == "-" and end + 1 < size and _word_char(text[end + 1]))
+            )
+            if starts and ends:
+                return text[at:end]
+            at = low.find(key, at + 1)
         return None
     for run in _runs(text):
         for i in range(len(run) - n + 1):
