@@ -42,6 +42,12 @@ def good_file(good_frame, tmp_path_factory) -> Path:
     return write_predictions(good_frame, tmp_path_factory.mktemp("good") / "good.jsonl")
 
 
+@pytest.fixture(scope="module")
+def good_board(mini, good_file) -> pd.DataFrame:
+    """The valid file's leaderboard on its own, computed once for every fuzzed file to be checked against."""
+    return _board(mini, [good_file])
+
+
 def _row(mini, i: int = 0, **over) -> dict:
     eps = mini.episodes[["field_id", "origin"]].drop_duplicates().sort_values(["field_id", "origin"])
     f, o = eps.iloc[i % len(eps)]
@@ -159,9 +165,8 @@ def _malformed_file(draw, mini):
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
 )
 @given(data=st.data())
-def test_fuzzed_files_never_raise_name_each_problem_and_leave_a_valid_file_alone(mini, good_file, data):
+def test_fuzzed_files_never_raise_name_each_problem_and_leave_a_valid_file_alone(mini, good_file, good_board, data):
     body, expected = data.draw(_malformed_file(mini))
-    alone = _board(mini, [good_file])
     with tempfile.TemporaryDirectory() as tmp:
         bad = Path(tmp) / "fuzz.jsonl"
         bad.write_bytes(body)
@@ -178,7 +183,7 @@ def test_fuzzed_files_never_raise_name_each_problem_and_leave_a_valid_file_alone
     if any(p.severity is Severity.FATAL for p in report.problems):
         assert report.frame.empty
     mine = together[(together["model"] == GOOD_MODEL) & (together["condition"] == "A0")].reset_index(drop=True)
-    pd.testing.assert_frame_equal(mine, alone)  # a fuzz row may add GOOD_MODEL / A1, never touch A0
+    pd.testing.assert_frame_equal(mine, good_board)  # a fuzz row may add GOOD_MODEL / A1, never touch A0
 
 
 # -- one regression test per problem -----------------------------------------------------------------
@@ -190,7 +195,7 @@ def _write(path: Path, lines: list[bytes]) -> Path:
 
 
 def test_deep_nesting_and_lone_surrogate_do_not_stop_a_valid_file_from_being_scored(
-    mini, mini_dir, good_file, tmp_path, capsys
+    mini, mini_dir, good_file, good_board, tmp_path, capsys
 ):
     """Bug: rap score crashed on a deeply nested line (RecursionError) and on a lone surrogate
     (UnicodeEncodeError from pyarrow); the valid file scored with them got no score."""
@@ -208,12 +213,13 @@ def test_deep_nesting_and_lone_surrogate_do_not_stop_a_valid_file_from_being_sco
     out = json.loads(capsys.readouterr().out)
     assert code == 1
     (mine,) = [r for r in out["leaderboard"] if r["model"] == GOOD_MODEL]
-    alone = _board(mini, [good_file])
-    assert mine["n_episodes"] == alone["n_episodes"].iloc[0]
-    assert mine["spearman"] == pytest.approx(alone["spearman"].iloc[0], rel=1e-9)  # JSON keeps 10 digits
+    assert mine["n_episodes"] == good_board["n_episodes"].iloc[0]
+    assert mine["spearman"] == pytest.approx(good_board["spearman"].iloc[0], rel=1e-9)  # JSON keeps 10 digits
 
 
-def test_a_file_cannot_remove_another_by_reusing_its_model_name(mini, mini_dir, good_file, tmp_path, capsys):
+def test_a_file_cannot_remove_another_by_reusing_its_model_name(
+    mini, mini_dir, good_file, good_board, tmp_path, capsys
+):
     """Bug: a second file with the same model name excluded both files from the board, exit 0."""
     from rap_benchmark.cli import main
 
@@ -227,8 +233,7 @@ def test_a_file_cannot_remove_another_by_reusing_its_model_name(mini, mini_dir, 
     assert code == 1
     rows = [r for r in out["leaderboard"] if r["model"] == GOOD_MODEL]
     assert len(rows) == 1
-    alone = _board(mini, [good_file])
-    assert rows[0]["spearman"] == pytest.approx(alone["spearman"].iloc[0], rel=1e-9)  # the first file's score
+    assert rows[0]["spearman"] == pytest.approx(good_board["spearman"].iloc[0], rel=1e-9)  # the first file's score
     assert any("reuse a model and condition of an earlier file" in p and "copycat" in p for p in out["problems"])
 
 
