@@ -110,7 +110,27 @@ def test_chunked_feature_counts_equal_counting_in_one_go(monkeypatch) -> None:
     assert np.array_equal(known, known_chunked)
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([*"ab Z9-é_.\nıİß", "the ", "of ", "x ", "Over "])).map("".join), max_size=9))
+def test_token_ids_give_what_tokenize_gives_text_by_text(texts: list[str]) -> None:
+    """Words hashed in C, stop words dropped by id, chunks of two texts: the same tokens, in order,
+    numbered in sorted-vocabulary order, as tokenising each text alone."""
+    from rap_benchmark.core import text
+
+    expected = [text.tokenize(t) for t in texts]
+    for chunk in (2, text.TOKEN_CHUNK):
+        old, text.TOKEN_CHUNK = text.TOKEN_CHUNK, chunk
+        try:
+            vocab, lengths, ids = text.token_ids(iter(texts))
+        finally:
+            text.TOKEN_CHUNK = old
+        assert vocab == sorted({t for d in expected for t in d})
+        assert lengths.dtype == np.int64 and lengths.tolist() == [len(d) for d in expected]
+        assert ids.dtype == np.int32 and [vocab[i] for i in ids.tolist()] == [t for d in expected for t in d]
+
+
 def test_chunked_tokenisation_numbers_tokens_as_factorizing_all_at_once(monkeypatch) -> None:
+    from rap_benchmark.core import text
     from rap_benchmark.pipeline import fields
 
     papers = pd.DataFrame(
@@ -120,9 +140,9 @@ def test_chunked_tokenisation_numbers_tokens_as_factorizing_all_at_once(monkeypa
             "abstract": ["message passing networks", "", "Straße networks", "the of", "Speech recognition"],
         }
     )
-    tokens = fields.paper_tokens(papers)
+    tokens = [text.tokenize(f"{t} {a}") for t, a in zip(papers["title"], papers["abstract"], strict=True)]
     codes, uniques = pd.factorize(pd.Series([t for d in tokens for t in d], dtype=object), sort=True)
-    monkeypatch.setattr(fields, "TOKEN_CHUNK", 2)
+    monkeypatch.setattr(text, "TOKEN_CHUNK", 2)
     monkeypatch.setattr(fields, "_TOKEN_CACHE", {})
     corpus = fields.tokenize_papers(papers)
     assert corpus.vocab == tuple(uniques)

@@ -102,18 +102,9 @@ def tokenize_texts(texts: Iterable[str], *, progress: bool = False, total: int |
     """Tokenise every text with :func:`rap_benchmark.core.text.tokenize` into a :class:`TokenTable`."""
     from tqdm import tqdm
 
-    token_lists = [
-        _text.tokenize(t)
-        for t in tqdm(texts, total=total, desc="tokenize", unit="doc", disable=not progress, leave=False)
-    ]
-    vocab_set: set[str] = set()
-    for toks in token_lists:
-        vocab_set.update(toks)
-    vocab = sorted(vocab_set)
-    index = {t: i for i, t in enumerate(vocab)}
-    lengths = np.fromiter((len(t) for t in token_lists), dtype=np.int64, count=len(token_lists))
-    flat = np.fromiter((index[t] for toks in token_lists for t in toks), dtype=np.int64, count=int(lengths.sum()))
-    return table_from_token_ids(vocab, flat, lengths)
+    bar = tqdm(texts, total=total, desc="tokenize", unit="doc", disable=not progress, leave=False)
+    vocab, lengths, ids = _text.token_ids(bar)
+    return table_from_token_ids(vocab, ids, lengths)
 
 
 def save_table(path: Path, table: TokenTable, key: str) -> None:

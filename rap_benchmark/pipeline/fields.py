@@ -26,9 +26,8 @@ import scipy.sparse as sp
 
 from rap_benchmark.core.records import N_DIRECTIONS
 from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.core.text import tokenize
+from rap_benchmark.core.text import token_ids
 from rap_benchmark.pipeline.clusters import l2_normalise_rows, normalise_dense, spherical_kmeans, spherical_kmeans_dense
-from rap_benchmark.pipeline.interning import intern_rows
 
 __all__ = [
     "FieldInfo",
@@ -37,7 +36,6 @@ __all__ = [
     "TokenizedCorpus",
     "build_fields",
     "fit_fields",
-    "paper_tokens",
     "spherical_kmeans",
     "tokenize_papers",
     "top_terms",
@@ -102,8 +100,6 @@ class TokenizedCorpus:
 
 
 _TOKEN_CACHE: dict[str, TokenizedCorpus] = {}
-TOKEN_CHUNK = 20_000
-"""Papers tokenised at a time by :func:`tokenize_papers`."""
 
 
 def tokenize_papers(papers: pd.DataFrame) -> TokenizedCorpus:
@@ -116,21 +112,15 @@ def tokenize_papers(papers: pd.DataFrame) -> TokenizedCorpus:
     key = hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
     if key in _TOKEN_CACHE:
         return _TOKEN_CACHE[key]
-    # TOKEN_CHUNK papers at a time: the token strings of one chunk only are alive at once
-    chunks = (paper_tokens(papers.iloc[lo : lo + TOKEN_CHUNK]) for lo in range(0, len(papers), TOKEN_CHUNK))
-    vocab, indptr, ids = intern_rows((doc for chunk in chunks for doc in chunk), len(papers))
-    corpus = TokenizedCorpus(vocab=vocab, indptr=indptr, ids=ids)
+    texts = (f"{t} {a}" for t, a in zip(papers["title"].tolist(), papers["abstract"].tolist(), strict=True))
+    vocab, lengths, ids = token_ids(texts)
+    indptr = np.zeros(len(papers) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    corpus = TokenizedCorpus(vocab=tuple(vocab), indptr=indptr, ids=ids)
     while len(_TOKEN_CACHE) >= 2:
         _TOKEN_CACHE.pop(next(iter(_TOKEN_CACHE)))
     _TOKEN_CACHE[key] = corpus
     return corpus
-
-
-def paper_tokens(papers: pd.DataFrame) -> list[list[str]]:
-    """Tokens of each paper's title and abstract (``rap_benchmark.core.text.tokenize``)."""
-    titles = papers["title"].tolist()
-    abstracts = papers["abstract"].tolist()
-    return [tokenize(f"{t} {a}") for t, a in zip(titles, abstracts, strict=True)]
 
 
 @dataclass(frozen=True)
