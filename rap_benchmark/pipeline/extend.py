@@ -221,7 +221,6 @@ def resolve_instance(
         raise InputError(f"{inst_dir} has no pending origin: nothing to resolve")
     if not Path(source).exists():
         raise InputError(f"no corpus at {source}")
-    frozen = load(inst_dir)
     spec = inst.spec
     since = pending[0]
     read = _new_papers(Path(source), spec, set(inst.papers["arxiv_id"]), since, progress)
@@ -232,6 +231,7 @@ def resolve_instance(
         raise InputError(
             f"the data reach {covered}: the window [{o}, {_window_end(o, spec)}) of origin {o} is not covered yet"
         )
+    frozen = load(inst_dir)  # only once the data are known to cover the window
     new_papers = read["papers"]
     papers, assignments = _with_labelled(inst, frozen, new_papers)
     (origin,) = pending
