@@ -285,9 +285,28 @@ def test_new_style_ids_lose_only_their_version(prefix: int, number: int, version
     assert normalize_arxiv_id(f"{base}v{version}") == base
 
 
-@given(st.text())
+_SPACES = [
+    " ",
+    "\n",
+    "\t",
+    "\r",
+    "\x0b",
+    "\x0c",
+    "\x1c",
+    "\x1f",
+    "\x85",
+    "\xa0",
+    "\u2003",
+    "\u2028",
+    "\u3000",
+    "\u200b",
+]
+
+
+@given(st.text() | st.lists(st.sampled_from([*_SPACES, "a", "é", "x y"])).map("".join))
 def test_normalize_text_is_idempotent_and_single_spaced(text: str):
     once = normalize_text(text)
+    assert once == " ".join(text.split())  # the fast path for text already normal changes nothing
     assert normalize_text(once) == once
     assert "  " not in once and once == once.strip()
 

@@ -150,7 +150,12 @@ def normalize_arxiv_id(raw: str) -> str:
 
 def normalize_text(text: str) -> str:
     """Collapse every run of whitespace (newlines in titles and abstracts) to one space."""
-    return " ".join(str(text).split())
+    text = str(text)
+    # printable text has no whitespace but the ASCII space: without a double or an edge space it
+    # is already normal (most records are; checking is far cheaper than splitting and joining)
+    if text.isprintable() and "  " not in text and text[:1] != " " and text[-1:] != " ":
+        return text
+    return " ".join(text.split())
 
 
 def parse_snapshot_date(created: str) -> dt.date:
@@ -468,31 +473,32 @@ def _read_parquet_dir(path: Path, collector: _Collector, progress: bool) -> None
         for batch in pf.iter_batches(batch_size=65536, columns=columns):
             data = batch.to_pydict()
             n = batch.num_rows
-            authors_col = data.get("authors", [None] * n)
-            for i in range(n):
+            fields = ("arxiv_id", "date", "title", "abstract", "categories")
+            for raw_id, raw_date, raw_title, raw_abstract, raw_cats, raw_authors in zip(
+                *(data[c] for c in fields), data.get("authors", [None] * n), strict=True
+            ):
                 row += 1
                 try:
-                    arxiv_id = _checked_id(data["arxiv_id"][i])
-                    raw_date = data["date"][i]
+                    arxiv_id = _checked_id(raw_id)
                     if raw_date is None:
                         raise _Bad("date is null")
                     try:
                         day = parse_date(raw_date)
                     except ValueError as exc:
                         raise _Bad(str(exc)) from None
-                    title = normalize_text(data["title"][i] or "")
-                    abstract = normalize_text(data["abstract"][i] or "")
+                    title = normalize_text(raw_title or "")
+                    abstract = normalize_text(raw_abstract or "")
                     if not title:
                         raise _Bad("title is empty")
                     if not abstract:
                         raise _Bad("abstract is empty")
-                    categories = _as_str_list(data["categories"][i])
+                    categories = _as_str_list(raw_cats)
                     if not categories:
                         raise _Bad("categories missing or empty")
                 except _Bad as exc:
                     collector.bad(file.name, row, str(exc))
                     continue
-                collector.add(_Record(arxiv_id, day, title, abstract, categories, _as_str_list(authors_col[i])))
+                collector.add(_Record(arxiv_id, day, title, abstract, categories, _as_str_list(raw_authors)))
             bar.update(n)
     bar.close()
 
