@@ -44,22 +44,7 @@ DEFAULT_MAX_TOOL_CALLS = 8
 DEFAULT_MAX_TOKENS = 1024
 MAX_OBSERVATION_CHARS = 30_000
 PREDICTIONS_FILE = "predictions.jsonl"
-PREDICTION_COLUMNS = (
-    "model",
-    "task_id",
-    "split",
-    "prediction",
-    "reward",
-    "valid",
-    "invalid_reason",
-    "invalid_detail",
-    "attempts",
-    "prompt_tokens",
-    "completion_tokens",
-    "cost_usd",
-    "n_tool_calls",
-    "response_model",
-)
+PREDICTION_COLUMNS = ("model", "task_id", "split", "prediction", "reward", *accounting_columns({}, "tool_calls"))
 MATCH_KEYS = ("model", "instance", "split", "max_tool_calls", "max_tokens", "shard")
 
 CITECAST_TEXT_PROTOCOL = TextProtocol(
@@ -194,17 +179,8 @@ def citecast_units(
     """The units of ``split``'s tasks, sorted by task id (the first ``limit`` when given)."""
     split = parse_enum(TaskSplit, split, what="CiteCast split")
     ids = client.task_ids(split)[:limit] if limit is not None else client.task_ids(split)
-    return [
-        CiteCastUnit(
-            TaskKey(model, t),
-            CiteCastContext(model, t, split),
-            client,
-            max_tokens,
-            max_tool_calls,
-            max_observation_chars,
-        )
-        for t in ids
-    ]
+    caps = (max_tokens, max_tool_calls, max_observation_chars)
+    return [CiteCastUnit(TaskKey(model, t), CiteCastContext(model, t, split), client, *caps) for t in ids]
 
 
 class ConstantBackend:
