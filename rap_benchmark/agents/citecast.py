@@ -144,12 +144,8 @@ class CiteCastUnit:
 
     def open(self, tools: Any = None) -> Episode:
         started = self.client.start(self.key.task_id)
-        toolset = CiteCastToolSet(
-            self.client,
-            started["session_id"],
-            started["tools"],
-            max_observation_chars=self.max_observation_chars,
-        )
+        session, cap = started["session_id"], self.max_observation_chars
+        toolset = CiteCastToolSet(self.client, session, started["tools"], max_observation_chars=cap)
         messages = [{"role": "system", "content": started["system"]}, {"role": "user", "content": started["prompt"]}]
         return Episode(messages, toolset, self.max_tokens, self.max_tool_calls, 0.0, CITECAST_RULES)
 

@@ -79,8 +79,12 @@ class Request:
         parsed = self.text_protocol.parse(text)
         if parsed is None:
             return None
-        n_prior = sum(1 for m in self.messages if m.get("role") == "assistant" and m.get("tool_calls"))
-        return ToolCall(id=f"call_{n_prior}", name=parsed.tool, arguments=parsed.arguments_json())
+        return ToolCall(id=f"call_{self.n_prior_calls}", name=parsed.tool, arguments=parsed.arguments_json())
+
+    @property
+    def n_prior_calls(self) -> int:
+        """Assistant turns with tool calls so far (what a backend numbers its next call id by)."""
+        return sum(1 for m in self.messages if m.get("role") == "assistant" and m.get("tool_calls"))
 
     @property
     def is_answer_turn(self) -> bool:

@@ -340,18 +340,15 @@ def predictions_frame(
         if wanted is not None and key.id not in wanted:
             continue
         w = rec.get("weights") if rec.get("valid") else None
-        row: dict[str, Any] = {
-            "model": key.model,
-            "condition": key.condition.value,
-            "field_id": key.field_id,
-            "origin": key.origin,
-        }
-        for i, d in enumerate(DIRECTION_KEYS):
-            row[d] = float(w[i]) if w is not None else None
+        weights = [float(v) for v in w] if w is not None else [None] * len(DIRECTION_KEYS)
         acc = accounting_columns({**rec, "valid": w is not None}, "search_calls")
-        row.update(valid=acc.pop("valid"), invalid_reason=acc.pop("invalid_reason"), manifest_hash=manifest_hash)
-        row.update(acc)
-        rows.append(row)
+        cell = {"model": key.model, "condition": key.condition.value, "field_id": key.field_id, "origin": key.origin}
+        status = {
+            "valid": acc.pop("valid"),
+            "invalid_reason": acc.pop("invalid_reason"),
+            "manifest_hash": manifest_hash,
+        }
+        rows.append({**cell, **dict(zip(DIRECTION_KEYS, weights, strict=True)), **status, **acc})
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame

@@ -361,10 +361,9 @@ def merge_stores(sources: list[str | Path], dest: str | Path) -> int:
     out = RunStore(dest)
     with out.writer():
         n = 0
-        metas = [RunStore(s).read_run() for s in sources]
-        base = {k: v for k, v in (metas[0] or {}).items() if k not in ("shard",)}
-        for src, meta in zip(sources, metas, strict=True):
-            mine = {k: v for k, v in (meta or {}).items() if k not in ("shard",)}
+        metas = [{k: v for k, v in (RunStore(s).read_run() or {}).items() if k != "shard"} for s in sources]
+        base = metas[0]
+        for src, mine in zip(sources, metas, strict=True):
             if mine != base:
                 raise RunFolderError(f"{src}: run.json differs from {sources[0]}; refusing to merge different runs")
         out.init_run({**base, "shard": None, "merged_from": [str(s) for s in sources]})

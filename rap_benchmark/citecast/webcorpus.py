@@ -116,14 +116,7 @@ class CorpusView:
         """What ``web_search`` shows: title, url and a snippet around the query's first term."""
         hits, _ = self.search(query, k=k)
         terms = query_terms(query)
-        return [
-            {
-                "title": h.document.title or h.document.url,
-                "url": h.document.url,
-                "snippet": snippet_of_flat(flatten(h.document.text), terms),
-            }
-            for h in hits
-        ]
+        return [search_result(h.document.title, h.document.url, flatten(h.document.text), terms) for h in hits]
 
     def fetch(self, url: str) -> WebDocument | None:
         """The latest crawl of ``url`` on or before the cutoff, or None."""
@@ -225,6 +218,11 @@ def first_term(flat: str, terms: Sequence[str]) -> int | None:
                 break
             i = low.find(t, i + 1, n if best is None else best + len(t))
     return best
+
+
+def search_result(title: str, url: str, flat: str, terms: Sequence[str]) -> dict[str, str]:
+    """One ``web_search`` result: the title (the url when there is none), the url, and a snippet."""
+    return {"title": title or url, "url": url, "snippet": snippet_of_flat(flat, terms)}
 
 
 def snippet_of_flat(flat: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:
