@@ -15,6 +15,7 @@ tells a backend which unit it serves. LLM backends ignore it; the reference agen
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -119,6 +120,12 @@ class CiteCastContext:
 
 
 UnitContext = EpisodeContext | CiteCastContext
+
+
+def tool_call_turn(n: int, name: str, arguments: dict[str, Any], model: str) -> ModelTurn:
+    """A turn that calls one tool (id ``call_<n>``), as a reference or scripted backend emits it."""
+    call = ToolCall(f"call_{n}", name, json.dumps(arguments, ensure_ascii=False))
+    return ModelTurn(content=None, tool_calls=(call,), finish_reason="tool_calls", response_model=model)
 
 
 @runtime_checkable
