@@ -143,10 +143,7 @@ def oracle_units(
                 "top_k": spec.top_k,
                 "max_calls": spec.max_search_calls,
             }
-            template = variant.replace("-", "_")
-            names = {"oracle_recent": ("origin", "w3_start", "recent_counts"), "oracle_history": ("history_counts",)}
-            keep = names.get(template, ("origin", "history_counts", "top_k", "max_calls"))
-            evidence = prompts.fill(template, **{k: values[k] for k in keep})
+            evidence = prompts.fill(variant.replace("-", "_"), **values)  # each template takes the values it names
             prompt = prompts.task_prompt(cb, t, Task.FORECAST, spec, evidence=evidence)
             key = UnitKey(model, field_id, origin, condition, variant)
             units.append(UnitSpec.of(key, Task.FORECAST, cb, spec, prompt))
