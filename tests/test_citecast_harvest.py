@@ -157,3 +157,47 @@ def test_build_from_recorded_harvest(tmp_path) -> None:
     task = next(iter(inst.tasks.values()))
     assert task.target == 17 and task.band == "11-25" and task.paper.title.startswith("Sparse Routing")  # v1 title
     assert inst.manifest["provenance"]["n_cohort"] == 2 and len(inst.corpus) == 9
+
+
+@pytest.mark.parametrize(
+    ("answers", "outcome", "sleeps"),
+    [
+        (["200"], "ok:200", []),
+        (["429", "503", "200"], "ok:200", [1.0, 2.0]),
+        (["drop", "200"], "ok:200", [1.0]),
+        (["404"], "ServiceError:HTTP 404", []),
+        (["500", "500", "500"], "ServiceError:HTTP 500", [1.0, 2.0]),
+        (["drop", "drop", "drop"], "ServiceError:after 3 attempts", [1.0, 2.0]),
+        (["connect"], "ServiceError:cannot reach", []),
+    ],
+)
+def test_httpx_fetch_retries_only_transient_failures(monkeypatch, answers, outcome, sleeps) -> None:
+    """429, 5xx and dropped exchanges are retried with doubling pauses (two retries here); any other
+    HTTP error, an unreachable host and the last failed attempt end in one ServiceError."""
+    import httpx
+
+    from rap_benchmark.citecast import harvest
+    from rap_benchmark.core.errors import ServiceError
+
+    queue = iter(answers)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        kind = next(queue)
+        if kind == "drop":
+            raise httpx.ReadTimeout("timed out", request=request)
+        if kind == "connect":
+            raise httpx.ConnectError("refused", request=request)
+        return httpx.Response(int(kind), content=kind.encode())
+
+    real_client = httpx.Client
+    monkeypatch.setattr(httpx, "Client", lambda **kw: real_client(transport=httpx.MockTransport(answer), **kw))
+    slept: list[float] = []
+    monkeypatch.setattr(harvest.time, "sleep", slept.append)
+    fetch = harvest.httpx_fetch(retries=2, backoff_s=1.0)
+    kind, _, detail = outcome.partition(":")
+    if kind == "ok":
+        assert fetch(HttpRequest("GET", "https://example.org/x")) == detail.encode()
+    else:
+        with pytest.raises(ServiceError, match=detail):
+            fetch(HttpRequest("GET", "https://example.org/x"))
+    assert slept == sleeps and next(queue, None) is None

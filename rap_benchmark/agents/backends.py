@@ -12,6 +12,7 @@ The in-process transformers backend lives in :mod:`rap_benchmark.agents.transfor
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -110,17 +111,7 @@ class OpenAIBackend:
         response, attempts = await call_with_failover(
             self.pool, self._kwargs(request), max_attempts=self.max_attempts, backoff=self.backoff, sleep=self._sleep
         )
-        turn = turn_from_response(response)
-        return ModelTurn(
-            content=turn.content,
-            tool_calls=turn.tool_calls,
-            finish_reason=turn.finish_reason,
-            response_model=turn.response_model,
-            prompt_tokens=turn.prompt_tokens,
-            completion_tokens=turn.completion_tokens,
-            attempts=attempts,
-            reasoning=turn.reasoning,
-        )
+        return dataclasses.replace(turn_from_response(response), attempts=attempts)
 
     async def aclose(self) -> None:
         await self.pool.aclose()

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rap_benchmark.agents.episode import Episode
-from rap_benchmark.agents.protocol import Backend, CiteCastContext, ModelTurn, Request, ToolCall, UnitContext
+from rap_benchmark.agents.protocol import Backend, CiteCastContext, ModelTurn, Request, UnitContext, tool_call_turn
 from rap_benchmark.agents.runner import RunStats, accounting_columns, run_to_end, select_shard
 from rap_benchmark.agents.store import RunStore, TaskKey
 from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolOutcome, decode_arguments
@@ -44,22 +44,7 @@ DEFAULT_MAX_TOOL_CALLS = 8
 DEFAULT_MAX_TOKENS = 1024
 MAX_OBSERVATION_CHARS = 30_000
 PREDICTIONS_FILE = "predictions.jsonl"
-PREDICTION_COLUMNS = (
-    "model",
-    "task_id",
-    "split",
-    "prediction",
-    "reward",
-    "valid",
-    "invalid_reason",
-    "invalid_detail",
-    "attempts",
-    "prompt_tokens",
-    "completion_tokens",
-    "cost_usd",
-    "n_tool_calls",
-    "response_model",
-)
+PREDICTION_COLUMNS = ("model", "task_id", "split", "prediction", "reward", *accounting_columns({}, "tool_calls"))
 MATCH_KEYS = ("model", "instance", "split", "max_tool_calls", "max_tokens", "shard")
 
 CITECAST_TEXT_PROTOCOL = TextProtocol(
@@ -159,12 +144,8 @@ class CiteCastUnit:
 
     def open(self, tools: Any = None) -> Episode:
         started = self.client.start(self.key.task_id)
-        toolset = CiteCastToolSet(
-            self.client,
-            started["session_id"],
-            started["tools"],
-            max_observation_chars=self.max_observation_chars,
-        )
+        session, cap = started["session_id"], self.max_observation_chars
+        toolset = CiteCastToolSet(self.client, session, started["tools"], max_observation_chars=cap)
         messages = [{"role": "system", "content": started["system"]}, {"role": "user", "content": started["prompt"]}]
         return Episode(messages, toolset, self.max_tokens, self.max_tool_calls, 0.0, CITECAST_RULES)
 
@@ -194,17 +175,8 @@ def citecast_units(
     """The units of ``split``'s tasks, sorted by task id (the first ``limit`` when given)."""
     split = parse_enum(TaskSplit, split, what="CiteCast split")
     ids = client.task_ids(split)[:limit] if limit is not None else client.task_ids(split)
-    return [
-        CiteCastUnit(
-            TaskKey(model, t),
-            CiteCastContext(model, t, split),
-            client,
-            max_tokens,
-            max_tool_calls,
-            max_observation_chars,
-        )
-        for t in ids
-    ]
+    caps = (max_tokens, max_tool_calls, max_observation_chars)
+    return [CiteCastUnit(TaskKey(model, t), CiteCastContext(model, t, split), client, *caps) for t in ids]
 
 
 class ConstantBackend:
@@ -219,22 +191,19 @@ class ConstantBackend:
         self.research = research
         self.name = name or f"constant/{self.value}"
 
-    def _call(self, n: int, name: str, args: dict[str, Any]) -> ModelTurn:
-        call = ToolCall(f"call_{n}", name, json.dumps(args, ensure_ascii=False))
-        return ModelTurn(content=None, tool_calls=(call,), finish_reason="tool_calls", response_model=self.name)
-
     async def complete(self, request: Request, context: UnitContext) -> ModelTurn:
         tool_msgs = [m for m in request.messages if m.get("role") == "tool"]
         open_ = request.tool_choice == "auto" and any(s["function"]["name"] != ANSWER_TOOL for s in request.tools or ())
         if self.research and open_ and not tool_msgs:
             prompt = str(next(m["content"] for m in request.messages if m.get("role") == "user"))
             title = prompt.split("Title: ", 1)[1].split("\n", 1)[0] if "Title: " in prompt else prompt[:200]
-            return self._call(0, "web_search", {"query": title})
+            return tool_call_turn(0, "web_search", {"query": title}, self.name)
         if self.research and open_ and len(tool_msgs) == 1:
             hits = json.loads(str(tool_msgs[0]["content"]))
             if isinstance(hits, list) and hits:
-                return self._call(1, "web_fetch", {"url": hits[0]["url"]})
-        return self._call(len(tool_msgs), ANSWER_TOOL, {"prediction": self.value, "justification": "constant policy"})
+                return tool_call_turn(1, "web_fetch", {"url": hits[0]["url"]}, self.name)
+        answer = {"prediction": self.value, "justification": "constant policy"}
+        return tool_call_turn(len(tool_msgs), ANSWER_TOOL, answer, self.name)
 
     async def aclose(self) -> None:
         return None

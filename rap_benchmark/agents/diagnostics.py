@@ -26,8 +26,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.agents import prompts
-from rap_benchmark.agents.protocol import EpisodeContext
-from rap_benchmark.agents.runner import UnitSpec, default_max_tokens
+from rap_benchmark.agents.runner import UnitSpec
 from rap_benchmark.agents.store import RunStore, UnitKey
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.errors import InputError
@@ -38,6 +37,17 @@ if TYPE_CHECKING:
 
 REPLAY_VARIANTS = ("replay-forecast", "replay-state")
 ORACLE_VARIANTS = ("oracle-recent", "oracle-history", "oracle-history-search")
+
+
+def episodes_by_cell(episodes: pd.DataFrame, policy: Policy) -> dict[tuple[str, str], Any]:
+    """The episode rows of ``policy`` by (field_id, ISO origin)."""
+    eps = episodes[episodes["policy"] == parse_enum(Policy, policy).value]
+    return {(str(r.field_id), parse_date(r.origin).isoformat()): r for r in eps.itertuples(index=False)}
+
+
+def query_key(call: dict[str, Any]) -> tuple[Any, Any, Any]:
+    """What makes two Search calls the same query: the text and the date range."""
+    return call.get("query"), call.get("start_date"), call.get("end_date")
 
 
 def native_records(store: RunStore, *, conditions: Iterable[Condition] | None = None) -> list[dict[str, Any]]:
@@ -86,17 +96,9 @@ def replay_units(inst: Instance, store: RunStore, model: str, *, conditions: Seq
         evidence = prompts.fill("replay_evidence", trace=serialise_evidence(rec))
         cb = inst.codebooks[key.field_id]
         for variant, task in zip(REPLAY_VARIANTS, (Task.FORECAST, Task.STATE), strict=True):
-            ctx = EpisodeContext(model, key.field_id, parse_date(key.origin), key.condition, task, cb, spec, variant)
-            units.append(
-                UnitSpec(
-                    key=UnitKey(model, key.field_id, key.origin, key.condition, variant),
-                    context=ctx,
-                    user_prompt=prompts.task_prompt(cb, key.origin, task, spec, evidence=evidence),
-                    regime=None,
-                    max_tokens=default_max_tokens(Condition.A0, spec),
-                    max_search_calls=0,
-                )
-            )
+            prompt = prompts.task_prompt(cb, key.origin, task, spec, evidence=evidence)
+            unit_key = UnitKey(model, key.field_id, key.origin, key.condition, variant)
+            units.append(UnitSpec.of(unit_key, task, cb, spec, prompt, closed_book=True))
     return units
 
 
@@ -117,9 +119,7 @@ def oracle_units(
 ) -> list[UnitSpec]:
     """Forecast units whose prompt carries exact pre-T counts (never y)."""
     spec = inst.spec
-    eps = inst.public_view().episodes
-    eps = eps[eps["policy"] == parse_enum(Policy, policy).value]
-    by_cell = {(str(r.field_id), parse_date(r.origin).isoformat()): r for r in eps.itertuples(index=False)}
+    by_cell = episodes_by_cell(inst.public_view().episodes, policy)
     units = []
     for variant in variants:
         if variant not in ORACLE_VARIANTS:
@@ -143,21 +143,10 @@ def oracle_units(
                 "top_k": spec.top_k,
                 "max_calls": spec.max_search_calls,
             }
-            template = variant.replace("-", "_")
-            names = {"oracle_recent": ("origin", "w3_start", "recent_counts"), "oracle_history": ("history_counts",)}
-            keep = names.get(template, ("origin", "history_counts", "top_k", "max_calls"))
-            evidence = prompts.fill(template, **{k: values[k] for k in keep})
-            ctx = EpisodeContext(model, field_id, t, condition, Task.FORECAST, cb, spec, variant)
-            units.append(
-                UnitSpec(
-                    key=UnitKey(model, field_id, origin, condition, variant),
-                    context=ctx,
-                    user_prompt=prompts.task_prompt(cb, t, Task.FORECAST, spec, evidence=evidence),
-                    regime=condition.regime,
-                    max_tokens=default_max_tokens(condition, spec),
-                    max_search_calls=spec.max_search_calls,
-                )
-            )
+            evidence = prompts.fill(variant.replace("-", "_"), **values)  # each template takes the values it names
+            prompt = prompts.task_prompt(cb, t, Task.FORECAST, spec, evidence=evidence)
+            key = UnitKey(model, field_id, origin, condition, variant)
+            units.append(UnitSpec.of(key, Task.FORECAST, cb, spec, prompt))
     return units
 
 
@@ -211,9 +200,9 @@ def recorded_calls(record: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _truth(inst: Instance, policy: Policy) -> dict[tuple[str, str], tuple[Any, Any]]:
-    eps = inst.episodes[inst.episodes["policy"] == parse_enum(Policy, policy).value]
-    return {(str(r.field_id), parse_date(r.origin).isoformat()): (r.x, r.y) for r in eps.itertuples(index=False)}
+def _cell(key: dict[str, Any]) -> dict[str, Any]:
+    """The cell columns of a table row, from a stored unit key."""
+    return {k: key[k] for k in ("model", "condition", "field_id", "origin")}
 
 
 def _rho(a: np.ndarray, b: Any) -> float:
@@ -236,7 +225,7 @@ def trace_audit(
 
     engine = engine or SearchEngine.from_instance(inst)
     lookup = _primary_lookup(inst)
-    truth = _truth(inst, policy)
+    truth = episodes_by_cell(inst.episodes, policy)
     rows = []
     all_calls: list[dict[str, Any]] = []
     for rec in native_records(store):
@@ -253,13 +242,9 @@ def trace_audit(
             for c in calls
             for i in engine.ranked(c["field_id"], c["origin"], c["regime"], c["query"], start=recent_start).ids
         ]
-        x, y = truth.get((key["field_id"], key["origin"]), (None, None))
-        row = {
-            "model": key["model"],
-            "condition": key["condition"],
-            "field_id": key["field_id"],
-            "origin": key["origin"],
-        }
+        ep = truth.get((key["field_id"], key["origin"]))
+        x, y = (ep.x, ep.y) if ep is not None else (None, None)
+        row = _cell(key)
         for option, ids in (("native", native_ids), ("recent", recent_ids)):
             comp = _composition(key["field_id"], ids, lookup)
             row[f"{option}_rho_x"] = _rho(comp, x)
@@ -305,17 +290,14 @@ def trace_stats(
         calls = rec.get("search_calls", [])
         ids = [i for c in calls for i in c.get("result_ids", [])]
         distinct = list(dict.fromkeys(ids))
-        queries = [(c.get("query"), c.get("start_date"), c.get("end_date")) for c in calls]
+        queries = [query_key(c) for c in calls]
         t = parse_date(key["origin"])
         recent = add_months(t, -inst.spec.window_months)
         pdates = [parse_date(dates[i]) for i in distinct if i in dates]
         comp = _composition(key["field_id"], distinct, lookup)
         rows.append(
             {
-                "model": key["model"],
-                "condition": key["condition"],
-                "field_id": key["field_id"],
-                "origin": key["origin"],
+                **_cell(key),
                 "n_calls": len(calls),
                 "n_errors": sum(1 for c in calls if c.get("error")),
                 "n_results": len(ids),

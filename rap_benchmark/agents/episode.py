@@ -120,6 +120,8 @@ class UnitResult:
 
 
 class _Tally:
+    """The turn log and usage of one unit: its attributes are :class:`UnitResult`'s fields of the same names."""
+
     def __init__(self) -> None:
         self.turns: list[dict[str, Any]] = []
         self.attempts = 0
@@ -128,40 +130,27 @@ class _Tally:
         self.completion_tokens = 0
         self.response_model: str | None = None
 
-    def add_attempts(self, attempts: tuple[Attempt, ...]) -> None:
-        self.attempts += len(attempts)
-        self.retries += sum(1 for a in attempts if not a.ok)
-
     def add_turn(self, turn: ModelTurn, kind: str) -> None:
-        self.add_attempts(turn.attempts)
+        self.attempts += len(turn.attempts)
+        self.retries += sum(1 for a in turn.attempts if not a.ok)
         self.prompt_tokens += turn.prompt_tokens
         self.completion_tokens += turn.completion_tokens
-        if turn.response_model:
-            self.response_model = turn.response_model
-        self.turns.append(
-            {
-                "kind": kind,
-                "finish_reason": turn.finish_reason,
-                "response_model": turn.response_model,
-                "prompt_tokens": turn.prompt_tokens,
-                "completion_tokens": turn.completion_tokens,
-                "attempts": [a.to_dict() for a in turn.attempts],
-                "prefill": turn.prefill,
-            }
-        )
+        self.response_model = turn.response_model or self.response_model
+        log = {
+            "kind": kind,
+            "finish_reason": turn.finish_reason,
+            "response_model": turn.response_model,
+            "prompt_tokens": turn.prompt_tokens,
+            "completion_tokens": turn.completion_tokens,
+            "attempts": [a.to_dict() for a in turn.attempts],
+            "prefill": turn.prefill,
+        }
+        if kind == "failed":  # a failed request has no turn, so no prefill either
+            del log["prefill"]
+        self.turns.append(log)
 
     def add_failure(self, exc: BackendFailure) -> None:
-        self.add_attempts(exc.attempts)
-        self.turns.append(
-            {
-                "kind": "failed",
-                "finish_reason": None,
-                "response_model": None,
-                "prompt_tokens": 0,
-                "completion_tokens": 0,
-                "attempts": [a.to_dict() for a in exc.attempts],
-            }
-        )
+        self.add_turn(ModelTurn(None, finish_reason=None, attempts=exc.attempts), "failed")
 
 
 def _assistant_message(turn: ModelTurn) -> Message:
@@ -291,18 +280,13 @@ async def run_episode(backend: Backend, context: UnitContext, episode: Episode) 
     return UnitResult(
         messages=messages,
         calls=calls,
-        turns=tally.turns,
         events=events,
         answer_text=answer_text,
         answer=answer,
         invalid_reason=reason,
         invalid_detail=detail,
-        response_model=tally.response_model,
-        attempts=tally.attempts,
-        retries=tally.retries,
-        prompt_tokens=tally.prompt_tokens,
-        completion_tokens=tally.completion_tokens,
         wall_s=time.perf_counter() - t0,
         n_tool_calls=budget_used(),
         rules=rules,
+        **vars(tally),
     )

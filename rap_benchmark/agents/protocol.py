@@ -15,6 +15,7 @@ tells a backend which unit it serves. LLM backends ignore it; the reference agen
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -79,8 +80,12 @@ class Request:
         parsed = self.text_protocol.parse(text)
         if parsed is None:
             return None
-        n_prior = sum(1 for m in self.messages if m.get("role") == "assistant" and m.get("tool_calls"))
-        return ToolCall(id=f"call_{n_prior}", name=parsed.tool, arguments=parsed.arguments_json())
+        return ToolCall(id=f"call_{self.n_prior_calls}", name=parsed.tool, arguments=parsed.arguments_json())
+
+    @property
+    def n_prior_calls(self) -> int:
+        """Assistant turns with tool calls so far (what a backend numbers its next call id by)."""
+        return sum(1 for m in self.messages if m.get("role") == "assistant" and m.get("tool_calls"))
 
     @property
     def is_answer_turn(self) -> bool:
@@ -115,6 +120,12 @@ class CiteCastContext:
 
 
 UnitContext = EpisodeContext | CiteCastContext
+
+
+def tool_call_turn(n: int, name: str, arguments: dict[str, Any], model: str) -> ModelTurn:
+    """A turn that calls one tool (id ``call_<n>``), as a reference or scripted backend emits it."""
+    call = ToolCall(f"call_{n}", name, json.dumps(arguments, ensure_ascii=False))
+    return ModelTurn(content=None, tool_calls=(call,), finish_reason="tool_calls", response_model=model)
 
 
 @runtime_checkable

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rap_benchmark.agents.prompts import format_answer
-from rap_benchmark.agents.protocol import EpisodeContext, ModelTurn, Request, ToolCall
+from rap_benchmark.agents.protocol import EpisodeContext, ModelTurn, Request, tool_call_turn
 from rap_benchmark.core.dates import add_months
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Regime, Task
@@ -131,12 +131,7 @@ class ReferenceBackend:
         if request.tool_choice != "none" and len(observed) < len(plan):
             call = plan[len(observed)]
             args = {"query": call.query, "start_date": call.start, "end_date": call.end}
-            return ModelTurn(
-                content=None,
-                tool_calls=(ToolCall(id=f"call_{len(observed)}", name="search", arguments=json.dumps(args)),),
-                finish_reason="tool_calls",
-                response_model=self.name,
-            )
+            return tool_call_turn(len(observed), "search", args, self.name)
         hits = np.full((len(DIRECTION_KEYS), 2), np.nan)
         for call, h in zip(plan, observed, strict=False):
             if h is not None:

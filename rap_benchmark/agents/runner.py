@@ -32,7 +32,7 @@ from rap_benchmark.agents.store import RunStore, StoreKey, UnitKey
 from rap_benchmark.agents.toolset import SearchToolSet
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import InputError
-from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, InvalidReason, Regime
+from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, InvalidReason, Regime, Task
 from rap_benchmark.core.serial import Record
 from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec
 from rap_benchmark.llmclient.pricing import PriceTable, default_prices
@@ -94,6 +94,26 @@ class UnitSpec:
     max_tokens: int
     max_search_calls: int
 
+    @classmethod
+    def of(
+        cls,
+        key: UnitKey,
+        task: Task,
+        codebook: Codebook,
+        spec: BenchmarkSpec,
+        user_prompt: str,
+        *,
+        closed_book: bool = False,
+        max_tokens: int | None = None,
+    ) -> UnitSpec:
+        """The unit ``key`` with Search over its condition's universe (none, and no calls, when
+        ``closed_book``) and the spec's completion cap for that (unless ``max_tokens``)."""
+        regime = None if closed_book else key.condition.regime
+        origin = parse_date(key.origin)
+        ctx = EpisodeContext(key.model, key.field_id, origin, key.condition, task, codebook, spec, key.variant)
+        cap = max_tokens or default_max_tokens(Condition.A0 if closed_book else key.condition, spec)
+        return cls(key, ctx, user_prompt, regime, cap, 0 if closed_book else spec.max_search_calls)
+
     def open(self, tools: ToolProvider | None) -> Episode:
         """The unit's episode: the RAP prompt, and Search bound to its universe (None for A0)."""
         toolset = None
@@ -125,18 +145,14 @@ def episode_cells(
     """Sorted unique (field_id, origin) cells of the instance, read from key columns only."""
     keys = inst.episodes[["field_id", "origin"]].drop_duplicates()
     cells = sorted((str(f), parse_date(o).isoformat()) for f, o in keys.itertuples(index=False))
-    if fields is not None:
-        wanted = set(fields)
-        unknown = wanted - {f for f, _ in cells}
-        if unknown:
-            raise InputError(f"unknown fields: {', '.join(sorted(unknown))}")
-        cells = [c for c in cells if c[0] in wanted]
-    if origins is not None:
-        wanted_o = {parse_date(o).isoformat() for o in origins}
-        unknown = wanted_o - {o for _, o in cells}
-        if unknown:
-            raise InputError(f"unknown origins: {', '.join(sorted(unknown))}")
-        cells = [c for c in cells if c[1] in wanted_o]
+    normalise = {"fields": lambda f: f, "origins": lambda o: parse_date(o).isoformat()}
+    for i, (what, given) in enumerate((("fields", fields), ("origins", origins))):
+        if given is not None:
+            wanted = {normalise[what](v) for v in given}
+            unknown = wanted - {c[i] for c in cells}
+            if unknown:
+                raise InputError(f"unknown {what}: {', '.join(sorted(unknown))}")
+            cells = [c for c in cells if c[i] in wanted]
     return cells
 
 
@@ -159,17 +175,9 @@ def native_units(
     for condition in sorted({Condition(c) for c in conditions}, key=lambda c: c.value):
         for field_id, origin in cells:
             cb = codebooks[field_id]
-            ctx = EpisodeContext(model, field_id, parse_date(origin), condition, condition.task, cb, spec)
-            units.append(
-                UnitSpec(
-                    key=UnitKey(model, field_id, origin, condition),
-                    context=ctx,
-                    user_prompt=prompts.condition_prompt(cb, origin, condition, spec),
-                    regime=condition.regime,
-                    max_tokens=max_tokens or default_max_tokens(condition, spec),
-                    max_search_calls=spec.max_search_calls,
-                )
-            )
+            prompt = prompts.condition_prompt(cb, origin, condition, spec)
+            key = UnitKey(model, field_id, origin, condition)
+            units.append(UnitSpec.of(key, condition.task, cb, spec, prompt, max_tokens=max_tokens))
     return units
 
 
@@ -332,18 +340,15 @@ def predictions_frame(
         if wanted is not None and key.id not in wanted:
             continue
         w = rec.get("weights") if rec.get("valid") else None
-        row: dict[str, Any] = {
-            "model": key.model,
-            "condition": key.condition.value,
-            "field_id": key.field_id,
-            "origin": key.origin,
-        }
-        for i, d in enumerate(DIRECTION_KEYS):
-            row[d] = float(w[i]) if w is not None else None
+        weights = [float(v) for v in w] if w is not None else [None] * len(DIRECTION_KEYS)
         acc = accounting_columns({**rec, "valid": w is not None}, "search_calls")
-        row.update(valid=acc.pop("valid"), invalid_reason=acc.pop("invalid_reason"), manifest_hash=manifest_hash)
-        row.update(acc)
-        rows.append(row)
+        cell = {"model": key.model, "condition": key.condition.value, "field_id": key.field_id, "origin": key.origin}
+        status = {
+            "valid": acc.pop("valid"),
+            "invalid_reason": acc.pop("invalid_reason"),
+            "manifest_hash": manifest_hash,
+        }
+        rows.append({**cell, **dict(zip(DIRECTION_KEYS, weights, strict=True)), **status, **acc})
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rap_benchmark.agents.diagnostics import native_records
+from rap_benchmark.agents.diagnostics import episodes_by_cell, native_records, query_key
 from rap_benchmark.agents.prompts import format_answer
 from rap_benchmark.agents.store import RunStore, UnitKey
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.fsio import atomic_open
-from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Task, parse_enum
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Task
 from rap_benchmark.core.serial import Record
 
 if TYPE_CHECKING:
@@ -78,8 +78,7 @@ def export_sft(
         raise ValueError("SFT targets are realised next-window compositions: use Forecast conditions (A1, A3)")
     fields_s = set(fields) if fields is not None else None
     origins_s = {parse_date(o).isoformat() for o in origins} if origins is not None else None
-    eps = inst.episodes[inst.episodes["policy"] == parse_enum(Policy, policy).value]
-    y_of = {(str(r.field_id), parse_date(r.origin).isoformat()): r.y for r in eps.itertuples(index=False)}
+    y_of = {cell: r.y for cell, r in episodes_by_cell(inst.episodes, policy).items()}
     schema = _schema(inst, tool_schema)
     counts = {"written": 0, "no_search": 0, "no_target": 0}
     path = Path(out)
@@ -109,9 +108,7 @@ def _schema(inst: Instance, tool_schema: Any) -> dict[str, Any] | None:
     from rap_benchmark.agents.runner import SearchTools
     from rap_benchmark.core.records import Regime
 
-    field_id = inst.field_ids[0]
-    fn, schema = SearchTools(inst.public_view()).bind(field_id, inst.spec.origins[0], Regime.FIXED)
-    return schema
+    return SearchTools(inst.public_view()).bind(inst.field_ids[0], inst.spec.origins[0], Regime.FIXED)[1]
 
 
 @dataclass(frozen=True)
@@ -131,8 +128,7 @@ def _scores(
 ) -> dict[tuple[str, str, str], float]:
     from rap_benchmark.evaluation.scoring import spearman
 
-    eps = inst.episodes[inst.episodes["policy"] == parse_enum(Policy, policy).value]
-    y_of = {(str(r.field_id), parse_date(r.origin).isoformat()): r.y for r in eps.itertuples(index=False)}
+    y_of = {cell: r.y for cell, r in episodes_by_cell(inst.episodes, policy).items()}
     out = {}
     for rec in native_records(store, conditions=conditions):
         key = rec["key"]
@@ -169,25 +165,17 @@ def sft_gate(
     regimes = np.array([Condition(k[0]).regime.value for k in shared], dtype=object)
     pooled = field_macro(diffs, fids) if shared else float("nan")
     by_regime = {r: field_macro(diffs[regimes == r], fids[regimes == r]) for r in sorted(set(regimes))}
+    cells = set(shared)
     recs = [
         r
         for r in native_records(candidate, conditions=conds)
-        if (r["key"]["condition"], r["key"]["field_id"], r["key"]["origin"]) in set(shared)
+        if (r["key"]["condition"], r["key"]["field_id"], r["key"]["origin"]) in cells
     ]
     validity = float(np.mean([bool(r.get("valid")) for r in recs])) if recs else 0.0
     n_calls = [len(r.get("search_calls", [])) for r in recs]
-    queries = [
-        (c.get("query"), c.get("start_date"), c.get("end_date")) for r in recs for c in r.get("search_calls", [])
-    ]
-    unique_ratio = (
-        sum(
-            len({(c.get("query"), c.get("start_date"), c.get("end_date")) for c in r.get("search_calls", [])})
-            for r in recs
-        )
-        / len(queries)
-        if queries
-        else 0.0
-    )
+    queries = [[query_key(c) for c in r.get("search_calls", [])] for r in recs]
+    n_queries = sum(map(len, queries))
+    unique_ratio = sum(len(set(q)) for q in queries) / n_queries if n_queries else 0.0
     checks = {
         "pooled_gain": bool(pooled >= GATE_MIN_POOLED_GAIN),
         "non_negative_gain_per_regime": bool(by_regime) and all(v >= 0 for v in by_regime.values()),

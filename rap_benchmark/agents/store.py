@@ -60,9 +60,9 @@ class StoreKey(Protocol):
     def to_dict(self) -> dict[str, str]: ...
 
 
-def _shard(unit_id: str, n: int) -> int:
-    """Deterministic shard of a unit id among ``n`` (sha256 of the id, not Python's hash)."""
-    return int(hashlib.sha256(unit_id.encode("utf-8")).hexdigest(), 16) % n
+def _shard(key: StoreKey, n: int) -> int:
+    """Deterministic shard of a unit among ``n`` (sha256 of its id, not Python's hash)."""
+    return int(hashlib.sha256(key.id.encode("utf-8")).hexdigest(), 16) % n
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -82,9 +82,7 @@ class UnitKey(Record):
     def id(self) -> str:
         return f"{self.model}|{self.variant}|{self.condition.value}|{self.field_id}@{self.origin}"
 
-    def shard(self, n: int) -> int:
-        """Deterministic shard of this unit among ``n`` (sha256 of the key, not Python's hash)."""
-        return _shard(self.id, n)
+    shard = _shard
 
     def relpath(self) -> Path:
         return (
@@ -116,8 +114,7 @@ class TaskKey(Record):
     def id(self) -> str:
         return f"{self.model}|{CITECAST_VARIANT}|{self.task_id}"
 
-    def shard(self, n: int) -> int:
-        return _shard(self.id, n)
+    shard = _shard
 
     def relpath(self) -> Path:
         return Path(UNITS_DIR) / slug(self.model) / CITECAST_VARIANT / f"{slug(self.task_id)}.json"
@@ -364,10 +361,9 @@ def merge_stores(sources: list[str | Path], dest: str | Path) -> int:
     out = RunStore(dest)
     with out.writer():
         n = 0
-        metas = [RunStore(s).read_run() for s in sources]
-        base = {k: v for k, v in (metas[0] or {}).items() if k not in ("shard",)}
-        for src, meta in zip(sources, metas, strict=True):
-            mine = {k: v for k, v in (meta or {}).items() if k not in ("shard",)}
+        metas = [{k: v for k, v in (RunStore(s).read_run() or {}).items() if k != "shard"} for s in sources]
+        base = metas[0]
+        for src, mine in zip(sources, metas, strict=True):
             if mine != base:
                 raise RunFolderError(f"{src}: run.json differs from {sources[0]}; refusing to merge different runs")
         out.init_run({**base, "shard": None, "merged_from": [str(s) for s in sources]})

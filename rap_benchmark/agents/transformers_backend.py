@@ -84,7 +84,7 @@ def parse_hermes_tool_call(text: str, n: int) -> ToolCall | None:
     try:
         obj = json.loads(body)
     except json.JSONDecodeError:
-        return ToolCall(id=f"call_{n}", name="search", arguments=body)
+        obj = None
     if not isinstance(obj, dict):
         return ToolCall(id=f"call_{n}", name="search", arguments=body)
     args = obj.get("arguments", {})
@@ -203,8 +203,7 @@ class TransformersBackend:
             if self.tool_protocol == "text":
                 call = request.text_call(text)
             else:
-                n_prior = sum(1 for m in request.messages if m.get("role") == "assistant" and m.get("tool_calls"))
-                call = parse_hermes_tool_call(text, n_prior)
+                call = parse_hermes_tool_call(text, request.n_prior_calls)
         attempt = Attempt(1, True, None, None, time.perf_counter() - t0, self.device)
         return ModelTurn(
             content=text,

@@ -19,7 +19,8 @@ researching through backdated web tools frozen at 2026-01-31.
 from rap_benchmark.citecast.baselines import SweepResult, best_constant, sweep, write_sweep
 from rap_benchmark.citecast.client import HttpClient, InProcessClient
 from rap_benchmark.citecast.embedded import EmbeddedConfig, TargetModel, build_embedded
-from rap_benchmark.citecast.env import CiteCastEnv, SessionClosed, UnknownSession, UnknownTask
+from rap_benchmark.citecast.env import CiteCastEnv
+from rap_benchmark.citecast.errors import SessionClosed, UnknownSession, UnknownTask
 from rap_benchmark.citecast.instance import CiteCastInstance, load_instance
 from rap_benchmark.citecast.leak_probe import citation_figures, run_leak_probe
 from rap_benchmark.citecast.records import (

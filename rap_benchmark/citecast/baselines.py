@@ -118,10 +118,7 @@ def write_sweep(result: SweepResult, out_dir: str | Path) -> list[Path]:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [
-        out / "sweep_rewards.jsonl",
-        out / "sweep_rewards.csv",
-        out / "sweep_summary.csv",
-        out / "sweep_fitted.json",
+        out / name for name in ("sweep_rewards.jsonl", "sweep_rewards.csv", "sweep_summary.csv", "sweep_fitted.json")
     ]
     with atomic_open(paths[0]) as fh:
         for row in result.per_task.to_dict(orient="records"):

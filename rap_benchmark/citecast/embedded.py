@@ -224,9 +224,7 @@ def generate_documents(
     cutoff = parse_date(config.cutoff)
     # arxiv: the generated papers
     mini_ids = set(mini.papers["arxiv_id"])
-    recent = mini.papers[mini.papers["date"] >= config.mini_from]
-    for r in recent.itertuples(index=False):
-        yield _paper_doc(r.arxiv_id, parse_date(r.date), r.title, list(r.authors), list(r.categories), r.abstract)
+    frames = [mini.papers[mini.papers["date"] >= config.mini_from]]
     # arxiv: real papers (optional)
     if arxiv_source is not None and Path(arxiv_source).is_dir():
         import pyarrow.dataset as ds
@@ -238,9 +236,9 @@ def generate_documents(
             filter=(ds.field("date") >= lo) & (ds.field("date") < hi),
         )
         real = table.to_pandas().sort_values("arxiv_id")
-        for r in real.itertuples(index=False):
-            if r.arxiv_id in mini_ids:
-                continue
+        frames.append(real[~real["arxiv_id"].isin(mini_ids)])
+    for frame in frames:
+        for r in frame.itertuples(index=False):
             yield _paper_doc(r.arxiv_id, parse_date(r.date), r.title, list(r.authors), list(r.categories), r.abstract)
     # web: author profiles (before and after the cutoff)
     task_authors = sorted({a for p in gen.papers for a in p.authors})

@@ -54,19 +54,6 @@ from rap_benchmark.citecast.webcorpus import WebCorpus
 from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.serial import Record
 
-__all__ = [
-    "AlreadyScored",
-    "CallLimit",
-    "CiteCastEnv",
-    "EnvError",
-    "Mode",
-    "SessionClosed",
-    "StartInfo",
-    "ToolResult",
-    "UnknownSession",
-    "UnknownTask",
-]
-
 MAX_TOOL_CALLS = 100  # web calls per session; submit_prediction is always allowed once
 EXPIRE_EVERY_S = 30.0  # how often a process sweeps expired sessions out of the store
 

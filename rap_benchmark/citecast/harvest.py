@@ -94,17 +94,14 @@ def httpx_fetch(timeout_s: float = 60.0, retries: int = 4, backoff_s: float = 5.
                     "access to the arXiv API and Semantic Scholar"
                 ) from exc
             except httpx.TransportError as exc:  # a dropped or timed-out exchange: transient
-                if attempt < retries:
-                    time.sleep(backoff_s * 2**attempt)
-                    continue
-                raise ServiceError(f"{req.url}: {exc} (after {retries + 1} attempts)") from exc
-            if resp.status_code == 429 or resp.status_code >= 500:
-                if attempt < retries:
-                    time.sleep(backoff_s * 2**attempt)
-                    continue
-            if resp.is_error:
-                raise ServiceError(f"{req.url}: HTTP {resp.status_code} {resp.reason_phrase}")
-            return resp.content
+                if attempt == retries:
+                    raise ServiceError(f"{req.url}: {exc} (after {retries + 1} attempts)") from exc
+            else:
+                if not resp.is_error:
+                    return resp.content
+                if attempt == retries or not (resp.status_code == 429 or resp.status_code >= 500):
+                    raise ServiceError(f"{req.url}: HTTP {resp.status_code} {resp.reason_phrase}")
+            time.sleep(backoff_s * 2**attempt)
         raise HarvestError(f"{req.url}: gave up after {retries + 1} attempts")
 
     return fetch

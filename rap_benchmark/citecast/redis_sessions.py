@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qs, urlsplit, urlunsplit
 
 from rap_benchmark.citecast.sessions import DEFAULT_TTL_S, Outcome, ScoredResult, SessionState
@@ -122,15 +123,8 @@ class RedisStore:
         h = self.redis.hgetall(self._s(session_id))
         if not h or h.get("key") != key:
             return None
-        return SessionState(
-            session_id,
-            h["task"],
-            key,
-            h["scored"] == "1",
-            int(h["n"]),
-            h["done"] == "1",
-            int(h["p"]) if "p" in h else None,
-        )
+        scored, done = h["scored"] == "1", h["done"] == "1"
+        return SessionState(session_id, h["task"], key, scored, int(h["n"]), done, _opt(h, "p", int))
 
     def delete(self, session_id: str, key: str) -> bool:
         return bool(self._delete(keys=[self._s(session_id)], args=[key]))
@@ -147,20 +141,17 @@ class RedisStore:
         pairs = [m.split(_SEP, 1) for m in members]
         for key, task_id in pairs:
             pipe.hgetall(f"{self.prefix}scored:{key}:{task_id}")
-        out = []
-        for (key, task_id), h in zip(pairs, pipe.execute(), strict=True):
-            out.append(
-                ScoredResult(
-                    key,
-                    task_id,
-                    h["sid"],
-                    float(h["started"]),
-                    int(h["p"]) if "p" in h else None,
-                    h.get("j"),
-                    float(h["submitted"]) if "submitted" in h else None,
-                )
+        return [
+            ScoredResult(
+                key, task, h["sid"], float(h["started"]), _opt(h, "p", int), h.get("j"), _opt(h, "submitted", float)
             )
-        return out
+            for (key, task), h in zip(pairs, pipe.execute(), strict=True)
+        ]
 
     def close(self) -> None:
         self.redis.close()
+
+
+def _opt(h: dict[str, str], name: str, cast: type) -> Any:
+    """A hash field that may be absent (None), as ``cast``."""
+    return cast(h[name]) if name in h else None

@@ -31,8 +31,8 @@ from typing import Any
 
 import orjson
 
-from rap_benchmark.citecast.env import CiteCastEnv, EnvError
-from rap_benchmark.citecast.errors import PayloadTooLarge, Unauthorized
+from rap_benchmark.citecast.env import CiteCastEnv
+from rap_benchmark.citecast.errors import EnvError, PayloadTooLarge, Unauthorized
 from rap_benchmark.citecast.tools import ToolArgumentError, tool_schemas
 
 MAX_BODY_BYTES = 64 * 1024  # a tool call's arguments: a query, a url or a justification, all capped far below

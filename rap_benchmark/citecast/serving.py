@@ -96,15 +96,6 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def _run_worker(factory: Callable[[], CiteCastEnv], api_keys: Mapping[str, str] | None, sock: socket.socket) -> None:
-    from rap_benchmark.citecast.httpserver import run
-    from rap_benchmark.citecast.server import create_app
-
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    run(create_app(factory(), api_keys), sock)
-
-
 def serve(cfg: ServeConfig, *, ready: Callable[[socket.socket], None] | None = None) -> int:
     """Run the server until SIGINT/SIGTERM (blocking); returns the exit status."""
     factory = make_env_factory(cfg)
@@ -128,7 +119,10 @@ def serve(cfg: ServeConfig, *, ready: Callable[[socket.socket], None] | None = N
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _die_with(supervisor)
-                _run_worker(factory, cfg.api_keys, sock)
+                from rap_benchmark.citecast.httpserver import run
+                from rap_benchmark.citecast.server import create_app
+
+                run(create_app(factory(), cfg.api_keys), sock)
             except BaseException:  # noqa: BLE001 - a worker reports and exits; the supervisor respawns it
                 import traceback
 

@@ -151,19 +151,16 @@ class SqliteStore:
         """Run one autocommitted statement; ``fetch`` "one"/"all" returns rows, else the row count.
 
         When another process holds the write lock the statement is retried after 0, 50, 100, ...
-        microseconds (at most 2 ms apart, 30 s in all). SQLite's own busy handler would sleep at
-        least a whole millisecond per collision, which with several workers writing a few
-        thousand times a second left the CPUs idle. A statement that failed on the lock changed
-        nothing, so retrying it is safe."""
+        microseconds (at most 2 ms apart, 30 s in all; the thread lock is not held while it waits).
+        SQLite's own busy handler would sleep at least a whole millisecond per collision, which with
+        several workers writing a few thousand times a second left the CPUs idle. A statement that
+        failed on the lock changed nothing, so retrying it is safe."""
         delay, deadline = 0.0, None
         while True:
             try:
-                cur = self._db().execute(sql, params)
-                if fetch == "one":
-                    return cur.fetchone()
-                if fetch == "all":
-                    return cur.fetchall()
-                return cur.rowcount
+                with self._lock:  # one statement at a time on this process's connection
+                    cur = self._db().execute(sql, params)
+                    return cur.fetchone() if fetch == "one" else cur.fetchall() if fetch == "all" else cur.rowcount
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     raise
@@ -178,14 +175,13 @@ class SqliteStore:
         return self.clock() - self.ttl_s
 
     def create(self, session_id: str, task_id: str, key: str, *, scored: bool) -> bool:
-        with self._lock:
-            try:
-                self._run(
-                    "INSERT INTO sessions (sid, task_id, key, scored, touched) VALUES (?, ?, ?, ?, ?)",
-                    (session_id, task_id, key, int(scored), self.clock()),
-                )
-            except sqlite3.IntegrityError:  # the claim (key, task_id) is taken
-                return False
+        try:
+            self._run(
+                "INSERT INTO sessions (sid, task_id, key, scored, touched) VALUES (?, ?, ?, ?, ?)",
+                (session_id, task_id, key, int(scored), self.clock()),
+            )
+        except sqlite3.IntegrityError:  # the claim (key, task_id) is taken
+            return False
         return True
 
     def _why(self, session_id: str, key: str) -> Outcome:
@@ -194,57 +190,47 @@ class SqliteStore:
 
     def reserve_call(self, session_id: str, key: str, max_calls: int) -> Outcome:
         now = self.clock()
-        with self._lock:
-            n = self._run(
-                f"UPDATE sessions SET n_calls = n_calls + 1, touched = ? WHERE {_LIVE} AND done = 0 AND n_calls < ?",
-                (now, session_id, key, now - self.ttl_s, max_calls),
-            )
-            return Outcome.OK if n == 1 else self._why(session_id, key)
+        n = self._run(
+            f"UPDATE sessions SET n_calls = n_calls + 1, touched = ? WHERE {_LIVE} AND done = 0 AND n_calls < ?",
+            (now, session_id, key, now - self.ttl_s, max_calls),
+        )
+        return Outcome.OK if n == 1 else self._why(session_id, key)
 
     def submit(self, session_id: str, key: str, prediction: int, justification: str) -> tuple[Outcome, str | None]:
         now = self.clock()
-        with self._lock:
-            row = self._run(
-                "UPDATE sessions SET done = 1, prediction = ?, justification = ?, touched = ?"
-                f" WHERE {_LIVE} AND done = 0 RETURNING task_id",
-                (prediction, justification, now, session_id, key, now - self.ttl_s),
-                "one",
-            )
-            return (Outcome.OK, row[0]) if row is not None else (self._why(session_id, key), None)
+        row = self._run(
+            "UPDATE sessions SET done = 1, prediction = ?, justification = ?, touched = ?"
+            f" WHERE {_LIVE} AND done = 0 RETURNING task_id",
+            (prediction, justification, now, session_id, key, now - self.ttl_s),
+            "one",
+        )
+        return (Outcome.OK, row[0]) if row is not None else (self._why(session_id, key), None)
 
     def get(self, session_id: str, key: str) -> SessionState | None:
-        with self._lock:
-            row = self._run(
-                f"SELECT task_id, scored, n_calls, done, prediction FROM sessions WHERE {_LIVE}",
-                (session_id, key, self._stale()),
-                "one",
-            )
+        row = self._run(
+            f"SELECT task_id, scored, n_calls, done, prediction FROM sessions WHERE {_LIVE}",
+            (session_id, key, self._stale()),
+            "one",
+        )
         if row is None:
             return None
         task_id, scored, n_calls, done, prediction = row
         return SessionState(session_id, task_id, key, bool(scored), n_calls, bool(done), prediction)
 
     def delete(self, session_id: str, key: str) -> bool:
-        with self._lock:
-            return self._run(f"DELETE FROM sessions WHERE {_LIVE}", (session_id, key, self._stale())) == 1
+        return self._run(f"DELETE FROM sessions WHERE {_LIVE}", (session_id, key, self._stale())) == 1
 
     def expire(self) -> int:
-        with self._lock:
-            return self._run("DELETE FROM sessions WHERE touched < ?", (self._stale(),))
+        return self._run("DELETE FROM sessions WHERE touched < ?", (self._stale(),))
 
     def count(self) -> int:
-        with self._lock:
-            return self._run("SELECT count(*) FROM sessions WHERE touched >= ?", (self._stale(),), "one")[0]
+        return self._run("SELECT count(*) FROM sessions WHERE touched >= ?", (self._stale(),), "one")[0]
 
     def results(self) -> list[ScoredResult]:
-        with self._lock:
-            rows = self._run(
-                "SELECT key, task_id, sid, started, prediction, justification, submitted FROM scored"
-                " ORDER BY key, task_id",
-                (),
-                "all",
-            )
-        return [ScoredResult(*r) for r in rows]
+        sql = (
+            "SELECT key, task_id, sid, started, prediction, justification, submitted FROM scored ORDER BY key, task_id"
+        )
+        return [ScoredResult(*r) for r in self._run(sql, (), "all")]
 
     def close(self) -> None:
         with self._lock:

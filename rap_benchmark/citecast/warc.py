@@ -156,18 +156,16 @@ class _TextExtractor(HTMLParser):
         self._in_title = False
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in self._SKIP:
-            self._skip += 1
-        elif tag == "title":
-            self._in_title = True
-        elif tag in self._BLOCK:
-            self.parts.append("\n")
+        self._tag(tag, opens=True)
 
     def handle_endtag(self, tag: str) -> None:
-        if tag in self._SKIP and self._skip:
-            self._skip -= 1
+        self._tag(tag, opens=False)
+
+    def _tag(self, tag: str, *, opens: bool) -> None:
+        if tag in self._SKIP:
+            self._skip = self._skip + 1 if opens else max(0, self._skip - 1)
         elif tag == "title":
-            self._in_title = False
+            self._in_title = opens
         elif tag in self._BLOCK:
             self.parts.append("\n")
 

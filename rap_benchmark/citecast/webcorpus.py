@@ -79,7 +79,8 @@ class CorpusView:
     def __len__(self) -> int:
         return len(self.documents)
 
-    def _get_index(self):
+    def bm25_index(self):  # -> rap_benchmark.bm25.BM25Index
+        """The view's BM25 index (built on first use), keyed by position in :attr:`keys`."""
         with self._lock:
             if self._index is None:
                 from rap_benchmark.bm25 import BM25Index
@@ -96,17 +97,13 @@ class CorpusView:
 
     def build_index(self) -> None:
         """Build the BM25 index now (otherwise on the first search)."""
-        self._get_index()
-
-    def bm25_index(self):  # -> rap_benchmark.bm25.BM25Index
-        """The view's BM25 index (built on first use), keyed by position in :attr:`keys`."""
-        return self._get_index()
+        self.bm25_index()
 
     def search(self, query: str, k: int = 8) -> tuple[list[SearchHitDoc], int]:
         """Top ``k`` documents by BM25 (ties by url order) and the number matching any term."""
         if not query_terms(query) or not self.documents:
             return [], 0
-        result = self._get_index().search(query, k=k)
+        result = self.bm25_index().search(query, k=k)
         hits = []
         for doc_id, score in zip(result.ids, result.scores, strict=True):
             doc = self._by_key[doc_id]
@@ -119,14 +116,7 @@ class CorpusView:
         """What ``web_search`` shows: title, url and a snippet around the query's first term."""
         hits, _ = self.search(query, k=k)
         terms = query_terms(query)
-        return [
-            {
-                "title": h.document.title or h.document.url,
-                "url": h.document.url,
-                "snippet": snippet_of_flat(flatten(h.document.text), terms),
-            }
-            for h in hits
-        ]
+        return [search_result(h.document.title, h.document.url, flatten(h.document.text), terms) for h in hits]
 
     def fetch(self, url: str) -> WebDocument | None:
         """The latest crawl of ``url`` on or before the cutoff, or None."""
@@ -228,6 +218,11 @@ def first_term(flat: str, terms: Sequence[str]) -> int | None:
                 break
             i = low.find(t, i + 1, n if best is None else best + len(t))
     return best
+
+
+def search_result(title: str, url: str, flat: str, terms: Sequence[str]) -> dict[str, str]:
+    """One ``web_search`` result: the title (the url when there is none), the url, and a snippet."""
+    return {"title": title or url, "url": url, "snippet": snippet_of_flat(flat, terms)}
 
 
 def snippet_of_flat(flat: str, terms: Sequence[str], width: int = SNIPPET_CHARS) -> str:

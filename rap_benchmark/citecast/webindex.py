@@ -33,7 +33,7 @@ from rap_benchmark.citecast.webcorpus import (
     CorpusView,
     flatten,
     normalise_url,
-    snippet_of_flat,
+    search_result,
 )
 from rap_benchmark.core.fsio import atomic_open, atomic_write_bytes, atomic_write_text, build_once
 from rap_benchmark.core.text import query_terms
@@ -157,11 +157,7 @@ class MappedView:
         """What ``web_search`` shows (identical to :meth:`CorpusView.search_results`)."""
         rows, _ = self.search_positions(query, k)
         terms = query_terms(query)
-        out = []
-        for i in rows.tolist():
-            url = self.urls[i]
-            out.append({"title": self.titles[i] or url, "url": url, "snippet": snippet_of_flat(self.flats[i], terms)})
-        return out
+        return [search_result(self.titles[i], self.urls[i], self.flats[i], terms) for i in rows.tolist()]
 
     def fetch(self, url: str) -> WebDocument | None:
         """The latest crawl of ``url`` on or before the cutoff, or None."""
