@@ -147,6 +147,7 @@ class Module:
 
 
 @cache
+@cache
 def _modules() -> dict[str, Path]:
     out = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -174,6 +175,9 @@ def _definitions(tree: ast.Module) -> dict[str, ast.AST]:
     return {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
 
 
+_PARSED: dict[str, Module] = {}
+
+
 class Walker:
     """Reachability over (module, top-level name) with the third-party imports met on the way.
 
@@ -183,7 +187,8 @@ class Walker:
 
     def __init__(self, paths: dict[str, Path] | None = None) -> None:
         self.paths = paths or _modules()
-        self.parsed: dict[str, Module] = {}
+        # the package's modules are parsed once per session, whichever entry point reaches them
+        self.parsed: dict[str, Module] = _PARSED if paths is None else {}
         self.loaded: dict[str, bool] = {}  # module -> optional
         self.reached: dict[tuple[str, str], bool] = {}
         self.third_party: list[ThirdParty] = []
