@@ -262,16 +262,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "audit",
         help="audit the instruments: assignment (parallel, truth, human audit) and Search (replay, traces)",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     asub = p.add_subparsers(dest="audit_command", metavar="AUDIT")
 
-    q = asub.add_parser(
-        "parallel",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="second offline instrument, cross-fit Hungarian agreement",
-    )
+    q = asub.add_parser("parallel", epilog=EPILOG, help="second offline instrument, cross-fit Hungarian agreement")
     q.add_argument("dir")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--resamples", type=int, default=2000)
@@ -279,19 +273,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=_parallel)
 
     q = asub.add_parser(
-        "truth",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="mini only: frozen instrument vs the generator's latent directions",
+        "truth", epilog=EPILOG, help="mini only: frozen instrument vs the generator's latent directions"
     )
     q.add_argument("dir")
     q.set_defaults(func=_truth)
 
     q = asub.add_parser(
-        "sample",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="draw the stratified human-audit sample and write the blind sheet",
+        "sample", epilog=EPILOG, help="draw the stratified human-audit sample and write the blind sheet"
     )
     q.add_argument("dir")
     q.add_argument("--out", required=True)
@@ -302,12 +290,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--seed", type=int, default=0)
     q.set_defaults(func=_sample)
 
-    q = asub.add_parser(
-        "analyse",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="analyse returned annotations against the private key",
-    )
+    q = asub.add_parser("analyse", epilog=EPILOG, help="analyse returned annotations against the private key")
     q.add_argument("dir")
     q.add_argument("key", help="key.private.csv written by `rap audit sample`")
     q.add_argument(
@@ -331,10 +314,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
     q = asub.add_parser(
-        "search",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="re-execute recorded Search calls; exit 1 when any result differs",
+        "search", epilog=EPILOG, help="re-execute recorded Search calls; exit 1 when any result differs"
     )
     q.add_argument("dir", help="built instance folder")
     q.add_argument("calls", metavar="CALLS", help="recorded-call JSON lines, or a run folder (rap run --out)")
@@ -342,10 +322,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=_search)
 
     q = asub.add_parser(
-        "traces",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="replay a run's Search traces natively and under the recent window, per unit",
+        "traces", epilog=EPILOG, help="replay a run's Search traces natively and under the recent window, per unit"
     )
     q.add_argument("dir", help="built instance folder")
     q.add_argument("rundir", help="run directory (rap run --out)")

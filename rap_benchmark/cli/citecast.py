@@ -60,13 +60,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the CiteCast citation-forecasting environment (build, serve, sweep, leak-probe, run)",
         description="CiteCast: forecast Semantic Scholar citations of January 2026 arXiv papers with backdated tools.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = p.add_subparsers(dest="citecast_command", metavar="ACTION")
 
-    b = sub.add_parser(
-        "build", help="build an instance folder", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    b = sub.add_parser("build", help="build an instance folder", epilog=EPILOG)
     b.add_argument("--instance", choices=["embedded", "harvest"], default="embedded")
     b.add_argument("--out", required=True, type=Path, help="output folder")
     b.add_argument(
@@ -82,7 +79,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "serve",
         help="serve an instance over HTTP (worker processes sharing one mapped index and session store)",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument("instance_dir", type=Path)
     s.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
@@ -109,12 +105,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--session-ttl-s", type=float, default=3600.0, help="idle seconds before a session expires")
     s.set_defaults(func=_serve)
 
-    sc = sub.add_parser(
-        "score",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="score the evaluation-mode sessions recorded in a session store",
-    )
+    sc = sub.add_parser("score", epilog=EPILOG, help="score the evaluation-mode sessions recorded in a session store")
     sc.add_argument("instance_dir", type=Path)
     sc.add_argument("--store", default=None, help="the server's --store (default <instance>/.cache/sessions.sqlite3)")
     sc.add_argument("--key", default=None, help="only this API key name")
@@ -122,20 +113,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sc.set_defaults(func=_score)
 
     w = sub.add_parser(
-        "sweep",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="baselines with per-task rewards (blind constant, per-category, band oracle)",
+        "sweep", epilog=EPILOG, help="baselines with per-task rewards (blind constant, per-category, band oracle)"
     )
     w.add_argument("instance_dir", type=Path)
     w.add_argument("--out", type=Path, required=True, help="folder for sweep_rewards.{jsonl,csv}, sweep_summary.csv")
     w.set_defaults(func=_sweep)
 
     lp = sub.add_parser(
-        "leak-probe",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="backdated searches/fetches for the most-cited tasks, scanned for figures",
+        "leak-probe", epilog=EPILOG, help="backdated searches/fetches for the most-cited tasks, scanned for figures"
     )
     lp.add_argument("instance_dir", type=Path)
     lp.add_argument("--n", type=int, default=25, help="most-cited tasks to probe (default 25)")
@@ -146,7 +131,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r = sub.add_parser(
         "run",
         epilog=RUN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="run a model or the constant policy on a split (resumable run folder, like rap run)",
         description="Run CiteCast tasks through the agent runner into a resumable run folder and write "
         "predictions.jsonl (one row per task: prediction, reward, validity, tokens, cost).",

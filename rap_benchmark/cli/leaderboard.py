@@ -63,16 +63,14 @@ which rap hub publish pushes with the instance repos. Walkthrough: docs/SUBMITTI
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    fmt = argparse.RawDescriptionHelpFormatter
     submit = subparsers.add_parser(
-        "submit", help="prepare, check and seal a leaderboard submission", epilog=SUBMIT_EPILOG, formatter_class=fmt
+        "submit", help="prepare, check and seal a leaderboard submission", epilog=SUBMIT_EPILOG
     )
     ssub = submit.add_subparsers(dest="submit_command", metavar="ACTION", required=True)
     p = ssub.add_parser(
         "prepare",
         help="write a submission (predictions + .meta.json with tokens and cost) from a rap run folder",
         epilog=SUBMIT_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("rundir", type=Path, help="a rap run folder (rap run --out; merged when sharded)")
     p.add_argument("--out", type=Path, required=True, help="prediction file (.jsonl or .parquet); OUT.meta.json beside")
@@ -82,9 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--notes", default=None, help="free-text notes")
     p.add_argument("--prices", default=None, help="price table JSON for units without a cost (default: packaged)")
     p.set_defaults(func=cmd_prepare)
-    p = ssub.add_parser(
-        "validate", help="validate a submission file and its metadata", epilog=SUBMIT_EPILOG, formatter_class=fmt
-    )
+    p = ssub.add_parser("validate", help="validate a submission file and its metadata", epilog=SUBMIT_EPILOG)
     p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
     p.add_argument("--meta", type=Path, default=None, help="metadata JSON (default FILE.meta.json)")
     p.add_argument("--instance", type=Path, default=None, help="instance folder (default: the cached mini)")
@@ -94,7 +90,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "split",
         help="split a multi-model prediction file (e.g. rap baselines') into one submission per model",
         epilog=SUBMIT_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
     p.add_argument("--out", type=Path, required=True, help="folder for <model>.jsonl and <model>.jsonl.meta.json")
@@ -104,7 +99,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "seal",
         help="commit to a prediction file before its window opens (salted SHA-256, UTC timestamp)",
         epilog=SUBMIT_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
     p.add_argument("--salt-file", type=Path, default=None, help="hex salt (default FILE.salt.hex, created if absent)")
@@ -117,17 +111,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_seal)
 
     board = subparsers.add_parser(
-        "leaderboard",
-        help="maintainers: score submissions into a board, verify reveals",
-        epilog=LEADERBOARD_EPILOG,
-        formatter_class=fmt,
+        "leaderboard", help="maintainers: score submissions into a board, verify reveals", epilog=LEADERBOARD_EPILOG
     )
     bsub = board.add_subparsers(dest="leaderboard_command", metavar="ACTION", required=True)
     p = bsub.add_parser(
         "score",
         help="maintainers: score many submissions into a board folder (your own files: rap score)",
         epilog=LEADERBOARD_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("files", type=Path, nargs="+", help="submission files")
     p.add_argument("--instance", type=Path, required=True, help="the scorer's instance folder (holds the targets)")
@@ -154,10 +144,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_score)
 
     p = bsub.add_parser(
-        "verify-reveal",
-        help="check revealed targets against published commitments",
-        epilog=LEADERBOARD_EPILOG,
-        formatter_class=fmt,
+        "verify-reveal", help="check revealed targets against published commitments", epilog=LEADERBOARD_EPILOG
     )
     p.add_argument("repo", type=Path, help="an exported repo folder (e.g. hub/rap/episodes)")
     p.add_argument("--reveal", type=Path, required=True, help="the revealed private folder (salt.hex + targets)")
