@@ -56,6 +56,7 @@ from rap_benchmark.integrations.citecast_source import (  # noqa: F401 - the tas
 from rap_benchmark.integrations.lmeval.task import (
     ToolLoopTask,
     mean_finite,
+    placeholder_metric,
     valid_metric,
 )
 
@@ -78,18 +79,8 @@ def _load_docs(**metadata: Any) -> Any:
 # -- metric functions (module level: lm-eval deep-copies and serialises task configs) ----------
 
 
-def reward_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
-    """Placeholder named ``reward`` (values come from :meth:`CiteCastTask.process_results`)."""
-    return None
-
-
-def n_tool_calls_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
-    """Placeholder named ``n_tool_calls``."""
-    return None
-
-
-reward_metric.__name__ = "reward"
-n_tool_calls_metric.__name__ = "n_tool_calls"
+reward_metric = placeholder_metric("reward", __name__)
+n_tool_calls_metric = placeholder_metric("n_tool_calls", __name__)
 
 METRIC_LIST: list[dict[str, Any]] = [
     {"metric": reward_metric, "aggregation": mean_finite, "higher_is_better": True},
