@@ -15,6 +15,7 @@ from rap_benchmark.cli.args import (
     positive_float,
     positive_int,
     run_folder,
+    subcommands,
 )
 from rap_benchmark.cli.args import csv as _csv
 from rap_benchmark.core.errors import InputError, one_line
@@ -403,12 +404,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="work on run directories: merge shards",
         epilog="example:\n  rap runs merge runs/qwen runs/qwen-s0 runs/qwen-s1\n",
     )
-    rsub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
-    m = rsub.add_parser(
+    rsub = subcommands(runs, "runs_command")
+    m = rsub(
         "merge",
         help="merge shard run directories into one run",
         description="Merge the run stores written with --shard i/n into one run and write its predictions.jsonl.",
-        epilog="example:\n  rap runs merge runs/qwen runs/qwen-s0 runs/qwen-s1\n",
     )
     m.add_argument("out", help="merged run directory")
     m.add_argument("sources", nargs="+", help="shard run directories")
