@@ -291,3 +291,22 @@ def test_answer_prefill_opens_only_answer_turns_and_is_recorded() -> None:
     assert results["s"].prefill is None and results["s"].tool_calls
     off, _ = run_rounds({"a": loop(answer)}, generate=generate, render=lambda r: "CTX:", base_kwargs={})
     assert off["a"].prefill is None and off["a"].content == "<search>x"  # no prefill, and no tools: kept as written
+
+
+def test_placeholder_metrics_are_named_and_survive_pickling() -> None:
+    """lm-eval names each metric by its function; a serialised task config must find the same function."""
+    import pickle
+
+    from rap_benchmark.integrations.lmeval import citecast_task, task
+
+    for module, name in [
+        (task, "spearman"),
+        (task, "state_fidelity"),
+        (task, "valid"),
+        (task, "n_search_calls"),
+        (citecast_task, "reward"),
+        (citecast_task, "n_tool_calls"),
+    ]:
+        fn = getattr(module, f"{name}_metric")
+        assert fn.__name__ == name and fn(references=[1], predictions=[2]) is None
+        assert pickle.loads(pickle.dumps(fn)) is fn

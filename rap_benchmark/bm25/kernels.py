@@ -2,9 +2,9 @@
 
 * ``build_postings``: turn a set of documents of a :class:`~rap_benchmark.bm25.tokens.TokenTable`
   (given in index order) into term-major postings whose documents ascend within each term.
-* ``query``: score one query on the slice of documents whose day lies in ``[lo_day, hi_day)``
-  with that slice's own N, df and avgdl, and return the top ``k`` by (score desc, id rank asc)
-  and the number of documents matching at least one term.
+* ``query_function``: the kernel that scores one query on the slice of documents whose day lies
+  in ``[lo_day, hi_day)`` with that slice's own N, df and avgdl, and returns the top ``k`` by
+  (score desc, id rank asc) and the number of documents matching at least one term.
 
 Both backends perform the same floating-point operations in the same order (per-term IDF with
 ``math.log``; contributions ``idf * (tf / (k1 * ((1 - b) + b * dl / avgdl) + tf))`` added to a
@@ -282,41 +282,14 @@ else:  # pragma: no cover
 
 
 def query_function(backend: Backend = "auto"):
-    """The raw query kernel of a backend (same arguments as :func:`query`, without ``backend``);
-    callers on a hot path bind it once instead of dispatching per call."""
-    return _query_numba if resolve_backend(backend) == "numba" else _query_numpy
+    """The query kernel of a backend; callers on a hot path bind it once instead of dispatching per call.
 
-
-def query(
-    terms: np.ndarray,
-    indptr: np.ndarray,
-    post_doc: np.ndarray,
-    post_tf: np.ndarray,
-    doc_len: np.ndarray,
-    cum_len: np.ndarray,
-    day: np.ndarray,
-    id_rank: np.ndarray,
-    rows: np.ndarray,
-    norm: np.ndarray,
-    qterms: np.ndarray,
-    lo_day: int,
-    hi_day: int,
-    k1: float,
-    b: float,
-    k: int,
-    backend: Backend = "auto",
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Score distinct query terms ``qterms`` (global term ids) on days ``[lo_day, hi_day)``.
-
-    ``norm`` holds :func:`slice_norms` of exactly the slice (it saves a division per posting);
-    pass an empty array to have the kernel compute what it needs. Returns
-    ``(rows, scores, total_hits)``: ``rows[position]`` of the top ``k`` documents by
-    (score desc, ``id_rank`` asc), their float64 scores, and the number of documents in the
-    slice that contain at least one query term.
+    Its arguments: ``(terms, indptr, post_doc, post_tf, doc_len, cum_len, day, id_rank, rows, norm,
+    qterms, lo_day, hi_day, k1, b, k)``. It scores the distinct query terms ``qterms`` (global term
+    ids) on days ``[lo_day, hi_day)``. ``norm`` holds :func:`slice_norms` of exactly the slice (it
+    saves a division per posting); pass an empty array to have the kernel compute what it needs.
+    Returns ``(rows, scores, total_hits)``: ``rows[position]`` of the top ``k`` documents by
+    (score desc, ``id_rank`` asc), their float64 scores, and the number of documents in the slice
+    that contain at least one query term.
     """
-    args = (terms, indptr, post_doc, post_tf, doc_len, cum_len, day, id_rank, rows, norm, qterms)
-    rest = (np.int64(lo_day), np.int64(hi_day), float(k1), float(b), int(k))
-    if resolve_backend(backend) == "numba":
-        pos, scores, total = _query_numba(*args, *rest)
-        return pos, scores, int(total)
-    return _query_numpy(*args, *rest)
+    return _query_numba if resolve_backend(backend) == "numba" else _query_numpy

@@ -15,7 +15,7 @@ import importlib
 import os
 import pkgutil
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from rap_benchmark.core.errors import UserError, one_line
 
@@ -58,7 +58,13 @@ PATH_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirect
 
 
 class RapArgumentParser(argparse.ArgumentParser):
-    """An argparse parser whose errors are one line, ``rap <cmd>: <message>``, exit 2 (no usage block)."""
+    """An argparse parser whose errors are one line, ``rap <cmd>: <message>``, exit 2 (no usage block),
+    and whose description and epilog (the examples) are printed as written. Every ``rap`` subcommand
+    is one: ``add_subparsers`` makes children of the parent's class."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {one_line(message)} (see {self.prog} --help)\n")
@@ -69,7 +75,6 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rap",
         description="RAP and CiteCast: research-forecasting benchmarks for LLM agents.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--debug", action="store_true", help="show the traceback of a user error")
     parser.add_argument("--version", action=_Version, help="print the version and exit")

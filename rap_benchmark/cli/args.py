@@ -114,3 +114,12 @@ def run_folder(path: str | Path) -> Path:
     if not (root / RUN_FILE).is_file():
         raise ArtifactError(f"{root} is not a run folder (no {RUN_FILE}; rap run --out writes one)")
     return root
+
+
+def subcommands(
+    group: argparse.ArgumentParser, dest: str, metavar: str = "ACTION", *, required: bool = True
+) -> Callable[..., argparse.ArgumentParser]:
+    """The subcommand adder of a command group (``add(name, help=..., ...)``): each subcommand's
+    --help ends with the group's examples (its epilog) unless it is given its own."""
+    action = group.add_subparsers(dest=dest, metavar=metavar, required=required)
+    return lambda name, **kwargs: action.add_parser(name, **{"epilog": group.epilog, **kwargs})

@@ -12,6 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
+from rap_benchmark.cli.args import subcommands
 from rap_benchmark.core.errors import ArtifactError, InputError
 from rap_benchmark.core.fsio import atomic_write_text
 
@@ -262,37 +263,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "audit",
         help="audit the instruments: assignment (parallel, truth, human audit) and Search (replay, traces)",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    asub = p.add_subparsers(dest="audit_command", metavar="AUDIT")
+    asub = subcommands(p, "audit_command", "AUDIT", required=False)
 
-    q = asub.add_parser(
-        "parallel",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="second offline instrument, cross-fit Hungarian agreement",
-    )
+    q = asub("parallel", help="second offline instrument, cross-fit Hungarian agreement")
     q.add_argument("dir")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--resamples", type=int, default=2000)
     q.add_argument("--out", help="write the per-field table (CSV)")
     q.set_defaults(func=_parallel)
 
-    q = asub.add_parser(
-        "truth",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="mini only: frozen instrument vs the generator's latent directions",
-    )
+    q = asub("truth", help="mini only: frozen instrument vs the generator's latent directions")
     q.add_argument("dir")
     q.set_defaults(func=_truth)
 
-    q = asub.add_parser(
-        "sample",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="draw the stratified human-audit sample and write the blind sheet",
-    )
+    q = asub("sample", help="draw the stratified human-audit sample and write the blind sheet")
     q.add_argument("dir")
     q.add_argument("--out", required=True)
     q.add_argument("--fields", type=int, default=24)
@@ -302,12 +287,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--seed", type=int, default=0)
     q.set_defaults(func=_sample)
 
-    q = asub.add_parser(
-        "analyse",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="analyse returned annotations against the private key",
-    )
+    q = asub("analyse", help="analyse returned annotations against the private key")
     q.add_argument("dir")
     q.add_argument("key", help="key.private.csv written by `rap audit sample`")
     q.add_argument(
@@ -330,23 +310,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=_analyse)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
-    q = asub.add_parser(
-        "search",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="re-execute recorded Search calls; exit 1 when any result differs",
-    )
+    q = asub("search", help="re-execute recorded Search calls; exit 1 when any result differs")
     q.add_argument("dir", help="built instance folder")
     q.add_argument("calls", metavar="CALLS", help="recorded-call JSON lines, or a run folder (rap run --out)")
     q.add_argument("--backend", choices=["auto", "numba", "numpy"], default="auto", help=argparse.SUPPRESS)
     q.set_defaults(func=_search)
 
-    q = asub.add_parser(
-        "traces",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="replay a run's Search traces natively and under the recent window, per unit",
-    )
+    q = asub("traces", help="replay a run's Search traces natively and under the recent window, per unit")
     q.add_argument("dir", help="built instance folder")
     q.add_argument("rundir", help="run directory (rap run --out)")
     q.add_argument("--out", help="CSV of the per-unit table")

@@ -289,13 +289,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser(
         "build",
         help="build an instance's artifacts (mini, arxiv-sample, or any spec + source)",
         description="Build every artifact of an instance into OUT (replaced atomically).",
         epilog=BUILD_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("--instance", choices=["mini", "arxiv-sample", "full"], help="named instance (default: mini)")
     p.add_argument("--out", required=True, help="output folder (replaced when it holds a previous build)")
@@ -354,7 +352,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="check every artifact against SHA256SUMS",
         description="Check every file of an instance against its SHA256SUMS; exit 1 naming each bad file.",
         epilog=VERIFY_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("dir", help="instance folder")
     p.add_argument(
@@ -368,12 +365,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "info",
         help="figures of a built instance",
-        description=(
-            "Papers, fields, directions per field, blocks, Dev/Test fields and episodes, assignment-type "
-            "shares, and papers per episode window (verifies hashes first)."
-        ),
+        description="Papers, fields, directions per field, blocks, Dev/Test fields and episodes, assignment-type "
+        "shares, and papers per episode window (verifies hashes first).",
         epilog=INFO_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("dir", help="instance folder")
     p.add_argument("--json", action="store_true", help="print JSON instead of text")

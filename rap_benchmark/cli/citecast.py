@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from rap_benchmark.cli.args import nonnegative_int, positive_int
+from rap_benchmark.cli.args import nonnegative_int, positive_int, subcommands
 from rap_benchmark.cli.run import _add_backend_args
 from rap_benchmark.core.fsio import atomic_write_text
 
@@ -60,13 +60,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the CiteCast citation-forecasting environment (build, serve, sweep, leak-probe, run)",
         description="CiteCast: forecast Semantic Scholar citations of January 2026 arXiv papers with backdated tools.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="citecast_command", metavar="ACTION")
+    sub = subcommands(p, "citecast_command", required=False)
 
-    b = sub.add_parser(
-        "build", help="build an instance folder", epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    b = sub("build", help="build an instance folder")
     b.add_argument("--instance", choices=["embedded", "harvest"], default="embedded")
     b.add_argument("--out", required=True, type=Path, help="output folder")
     b.add_argument(
@@ -78,12 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument("--s2-api-key", default=None, help="harvest: Semantic Scholar API key (optional)")
     b.set_defaults(func=_build)
 
-    s = sub.add_parser(
-        "serve",
-        help="serve an instance over HTTP (worker processes sharing one mapped index and session store)",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    s = sub("serve", help="serve an instance over HTTP (worker processes sharing one mapped index and session store)")
     s.add_argument("instance_dir", type=Path)
     s.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
     s.add_argument("--port", type=int, default=8765, help="port (0: any free port, printed at start)")
@@ -109,44 +101,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("--session-ttl-s", type=float, default=3600.0, help="idle seconds before a session expires")
     s.set_defaults(func=_serve)
 
-    sc = sub.add_parser(
-        "score",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="score the evaluation-mode sessions recorded in a session store",
-    )
+    sc = sub("score", help="score the evaluation-mode sessions recorded in a session store")
     sc.add_argument("instance_dir", type=Path)
     sc.add_argument("--store", default=None, help="the server's --store (default <instance>/.cache/sessions.sqlite3)")
     sc.add_argument("--key", default=None, help="only this API key name")
     sc.add_argument("--out", type=Path, default=None, help="JSONL of per-task rows (key, task, prediction, reward)")
     sc.set_defaults(func=_score)
 
-    w = sub.add_parser(
-        "sweep",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="baselines with per-task rewards (blind constant, per-category, band oracle)",
-    )
+    w = sub("sweep", help="baselines with per-task rewards (blind constant, per-category, band oracle)")
     w.add_argument("instance_dir", type=Path)
     w.add_argument("--out", type=Path, required=True, help="folder for sweep_rewards.{jsonl,csv}, sweep_summary.csv")
     w.set_defaults(func=_sweep)
 
-    lp = sub.add_parser(
-        "leak-probe",
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-        help="backdated searches/fetches for the most-cited tasks, scanned for figures",
-    )
+    lp = sub("leak-probe", help="backdated searches/fetches for the most-cited tasks, scanned for figures")
     lp.add_argument("instance_dir", type=Path)
     lp.add_argument("--n", type=int, default=25, help="most-cited tasks to probe (default 25)")
     lp.add_argument("--url", default=None, help="probe a running server instead of an in-process environment")
     lp.add_argument("--out", type=Path, default=None, help="JSONL of per-task rows")
     lp.set_defaults(func=_leak_probe)
 
-    r = sub.add_parser(
+    r = sub(
         "run",
         epilog=RUN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
         help="run a model or the constant policy on a split (resumable run folder, like rap run)",
         description="Run CiteCast tasks through the agent runner into a resumable run folder and write "
         "predictions.jsonl (one row per task: prediction, reward, validity, tokens, cost).",

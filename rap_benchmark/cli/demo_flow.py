@@ -379,7 +379,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="build mini and run everything the package can do on it (into ./rap-demo)",
         description="Build the embedded mini instance and run every demo step on it, printing a summary per step.",
         epilog=DEMO_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", default=DEFAULT_DIR, help=f"the demo folder (default ./{DEFAULT_DIR})")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

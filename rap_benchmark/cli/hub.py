@@ -92,17 +92,11 @@ commands rap submit validate and rap score.
 def register(subparsers: argparse._SubParsersAction) -> None:
     from rap_benchmark.cli.leaderboard import BOARD_EXPORT_EPILOG, cmd_export_hf
 
-    fmt = argparse.RawDescriptionHelpFormatter
     hub = subparsers.add_parser(
-        "hub",
-        help="Hugging Face dataset repos: export an instance or a leaderboard, publish",
-        epilog=HUB_EPILOG,
-        formatter_class=fmt,
+        "hub", help="Hugging Face dataset repos: export an instance or a leaderboard, publish", epilog=HUB_EPILOG
     )
     hsub = hub.add_subparsers(dest="hub_command", metavar="ACTION", required=True)
-    p = hsub.add_parser(
-        "export", help="export an instance as Hugging Face dataset repos", epilog=EXPORT_EPILOG, formatter_class=fmt
-    )
+    p = hsub.add_parser("export", help="export an instance as Hugging Face dataset repos", epilog=EXPORT_EPILOG)
     p.add_argument("dir", type=Path, help="a built instance folder")
     p.add_argument("--out", type=Path, required=True, help="hub folder (repos go to OUT/<org>/<name>)")
     p.add_argument("--org", default="rap", help="organisation folder / Hub namespace (default rap)")
@@ -114,10 +108,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_export)
 
     p = hsub.add_parser(
-        "export-board",
-        help="write leaderboard folders as a Hugging Face dataset repo",
-        epilog=BOARD_EXPORT_EPILOG,
-        formatter_class=fmt,
+        "export-board", help="write leaderboard folders as a Hugging Face dataset repo", epilog=BOARD_EXPORT_EPILOG
     )
     p.add_argument(
         "boards", type=Path, nargs="+", help="board folders (rap leaderboard score --out, with or without --live)"
@@ -127,9 +118,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--name", default="leaderboard", help="repo name (default leaderboard)")
     p.set_defaults(func=cmd_export_hf)
 
-    p = hsub.add_parser(
-        "publish", help="push exported repos to the Hugging Face Hub", epilog=PUBLISH_EPILOG, formatter_class=fmt
-    )
+    p = hsub.add_parser("publish", help="push exported repos to the Hugging Face Hub", epilog=PUBLISH_EPILOG)
     p.add_argument("hub_dir", type=Path, help="the folder given to rap hub export --out")
     p.add_argument("--org", required=True, help="Hub namespace to publish under")
     p.add_argument("--local-org", default=None, help="folder under HUB_DIR holding the repos (default: --org)")
@@ -142,15 +131,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "harness",
         help="lm-eval and Inspect: the task folder, and their logs as prediction files",
         epilog=HARNESS_EPILOG,
-        formatter_class=fmt,
     )
     rsub = harness.add_subparsers(dest="harness_command", metavar="ACTION", required=True)
-    p = rsub.add_parser(
-        "lm-eval-path",
-        help="print the lm-eval task folder (--include_path)",
-        epilog=LM_EVAL_EPILOG,
-        formatter_class=fmt,
-    )
+    p = rsub.add_parser("lm-eval-path", help="print the lm-eval task folder (--include_path)", epilog=LM_EVAL_EPILOG)
     p.add_argument("--write", type=Path, default=None, help="write the task folder here instead")
     p.set_defaults(func=cmd_lm_eval_path)
 
@@ -158,7 +141,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "lm-eval-predictions",
         help="convert lm-eval samples of the RAP tasks into a prediction file",
         epilog=PREDICTIONS_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("samples", type=Path, nargs="+", help="samples_rap*.jsonl files or folders holding them")
     _submission_args(p, "the one lm-eval recorded")
@@ -168,7 +150,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "inspect-predictions",
         help="convert Inspect logs of the RAP tasks into a prediction file",
         epilog=INSPECT_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("logs", type=Path, nargs="+", help="Inspect log files (.eval, .json) or folders holding them")
     _submission_args(p, "Inspect's, without the provider")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from rap_benchmark.cli.args import split_or_all as _split
+from rap_benchmark.cli.args import subcommands
 
 SUBMIT_EPILOG = """examples:
   rap submit prepare runs/my-model --out subs/my-model.jsonl --knowledge-cutoff 2024-10-01
@@ -63,17 +64,11 @@ which rap hub publish pushes with the instance repos. Walkthrough: docs/SUBMITTI
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    fmt = argparse.RawDescriptionHelpFormatter
     submit = subparsers.add_parser(
-        "submit", help="prepare, check and seal a leaderboard submission", epilog=SUBMIT_EPILOG, formatter_class=fmt
+        "submit", help="prepare, check and seal a leaderboard submission", epilog=SUBMIT_EPILOG
     )
-    ssub = submit.add_subparsers(dest="submit_command", metavar="ACTION", required=True)
-    p = ssub.add_parser(
-        "prepare",
-        help="write a submission (predictions + .meta.json with tokens and cost) from a rap run folder",
-        epilog=SUBMIT_EPILOG,
-        formatter_class=fmt,
-    )
+    ssub = subcommands(submit, "submit_command")
+    p = ssub("prepare", help="write a submission (predictions + .meta.json with tokens and cost) from a rap run folder")
     p.add_argument("rundir", type=Path, help="a rap run folder (rap run --out; merged when sharded)")
     p.add_argument("--out", type=Path, required=True, help="prediction file (.jsonl or .parquet); OUT.meta.json beside")
     p.add_argument("--model", default=None, help="the run's model to take (default: run.json's)")
@@ -82,30 +77,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--notes", default=None, help="free-text notes")
     p.add_argument("--prices", default=None, help="price table JSON for units without a cost (default: packaged)")
     p.set_defaults(func=cmd_prepare)
-    p = ssub.add_parser(
-        "validate", help="validate a submission file and its metadata", epilog=SUBMIT_EPILOG, formatter_class=fmt
-    )
+    p = ssub("validate", help="validate a submission file and its metadata")
     p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
     p.add_argument("--meta", type=Path, default=None, help="metadata JSON (default FILE.meta.json)")
     p.add_argument("--instance", type=Path, default=None, help="instance folder (default: the cached mini)")
     p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="expected episodes (default test)")
     p.set_defaults(func=cmd_validate)
-    p = ssub.add_parser(
-        "split",
-        help="split a multi-model prediction file (e.g. rap baselines') into one submission per model",
-        epilog=SUBMIT_EPILOG,
-        formatter_class=fmt,
-    )
+    p = ssub("split", help="split a multi-model prediction file (e.g. rap baselines') into one submission per model")
     p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
     p.add_argument("--out", type=Path, required=True, help="folder for <model>.jsonl and <model>.jsonl.meta.json")
     p.add_argument("--meta", type=Path, default=None, help="metadata whose optional keys (submitter, notes) are copied")
     p.set_defaults(func=cmd_split)
-    p = ssub.add_parser(
-        "seal",
-        help="commit to a prediction file before its window opens (salted SHA-256, UTC timestamp)",
-        epilog=SUBMIT_EPILOG,
-        formatter_class=fmt,
-    )
+    p = ssub("seal", help="commit to a prediction file before its window opens (salted SHA-256, UTC timestamp)")
     p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
     p.add_argument("--salt-file", type=Path, default=None, help="hex salt (default FILE.salt.hex, created if absent)")
     p.add_argument("--out", type=Path, required=True, help="the seal row (JSON) to publish")
@@ -117,18 +100,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_seal)
 
     board = subparsers.add_parser(
-        "leaderboard",
-        help="maintainers: score submissions into a board, verify reveals",
-        epilog=LEADERBOARD_EPILOG,
-        formatter_class=fmt,
+        "leaderboard", help="maintainers: score submissions into a board, verify reveals", epilog=LEADERBOARD_EPILOG
     )
-    bsub = board.add_subparsers(dest="leaderboard_command", metavar="ACTION", required=True)
-    p = bsub.add_parser(
-        "score",
-        help="maintainers: score many submissions into a board folder (your own files: rap score)",
-        epilog=LEADERBOARD_EPILOG,
-        formatter_class=fmt,
-    )
+    bsub = subcommands(board, "leaderboard_command")
+    p = bsub("score", help="maintainers: score many submissions into a board folder (your own files: rap score)")
     p.add_argument("files", type=Path, nargs="+", help="submission files")
     p.add_argument("--instance", type=Path, required=True, help="the scorer's instance folder (holds the targets)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
@@ -153,12 +128,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_score)
 
-    p = bsub.add_parser(
-        "verify-reveal",
-        help="check revealed targets against published commitments",
-        epilog=LEADERBOARD_EPILOG,
-        formatter_class=fmt,
-    )
+    p = bsub("verify-reveal", help="check revealed targets against published commitments")
     p.add_argument("repo", type=Path, help="an exported repo folder (e.g. hub/rap/episodes)")
     p.add_argument("--reveal", type=Path, required=True, help="the revealed private folder (salt.hex + targets)")
     p.set_defaults(func=cmd_verify_reveal)

@@ -22,10 +22,7 @@ not covered). See docs/LIVING.md for the monthly recipe.
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    fmt = argparse.RawDescriptionHelpFormatter
-    p = subparsers.add_parser(
-        "extend", help="add a new origin to a built instance (frozen instrument)", epilog=EPILOG, formatter_class=fmt
-    )
+    p = subparsers.add_parser("extend", help="add a new origin to a built instance (frozen instrument)", epilog=EPILOG)
     p.add_argument("dir", type=Path, help="the parent instance (built with --freeze-instrument)")
     p.add_argument("--source", type=Path, required=True, help="new data: parquet folder, snapshot .jsonl(.gz), Atom")
     p.add_argument("--origin", required=True, help="the new origin T (YYYY-MM-DD)")
@@ -33,9 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_extend)
 
-    p = subparsers.add_parser(
-        "resolve", help="fill the pending targets of an extended instance", epilog=EPILOG, formatter_class=fmt
-    )
+    p = subparsers.add_parser("resolve", help="fill the pending targets of an extended instance", epilog=EPILOG)
     p.add_argument("dir", type=Path, help="an extended instance with a pending origin")
     p.add_argument("--source", type=Path, required=True, help="newer data covering the pending window")
     p.add_argument("--out", type=Path, default=None, help="write the resolved version here (default: in place)")

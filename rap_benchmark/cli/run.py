@@ -15,6 +15,7 @@ from rap_benchmark.cli.args import (
     positive_float,
     positive_int,
     run_folder,
+    subcommands,
 )
 from rap_benchmark.cli.args import csv as _csv
 from rap_benchmark.core.errors import InputError, one_line
@@ -380,7 +381,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run a model or reference agent on conditions A0-A4 (resumable)",
         description="Run agent rollouts into a resumable run store and write predictions.jsonl for `rap score`.",
         epilog=RUN_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("dir", help="built instance folder (rap build)")
     p.add_argument("--out", required=True, help="run directory (created; reused to resume)")
@@ -403,15 +403,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "runs",
         help="work on run directories: merge shards",
         epilog="example:\n  rap runs merge runs/qwen runs/qwen-s0 runs/qwen-s1\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    rsub = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
-    m = rsub.add_parser(
+    rsub = subcommands(runs, "runs_command")
+    m = rsub(
         "merge",
         help="merge shard run directories into one run",
         description="Merge the run stores written with --shard i/n into one run and write its predictions.jsonl.",
-        epilog="example:\n  rap runs merge runs/qwen runs/qwen-s0 runs/qwen-s1\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     m.add_argument("out", help="merged run directory")
     m.add_argument("sources", nargs="+", help="shard run directories")
@@ -422,7 +419,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="agent diagnostics: replay, oracle input, trace statistics (trace audit: rap audit traces)",
         description="The paper's agent diagnostics on a run directory.",
         epilog=DIAG_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     d.add_argument("kind", choices=["replay", "oracle", "trace-stats"])
     d.add_argument("dir", help="built instance folder")
@@ -443,7 +439,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="supervised fine-tuning: export a teacher run, gate a fine-tuned model",
         epilog="examples:\n  rap sft export build/mini runs/teacher --origins 2024-07-01 --out sft/train.jsonl\n"
         "  rap sft gate build/mini runs/sft-dev runs/base-dev --conditions A1,A3\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     ssub = sft.add_subparsers(dest="sft_command", metavar="ACTION", required=True)
     e = ssub.add_parser(
@@ -451,7 +446,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="SFT chat JSONL from a teacher run (targets replaced by realised y)",
         description="Keep Search actions and observations, drop reasoning, end with the realised y (the paper's SFT data).",
         epilog="example:\n  rap sft export build/mini runs/teacher --origins 2024-07-01 --out sft/train.jsonl\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     e.add_argument("dir", help="built instance folder")
     e.add_argument("rundir", help="teacher run directory")
@@ -466,7 +460,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the SFT validation gate: candidate run vs base run",
         description="Pooled gain >= 0.03, non-negative gain per regime, full validity, Search use, query-unique ratio >= 0.80.",
         epilog="example:\n  rap sft gate build/mini runs/sft-dev runs/base-dev --conditions A1,A3\n",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     g.add_argument("dir", help="built instance folder")
     g.add_argument("candidate", help="run directory of the fine-tuned model")

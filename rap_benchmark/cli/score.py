@@ -54,12 +54,8 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    fmt = argparse.RawDescriptionHelpFormatter
     p = subparsers.add_parser(
-        "baselines",
-        help="write the statistical baselines as a prediction file",
-        epilog=BASELINES_EPILOG,
-        formatter_class=fmt,
+        "baselines", help="write the statistical baselines as a prediction file", epilog=BASELINES_EPILOG
     )
     p.add_argument("dir", type=Path, help="a built instance folder")
     p.add_argument("--out", type=Path, default=None, help="prediction file (.jsonl or .parquet)")
@@ -73,7 +69,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "score",
         help="score your prediction files on an instance and print the table (submissions: rap submit validate)",
         epilog=SCORE_EPILOG,
-        formatter_class=fmt,
     )
     p.add_argument("dir", type=Path, help="a built instance folder")
     p.add_argument("predictions", type=Path, nargs="+", help="prediction files (.jsonl or .parquet)")
@@ -83,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_score)
 
     p = subparsers.add_parser(
-        "report", help="write tables, plots and a self-contained HTML report", epilog=REPORT_EPILOG, formatter_class=fmt
+        "report", help="write tables, plots and a self-contained HTML report", epilog=REPORT_EPILOG
     )
     p.add_argument("dir", type=Path, help="a built instance folder")
     p.add_argument("predictions", type=Path, nargs="+", help="prediction files (.jsonl or .parquet)")

@@ -29,7 +29,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="search an episode universe (BM25)",
         description="Field-local BM25 search over one (field, origin, regime) universe of a built instance.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("target", metavar="DIR", help="built instance folder")
     # REMAINDER + a second, intermixed parse: options may come before or after the query words

@@ -23,7 +23,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="print a field's codebook, or the messages and tool schema of one episode",
         description="Show what a field's codebook says, or exactly what an agent receives in one episode.",
         epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("instance", metavar="DIR", help="built instance folder")
     p.add_argument("--field", required=True, help="field id, e.g. f003")

@@ -23,6 +23,7 @@ import pandas as pd
 
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
+from rap_benchmark.hub.cards import config_entries
 from rap_benchmark.hub.layout import MANIFEST_FILE
 
 BOARD_REPO = "leaderboard"
@@ -123,14 +124,7 @@ def _card(repo: str, configs: dict[str, dict[str, Any]], meta: dict[str, Any], s
         "license": "cc-by-4.0",
         "language": ["en"],
         "tags": ["rap-benchmark", "leaderboard", "forecasting"],
-        "configs": [
-            {
-                "config_name": name,
-                **({"default": True} if name == "retrospective" else {}),
-                "data_files": [{"split": s, "path": info["path"]} for s, info in splits.items()],
-            }
-            for name, splits in configs.items()
-        ],
+        "configs": config_entries(configs, {"retrospective"}),
     }
     lines = [
         "---",

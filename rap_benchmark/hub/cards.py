@@ -84,13 +84,6 @@ def front_matter(tables: RepoTables, manifest: dict[str, Any], context: dict[str
     """The card's YAML metadata: licence, name, categories, size, tags and one ``configs`` entry
     per config."""
     context = context or {}
-    configs = []
-    for name, splits in manifest["configs"].items():
-        entry: dict[str, Any] = {"config_name": name}
-        if any(c.name == name and c.default for c in tables.configs):
-            entry["default"] = True
-        entry["data_files"] = [{"split": s, "path": info["path"]} for s, info in splits.items()]
-        configs.append(entry)
     synthetic = context.get("citecast_synthetic" if is_citecast(tables) else "synthetic", False)
     tags = ["rap-benchmark", "forecasting", "science-of-science"]
     tags.append("synthetic" if synthetic else "arxiv")
@@ -103,8 +96,20 @@ def front_matter(tables: RepoTables, manifest: dict[str, Any], context: dict[str
         "task_categories": TASK_CATEGORIES.get(tables.name, ["other"]),
         "size_categories": [size_category(repo_rows(manifest))],
         "tags": tags,
-        "configs": configs,
+        "configs": config_entries(manifest["configs"], {c.name for c in tables.configs if c.default}),
     }
+
+
+def config_entries(configs: dict[str, dict[str, Any]], defaults: set[str]) -> list[dict[str, Any]]:
+    """The front matter's ``configs:`` block: every data file of a manifest's configs, by split."""
+    return [
+        {
+            "config_name": name,
+            **({"default": True} if name in defaults else {}),
+            "data_files": [{"split": s, "path": info["path"]} for s, info in splits.items()],
+        }
+        for name, splits in configs.items()
+    ]
 
 
 def source_text(tables: RepoTables, context: dict[str, Any]) -> str:
@@ -209,21 +214,15 @@ def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str,
         keep_trailing_newline=True,
         autoescape=False,
     )
-    rows = [
-        {"config": cfg, "split": split, "rows": info["rows"], "content_hash": info["content_hash"]}
-        for cfg, splits in manifest["configs"].items()
-        for split, info in splits.items()
-    ]
-    withheld = [
-        {"config": cfg, "split": split, "rows": info["rows"], "target_columns": info["target_columns"]}
-        for cfg, splits in manifest["withheld"].items()
-        for split, info in splits.items()
-    ]
-    pending = [
-        {"config": cfg, "split": split, "rows": info["rows"], "origins": info["origins"]}
-        for cfg, splits in manifest.get("pending", {}).items()
-        for split, info in splits.items()
-    ]
+
+    def entries(section: str, *keys: str) -> list[dict[str, Any]]:
+        """One row per (config, split) of a manifest section, with the given keys of its entry."""
+        return [
+            {"config": cfg, "split": split, **{k: info[k] for k in keys}}
+            for cfg, splits in manifest.get(section, {}).items()
+            for split, info in splits.items()
+        ]
+
     default = next((c.name for c in tables.configs if c.default), tables.configs[0].name)
     return env.get_template(CARD_TEMPLATE).render(
         front_matter=yaml.safe_dump(front_matter(tables, manifest, context), sort_keys=False, allow_unicode=True),
@@ -235,10 +234,10 @@ def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str,
         summary=tables.summary,
         repo_id=manifest["repo"],
         default_config=default,
-        table_rows=rows,
+        table_rows=entries("configs", "rows", "content_hash"),
         configs=tables.configs,
-        withheld=withheld,
-        pending=pending,
+        withheld=entries("withheld", "rows", "target_columns"),
+        pending=entries("pending", "rows", "origins"),
         changelog=(root / CHANGELOG).read_text(encoding="utf-8").strip(),
         **context,
     )

@@ -78,6 +78,7 @@ from rap_benchmark.hub.layout import (
     ConfigTable,
     RepoTables,
     Withheld,
+    read_salt,
 )
 
 DEFAULT_ORG = "rap"
@@ -104,11 +105,19 @@ def _as_date_strings(values: pd.Series) -> pd.Series:
     return values.map(lambda v: v if isinstance(v, str) else pd.Timestamp(v).date().isoformat())
 
 
-def _commit(salt: bytes | None, keys: list[str], priv: pd.DataFrame, target_columns: Sequence[str]) -> list[str]:
-    """Commit to each private row's target exactly as :func:`verify_reveal` will recompute it."""
+def _withhold(
+    salt: bytes | None, keys: list[str], private: pd.DataFrame, public: pd.DataFrame, target_columns: tuple[str, ...]
+) -> Withheld:
+    """Withheld rows under ``keys``: the private table (key first, then the natural key and the
+    targets) and the public one (``key`` in front of its columns, unless it has it) with each row's
+    commitment to its target, exactly as :func:`verify_reveal` will recompute it."""
     if salt is None:
         raise ValueError("withholding needs a salt")
-    return commitments(salt, keys, target_values(priv, tuple(target_columns)))
+    private.insert(0, "key", keys)
+    if "key" not in public:
+        public.insert(0, "key", keys)
+    public[COMMITMENT_COLUMN] = commitments(salt, keys, target_values(private, target_columns))
+    return Withheld(target_columns, "key", public, private)
 
 
 def _field_splits(inst: Instance) -> dict[str, str]:
@@ -185,15 +194,13 @@ def assignments_table(inst: Instance, salt: bytes | None, withhold_from: dt.date
         if hide.any():
             if salt is None:
                 raise ValueError("withholding needs a salt")
-            hidden = test.loc[hide].reset_index(drop=True)
+            hidden = test.loc[hide, list(ASSIGNMENT_HELD_COLUMNS)]
             keys = opaque_keys(salt, (hidden["arxiv_id"] + "/" + hidden["field_id"]).tolist())
-            target_cols = ASSIGNMENT_HELD_COLUMNS
-            priv = hidden[list(target_cols)].copy()
-            priv.insert(0, "key", keys)
-            priv = priv.sort_values("key", kind="stable").reset_index(drop=True)  # row order says nothing
-            public = pd.DataFrame({"key": priv["key"]})
-            public[COMMITMENT_COLUMN] = _commit(salt, priv["key"].tolist(), priv, target_cols)
-            withheld[Split.TEST.value] = Withheld(target_cols, "key", public, priv)
+            order = np.argsort(np.asarray(keys, dtype=object), kind="stable")  # row order says nothing
+            keys = [keys[i] for i in order]
+            private = hidden.iloc[order].reset_index(drop=True)
+            public = pd.DataFrame({"key": keys})
+            withheld[Split.TEST.value] = _withhold(salt, keys, private, public, ASSIGNMENT_HELD_COLUMNS)
             splits[Split.TEST.value] = test.loc[~hide].reset_index(drop=True)
     cfg = ConfigTable(
         "default",
@@ -282,15 +289,12 @@ def episodes_table(inst: Instance, salt: bytes | None, withhold_from: dt.date | 
             if hide.any():
                 hidden = test.loc[hide].reset_index(drop=True)
                 keys = (hidden["episode_id"] + "/" + policy.value).tolist()
-                target_cols = (*EPISODE_TARGETS, _Y_EMPTY)
-                priv = hidden[["episode_id", *EPISODE_TARGETS]].copy()
-                priv[_Y_EMPTY] = hidden["flags"].map(lambda fl: _Y_EMPTY in list(fl if fl is not None else []))
-                priv.insert(0, "key", keys)
-                public = hidden.drop(columns=list(EPISODE_TARGETS)).copy()
+                private = hidden[["episode_id", *EPISODE_TARGETS]].copy()
+                private[_Y_EMPTY] = hidden["flags"].map(lambda fl: _Y_EMPTY in list(fl if fl is not None else []))
+                public = hidden.drop(columns=list(EPISODE_TARGETS))
                 public["flags"] = public["flags"].map(lambda fl: [f for f in list(fl) if f != _Y_EMPTY])
                 public.insert(1, "key", keys)
-                public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, target_cols)
-                withheld[Split.TEST.value] = Withheld(target_cols, "key", public, priv)
+                withheld[Split.TEST.value] = _withhold(salt, keys, private, public, (*EPISODE_TARGETS, _Y_EMPTY))
                 splits[Split.TEST.value] = test.loc[~hide].reset_index(drop=True)
         configs.append(
             ConfigTable(
@@ -386,12 +390,8 @@ def citecast_table(tasks: pd.DataFrame, salt: bytes | None, *, synthetic: bool =
     if len(test):
         keys = test["task_id"].astype(str).tolist()
         held_cols = tuple(c for c in (*CITECAST_TARGET_COLUMNS, *CITECAST_LOOKUP_COLUMNS) if c in test)
-        priv = test[["task_id", *held_cols]].copy()
-        priv.insert(0, "key", keys)
-        public = test.drop(columns=list(held_cols)).copy()
-        public.insert(0, "key", keys)
-        public[COMMITMENT_COLUMN] = _commit(salt, keys, priv, held_cols)
-        withheld["test"] = Withheld(held_cols, "key", public, priv)
+        public = test.drop(columns=list(held_cols))
+        withheld["test"] = _withhold(salt, keys, test[["task_id", *held_cols]].copy(), public, held_cols)
     cfg = ConfigTable(
         "default",
         {"train": train},
@@ -498,7 +498,7 @@ def write_repo(
 def _load_salt(salt_file: Path | None, private_dir: Path) -> bytes:
     path = salt_file or (private_dir / SALT_FILE)
     if path.is_file():
-        salt = bytes.fromhex(path.read_text(encoding="ascii").strip())
+        salt = read_salt(path)
         if len(salt) < 16:
             raise ValueError(f"{path}: a salt needs at least 16 bytes")
         return salt
@@ -513,7 +513,7 @@ def _keep_salt(salt: bytes, private_dir: Path) -> None:
     """Store the salt with the private targets (the reveal publishes both together)."""
     path = private_dir / SALT_FILE
     if path.is_file():
-        if bytes.fromhex(path.read_text(encoding="ascii").strip()) != salt:
+        if read_salt(path) != salt:
             raise ValueError(f"{path} holds another salt; export to a fresh folder or pass that salt")
         return
     atomic_write_text(path, salt.hex() + "\n")

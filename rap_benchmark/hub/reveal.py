@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from rap_benchmark.core.canonical import commitment, target_values
-from rap_benchmark.hub.layout import COMMITMENT_COLUMN, SALT_FILE
+from rap_benchmark.hub.layout import COMMITMENT_COLUMN, SALT_FILE, read_salt
 from rap_benchmark.hub.load import read_manifest
 
 
@@ -36,7 +36,7 @@ def verify_reveal(repo_dir: str | Path, reveal_dir: str | Path) -> RevealReport:
     salt_path = reveal_dir / SALT_FILE
     if not salt_path.is_file():
         return RevealReport(0, (f"no {SALT_FILE} in {reveal_dir}",))
-    salt = bytes.fromhex(salt_path.read_text(encoding="ascii").strip())
+    salt = read_salt(salt_path)
     repo_name = manifest["repo"].split("/", 1)[1]
     problems: list[str] = []
     checked = 0

@@ -1,11 +1,13 @@
-"""One episode's metrics from its final answer, for every harness (lm-eval, Inspect).
+"""One episode's metrics, for every harness (lm-eval, Inspect).
 
-The answer is parsed with the scorer's parser and scored with the scorer's Spearman, so a harness
-reports exactly what ``rap score`` computes from the converted prediction file.
+A RAP answer is parsed with the scorer's parser and scored with the scorer's Spearman, so a harness
+reports exactly what ``rap score`` computes from the converted prediction file; a CiteCast episode
+reports what its environment recorded.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -38,3 +40,15 @@ def episode_metrics(doc: dict[str, Any], answer: str | None) -> dict[str, Any]:
         out["state_fidelity"] = (fid, fidelity)
     out["valid"] = 1.0 if parsed.valid else 0.0
     return out
+
+
+def citecast_metrics(record: Mapping[str, Any]) -> dict[str, float]:
+    """The per-task metrics of a CiteCast episode record: the environment's reward (0 without an
+    accepted submission), validity and the number of web calls."""
+    valid = bool(record.get("valid"))
+    reward = record.get("reward")
+    return {
+        "reward": float(reward) if valid and reward is not None else 0.0,
+        "valid": 1.0 if valid else 0.0,
+        "n_tool_calls": float(record.get("n_tool_calls", 0)),
+    }

@@ -40,7 +40,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 from rap_benchmark.core.records import Condition
 from rap_benchmark.core.records import Task as RapTask
 from rap_benchmark.integrations.inspect.bridge import InspectBackend, chat_messages
-from rap_benchmark.integrations.scores import episode_metrics
+from rap_benchmark.integrations.scores import citecast_metrics, episode_metrics
 
 RECORD_KEY = "rap_record"
 """The store key holding each sample's full episode record (messages, search calls, events)."""
@@ -285,14 +285,8 @@ def citecast_scorer() -> Scorer:
 
     async def score(state: TaskState, target: Target) -> Score:
         record = state.store.get(RECORD_KEY) or {}
-        valid = bool(record.get("valid"))
-        reward = record.get("reward")
         return Score(
-            value={
-                "reward": float(reward) if valid and reward is not None else 0.0,
-                "valid": 1.0 if valid else 0.0,
-                "n_tool_calls": float(record.get("n_tool_calls", 0)),
-            },
+            value=citecast_metrics(record),
             answer=state.output.completion,
             metadata={"task_id": state.metadata["task_id"], "session_id": record.get("session_id")},
         )

@@ -29,7 +29,6 @@ Metadata keys (YAML ``metadata:`` or ``--metadata``): ``citecast_dir`` (the inst
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from rap_benchmark.agents.citecast import (
@@ -56,8 +55,10 @@ from rap_benchmark.integrations.citecast_source import (  # noqa: F401 - the tas
 from rap_benchmark.integrations.lmeval.task import (
     ToolLoopTask,
     mean_finite,
+    placeholder_metric,
     valid_metric,
 )
+from rap_benchmark.integrations.scores import citecast_metrics
 
 DEFAULT_MAX_GEN_TOKS = DEFAULT_MAX_TOKENS
 MODEL_LABEL = "lm-eval"
@@ -78,36 +79,14 @@ def _load_docs(**metadata: Any) -> Any:
 # -- metric functions (module level: lm-eval deep-copies and serialises task configs) ----------
 
 
-def reward_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
-    """Placeholder named ``reward`` (values come from :meth:`CiteCastTask.process_results`)."""
-    return None
-
-
-def n_tool_calls_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
-    """Placeholder named ``n_tool_calls``."""
-    return None
-
-
-reward_metric.__name__ = "reward"
-n_tool_calls_metric.__name__ = "n_tool_calls"
+reward_metric = placeholder_metric("reward", __name__)
+n_tool_calls_metric = placeholder_metric("n_tool_calls", __name__)
 
 METRIC_LIST: list[dict[str, Any]] = [
     {"metric": reward_metric, "aggregation": mean_finite, "higher_is_better": True},
     {"metric": valid_metric, "aggregation": mean_finite, "higher_is_better": True},
     {"metric": n_tool_calls_metric, "aggregation": mean_finite, "higher_is_better": None},  # a count, not a score
 ]
-
-
-def episode_metrics(record: Mapping[str, Any]) -> dict[str, float]:
-    """The per-task metrics of an episode record: the environment's reward (0 without an accepted
-    submission), validity and the number of web calls."""
-    valid = bool(record.get("valid"))
-    reward = record.get("reward")
-    return {
-        "reward": float(reward) if valid and reward is not None else 0.0,
-        "valid": 1.0 if valid else 0.0,
-        "n_tool_calls": float(record.get("n_tool_calls", 0)),
-    }
 
 
 class CiteCastTask(ToolLoopTask):
@@ -175,4 +154,4 @@ class CiteCastTask(ToolLoopTask):
     def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         if "bypass" in getattr(self, "_metric_fn_list", {}):
             return {"bypass": None}
-        return episode_metrics(self._records.get(doc["task_id"], {}))
+        return citecast_metrics(self._records.get(doc["task_id"], {}))

@@ -84,30 +84,22 @@ def mean_finite(items: list[Any]) -> float:
     return float(vals.mean()) if vals.size else float("nan")
 
 
-def spearman_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
-    """Placeholder named ``spearman`` (values come from :meth:`RapTask.process_results`)."""
-    return None
+def placeholder_metric(name: str, module: str = __name__) -> Callable[..., None]:
+    """A metric function named ``name`` for ``metric_list``: lm-eval wants one per metric, but the
+    values come from ``process_results``, so it is never asked for one. Bound in ``module`` as
+    ``<name>_metric`` (its qualified name), so that a serialised task config finds it again."""
+
+    def metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
+        return None
+
+    metric.__name__, metric.__qualname__, metric.__module__ = name, f"{name}_metric", module
+    return metric
 
 
-def state_fidelity_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
-    """Placeholder named ``state_fidelity``."""
-    return None
-
-
-def valid_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
-    """Placeholder named ``valid``."""
-    return None
-
-
-def n_search_calls_metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
-    """Placeholder named ``n_search_calls``."""
-    return None
-
-
-spearman_metric.__name__ = "spearman"
-state_fidelity_metric.__name__ = "state_fidelity"
-valid_metric.__name__ = "valid"
-n_search_calls_metric.__name__ = "n_search_calls"
+spearman_metric = placeholder_metric("spearman")
+state_fidelity_metric = placeholder_metric("state_fidelity")
+valid_metric = placeholder_metric("valid")
+n_search_calls_metric = placeholder_metric("n_search_calls")
 
 
 def _metric_list(condition: Condition) -> list[dict[str, Any]]:
