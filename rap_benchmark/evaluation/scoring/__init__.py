@@ -32,7 +32,13 @@ from rap_benchmark.evaluation.scoring.metrics import (
     spearman,
     truth_stability,
 )
-from rap_benchmark.evaluation.scoring.parse import MAX_WEIGHT, parse_answer, weight_fault
+from rap_benchmark.evaluation.scoring.parse import (
+    MAX_WEIGHT,
+    DuplicateKey,
+    no_duplicate_keys,
+    parse_answer,
+    weight_fault,
+)
 from rap_benchmark.evaluation.scoring.reliability import reliability
 from rap_benchmark.evaluation.scoring.score import (
     block_of_field,
@@ -45,6 +51,7 @@ from rap_benchmark.evaluation.scoring.score import (
 __all__ = [
     "BASELINE_NAMES",
     "BASELINE_PREFIX",
+    "DuplicateKey",
     "Interval",
     "MAX_WEIGHT",
     "baseline_forecasts",
@@ -57,6 +64,7 @@ __all__ = [
     "field_bootstrap",
     "field_macro",
     "load_registry",
+    "no_duplicate_keys",
     "paired_contrast",
     "parse_answer",
     "prediction_stability",
