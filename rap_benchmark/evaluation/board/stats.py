@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.records import Condition, Split, Task
-from rap_benchmark.evaluation.report.aggregates import exposure_table, paired_contrasts
+from rap_benchmark.evaluation.report.aggregates import exposure_table, in_split, paired_contrasts, resampling
 from rap_benchmark.evaluation.scoring import block_of_field, exposure_masks, rank_intervals, strict_lookup
 
 CONTRAST_COLUMNS = [
@@ -35,10 +35,6 @@ CONTRAST_COLUMNS = [
     "n_fields",
     "excludes_zero",
 ]
-
-
-def _in_split(scores: pd.DataFrame, split: Split | None) -> pd.DataFrame:
-    return scores if split is None else scores[scores["split"] == Split(split).value]
 
 
 def model_contrasts(
@@ -98,10 +94,9 @@ def with_rank_intervals(
     )
     if board.empty or "rank" not in board:
         return board
-    n_res = int(inst.spec.bootstrap_resamples if n_resamples is None else n_resamples)
-    seed_ = int(inst.spec.bootstrap_seed if seed is None else seed)
+    n_res, seed_ = resampling(inst, n_resamples, seed)
     blocks = block_of_field(inst)
-    frame = _in_split(scores, split)
+    frame = in_split(scores, split)
     for cond, rows in board[board["rank"].notna()].groupby("condition", sort=True):
         values, fields = [], []
         for model, target in zip(rows["model"], rows["target"], strict=True):

@@ -25,7 +25,6 @@ from rap_benchmark.evaluation.report.tables import (
 )
 
 TEMPLATE = "report.html.j2"
-TEMPLATES_DIR = resources.TEMPLATES_DIR
 
 SECTIONS: tuple[tuple[str, str, str, str], ...] = (
     # (table name, title, intro, text when empty)
@@ -130,8 +129,6 @@ def render_html(
     title: str = "RAP benchmark report",
 ) -> str:
     """The report page as one HTML string (UTF-8, no external references)."""
-    import jinja2
-
     from rap_benchmark.core.spec import package_version
 
     shown = display_tables(tables)
@@ -166,12 +163,6 @@ def render_html(
                 "empty": "",
             },
         )
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES_DIR, encoding="utf-8"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
     context = {
         "title": title,
         "meta": {**tables.meta, "package_version": package_version()},
@@ -183,4 +174,17 @@ def render_html(
         "figures_top": [_figure(leaderboard_figure)] if leaderboard_figure is not None else [],
         "figures_fields": [_figure(f) for f in field_figures],
     }
-    return env.get_template(TEMPLATE).render(**context)
+    return render_template(TEMPLATE, **context)
+
+
+def render_template(name: str, **context: Any) -> str:
+    """A page from the package's jinja2 templates: autoescaped, and any undefined name an error."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(resources.TEMPLATES_DIR, encoding="utf-8"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return env.get_template(name).render(**context)
