@@ -81,7 +81,7 @@ def build_report(
     from rap_benchmark.evaluation.predictions import combine_validated, validate_predictions
     from rap_benchmark.evaluation.report.html import Figure, render_html
     from rap_benchmark.evaluation.report.plots import choose_fields, overlay_units, plot_field, plot_leaderboard
-    from rap_benchmark.evaluation.scoring import baseline_predictions, exposure_masks, load_registry, strict_lookup
+    from rap_benchmark.evaluation.scoring import baseline_predictions, load_registry, strict_masks
 
     reg = load_registry(registry) if registry is not None else None  # a bad registry is refused before any write
     out = Path(out_dir)
@@ -100,8 +100,7 @@ def build_report(
         unknown = sorted(m for m in set(preds["model"]) if m not in reg and not m.startswith("baseline/"))
         if unknown:
             problems.append(f"registry {registry}: no entry for {', '.join(unknown)} (left out of the exposure table)")
-        table = exposure_masks(reg, models, inst.spec.origins, inst.spec.window_months)
-        masks = (strict_lookup(table, "forecast_strict"), strict_lookup(table, "joint_strict"))
+        masks = strict_masks(reg, models, inst.spec.origins, inst.spec.window_months)
 
     tables = compute_tables(
         inst,

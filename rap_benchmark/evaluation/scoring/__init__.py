@@ -23,7 +23,14 @@ from rap_benchmark.evaluation.scoring.bootstrap import (
     paired_contrast,
     rank_intervals,
 )
-from rap_benchmark.evaluation.scoring.exposure import exposure_masks, load_registry, strict_lookup
+from rap_benchmark.evaluation.scoring.exposure import (
+    ModelExposure,
+    ModelRegistry,
+    exposure_masks,
+    load_registry,
+    strict_lookup,
+    strict_masks,
+)
 from rap_benchmark.evaluation.scoring.metrics import (
     prediction_stability,
     rank_correlation,
@@ -54,6 +61,8 @@ __all__ = [
     "DuplicateKey",
     "Interval",
     "MAX_WEIGHT",
+    "ModelExposure",
+    "ModelRegistry",
     "baseline_forecasts",
     "baseline_predictions",
     "block_bootstrap",
@@ -77,6 +86,7 @@ __all__ = [
     "score_predictions",
     "spearman",
     "strict_lookup",
+    "strict_masks",
     "truth_stability",
     "tune_baselines",
     "weight_fault",

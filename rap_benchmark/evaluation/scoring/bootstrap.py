@@ -130,12 +130,12 @@ def _interval(
     fids = table.field_ids[keep]
     means = table.means[keep]
     n_cells = int(table.counts.sum())
+    unit = "field" if block_of_field is None else "block"
     if fids.size == 0:
         nan = float("nan")
-        unit = "field" if block_of_field is None else "block"
         return Interval(nan, nan, nan, n_resamples, seed, level, unit, 0, 0, 0)
     if block_of_field is None:
-        unit_sums, unit_counts, unit = means, np.ones_like(means), "field"
+        unit_sums, unit_counts = means, np.ones_like(means)
     else:
         missing = [f for f in fids.tolist() if f not in block_of_field]
         if missing:
@@ -144,20 +144,11 @@ def _interval(
         _, inv = np.unique(blocks, return_inverse=True)
         unit_sums = np.bincount(inv, weights=means)
         unit_counts = np.bincount(inv).astype(np.float64)
-        unit = "block"
     stats = resample_statistics(unit_sums, unit_counts, n_resamples=n_resamples, seed=seed)
     lo, hi = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
+    n_units, n_fields = int(unit_sums.size), int(fids.size)
     return Interval(
-        estimate=float(means.mean()),
-        lo=float(lo),
-        hi=float(hi),
-        n_resamples=n_resamples,
-        seed=seed,
-        level=level,
-        unit=unit,
-        n_units=int(unit_sums.size),
-        n_fields=int(fids.size),
-        n_cells=n_cells,
+        float(means.mean()), float(lo), float(hi), n_resamples, seed, level, unit, n_units, n_fields, n_cells
     )
 
 
