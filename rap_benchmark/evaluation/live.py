@@ -225,8 +225,8 @@ def score_live(
         verdicts.append(verdict)
     board = pd.concat(boards, ignore_index=True) if boards else pd.DataFrame()
     if len(board):
-        board = board.sort_values(["condition", "spearman", "model"], ascending=[True, False, True], kind="stable")
-        board = board.reset_index(drop=True)
+        order = ["condition", "spearman", "model"]
+        board = board.sort_values(order, ascending=[True, False, True], kind="stable", ignore_index=True)
         board.insert(0, "track", LIVE_TRACK)
         board.insert(1, "split", split.value if split is not None else "all")
     from rap_benchmark.evaluation.submissions import board_meta

@@ -265,10 +265,8 @@ def exposure_table(
 
     ``strict[(model, origin)]`` is the Forecast-Strict flag of a cell; State conditions use
     ``joint_strict`` when given (Joint-Strict), else ``strict``. Models absent from the masks are
-    left out. Rows: model, condition, stratum (all / strict / exposed), n_cells, n_fields,
-    spearman with its block-bootstrap interval, and the strict-minus-exposed difference per
-    (model, condition) as stratum ``strict-exposed`` (unmatched strata: the interval resamples
-    blocks of each stratum's field means independently, so it is a descriptive contrast).
+    left out. Rows: model, condition, stratum (all / strict / exposed), n_cells, n_fields and
+    spearman with its block-bootstrap interval (a stratum without cells has counts only).
     """
     boot = _boot(inst, n_resamples, seed)
     rows = []
@@ -281,20 +279,12 @@ def exposure_table(
         rho = g["spearman"].to_numpy(np.float64)
         fids = g["field_id"].to_numpy()
         for stratum, m in (("all", np.ones(len(g), bool)), ("strict", is_strict), ("exposed", ~is_strict)):
-            if not m.any():
-                rows.append({"model": model, "condition": condition, "stratum": stratum, "n_cells": 0, "n_fields": 0})
-                continue
-            iv = boot.block(rho[m], fids[m])
-            rows.append(
-                {
-                    "model": model,
-                    "condition": condition,
-                    "stratum": stratum,
-                    "n_cells": iv.n_cells,
-                    "n_fields": iv.n_fields,
-                    **_interval_columns("spearman", iv),
-                }
-            )
+            if m.any():
+                iv = boot.block(rho[m], fids[m])
+                cells = {"n_cells": iv.n_cells, "n_fields": iv.n_fields, **_interval_columns("spearman", iv)}
+            else:
+                cells = {"n_cells": 0, "n_fields": 0}
+            rows.append({"model": model, "condition": condition, "stratum": stratum, **cells})
     return pd.DataFrame(rows)
 
 

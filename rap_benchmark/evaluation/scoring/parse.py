@@ -176,10 +176,8 @@ def parse_weights(mapping: Mapping[str, Any]) -> ParsedAnswer:
     raw = dict(mapping)
     missing = [k for k in DIRECTION_KEYS if k not in raw]
     extra = sorted(str(k) for k in set(raw) - set(DIRECTION_KEYS))
-    if missing or extra:
-        parts = ([f"missing keys {', '.join(missing)}"] if missing else []) + (
-            [f"extra keys {', '.join(extra)}"] if extra else []
-        )
+    parts = [f"{what} keys {', '.join(keys)}" for what, keys in (("missing", missing), ("extra", extra)) if keys]
+    if parts:
         return _invalid("; ".join(parts), raw)
     values = [raw[key] for key in DIRECTION_KEYS]
     fault = weight_fault(values)
