@@ -231,9 +231,7 @@ def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
                 row[f"{header} [95% block CI]"] = fmt_interval(r["estimate"], r["lo"], r["hi"], signed=True) + mark
                 if metric == "spearman":
                     row["Δ Spearman field-clustered CI"] = f"[{float(r['field_lo']):+.3f}, {float(r['field_hi']):+.3f}]"
-        first = g.iloc[0]
-        row["cells"] = fmt(first["n_cells"])
-        row["fields"] = fmt(first["n_fields"])
+        row.update(cells=fmt(g["n_cells"].iloc[0]), fields=fmt(g["n_fields"].iloc[0]))
         rows.append(row)
     return pd.DataFrame(rows)
 
