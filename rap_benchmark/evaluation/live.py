@@ -43,6 +43,8 @@ from rap_benchmark.core.records import Split
 from rap_benchmark.core.schemas import pending_mask
 from rap_benchmark.evaluation.submissions import (
     SubmissionReport,
+    board_meta,
+    read_metadata,
     score_submission,
     validate_submission,
     write_board_files,
@@ -229,16 +231,12 @@ def score_live(
         board = board.sort_values(order, ascending=[True, False, True], kind="stable", ignore_index=True)
         board.insert(0, "track", LIVE_TRACK)
         board.insert(1, "split", split.value if split is not None else "all")
-    from rap_benchmark.evaluation.submissions import board_meta
-
     return LiveResult(tuple(verdicts), board, board_meta(inst, split, n_resamples, seed))
 
 
 def _as_sealed_against(inst: Any, path: Path) -> Any:
     """``inst`` under the manifest hash the reveal was made against, when that is the pending
     version this resolved instance came from (forecasts are sealed before ``rap resolve``)."""
-    from rap_benchmark.evaluation.submissions import read_metadata
-
     resolved = inst.ledger.get("derived", {}).get("living", {}).get("resolved") or {}
     pending_hash = resolved.get("from_manifest_hash")
     meta, _ = read_metadata(path)

@@ -32,19 +32,22 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.fsio import atomic_write_text
-from rap_benchmark.core.records import Condition, Split
+from rap_benchmark.core.fsio import atomic_write_text, slug
+from rap_benchmark.core.records import Condition, Split, Task
 from rap_benchmark.core.serial import Record
-from rap_benchmark.core.spec import BENCHMARK_VERSION
+from rap_benchmark.core.spec import BENCHMARK_VERSION, package_version
 from rap_benchmark.evaluation.predictions import (
     DEFAULT_MAX_BYTES,
     Problem,
     ProblemKind,
     Severity,
     ValidationReport,
+    n_expected_episodes,
+    read_predictions,
     validate_predictions,
+    write_predictions,
 )
-from rap_benchmark.evaluation.scoring import BASELINE_PREFIX
+from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, score_predictions
 from rap_benchmark.evaluation.usage import Usage, check_usage, unknown_columns, usage_from_rows
 
 META_SUFFIX = ".meta.json"
@@ -272,9 +275,6 @@ def episode_scores(report: SubmissionReport, inst: Any) -> pd.DataFrame:
     """The per-episode scores of an accepted submission (empty when rejected): Forecast conditions
     (A0, A1, A3) against ``y``, State conditions (A2, A4) against their State target ``x``;
     ``target`` says which. The board's rows, contrasts and rank intervals all start here."""
-    from rap_benchmark.core.records import Task
-    from rap_benchmark.evaluation.scoring import score_predictions
-
     if not report.accepted or report.validation is None or not len(report.validation.frame):
         return pd.DataFrame()
     preds = report.validation.frame.drop(columns=["_line"], errors="ignore")
@@ -304,7 +304,6 @@ def score_submission(
     submission's stated usage for its condition (tokens, Search calls, USD; NaN when unknown).
     """
     from rap_benchmark.evaluation.report.aggregates import leaderboard
-    from rap_benchmark.evaluation.scoring import score_predictions
 
     if scores is None:
         scores = episode_scores(report, inst)
@@ -382,7 +381,6 @@ class LeaderboardResult:
 
 def board_meta(inst: Any, split: Split | None, n_resamples: int | None, seed: int | None) -> dict[str, Any]:
     """What a board was scored against, as its files and card state it."""
-    from rap_benchmark.core.spec import package_version
     from rap_benchmark.evaluation.report.aggregates import resampling
 
     n_res, seed_ = resampling(inst, n_resamples, seed)
@@ -427,7 +425,6 @@ def score_submissions(
         with_rank_intervals,
         with_strata,
     )
-    from rap_benchmark.evaluation.predictions import n_expected_episodes
 
     reports, boards, all_scores = [], [], []
     owners: dict[tuple[str, Condition], Path] = {}
@@ -519,8 +516,6 @@ def meta_from_rows(
 def write_submission(frame: pd.DataFrame, out: str | Path, meta: dict[str, Any]) -> tuple[Path, Path]:
     """Write the prediction file ``out`` and ``out.meta.json`` beside it (each replaced
     atomically); return both paths."""
-    from rap_benchmark.evaluation.predictions import write_predictions
-
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_predictions(frame, out)
@@ -544,9 +539,6 @@ def split_by_model(
     against one instance. With ``only_if_mixed`` a one-model file is returned as is. The file must
     read cleanly (:func:`read_predictions`).
     """
-    from rap_benchmark.core.fsio import slug
-    from rap_benchmark.evaluation.predictions import read_predictions
-
     frame = read_predictions(path)
     if only_if_mixed and frame["model"].nunique() <= 1:
         return [Path(path)]

@@ -14,7 +14,7 @@ its own (a bad file never changes another file's rows), scores the usable rows, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,8 +114,6 @@ def build_report(
         progress=progress,
     )
     if audit:
-        from dataclasses import replace
-
         from rap_benchmark.audit.parallel import instrument_audit_table
 
         tables = replace(tables, instrument=instrument_audit_table(inst, seed=inst.spec.seed))

@@ -18,7 +18,7 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import Policy, Split
-from rap_benchmark.evaluation.scoring import BASELINE_PREFIX
+from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, episode_arrays, reliability, score_predictions
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
@@ -101,7 +101,6 @@ def compute_tables(
         revision_table,
         state_table,
     )
-    from rap_benchmark.evaluation.scoring import episode_arrays, reliability, score_predictions
 
     n_res, seed_ = resampling(inst, n_resamples, seed)
     kw: dict[str, Any] = {"n_resamples": n_res, "seed": seed_, "split": split}
