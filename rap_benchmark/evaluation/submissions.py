@@ -32,10 +32,14 @@ from typing import Any
 
 import pandas as pd
 
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text, slug
 from rap_benchmark.core.records import Condition, Split, Task
 from rap_benchmark.core.serial import Record
 from rap_benchmark.core.spec import BENCHMARK_VERSION, package_version
+from rap_benchmark.evaluation.board.display import NO_SUBMISSIONS, board_columns
+from rap_benchmark.evaluation.board.page import write_page
+from rap_benchmark.evaluation.board.stats import exposure_strata, model_contrasts, with_rank_intervals, with_strata
 from rap_benchmark.evaluation.predictions import (
     DEFAULT_MAX_BYTES,
     Problem,
@@ -47,6 +51,8 @@ from rap_benchmark.evaluation.predictions import (
     validate_predictions,
     write_predictions,
 )
+from rap_benchmark.evaluation.report.aggregates import leaderboard, resampling
+from rap_benchmark.evaluation.report.tables import leaderboard_markdown
 from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, score_predictions
 from rap_benchmark.evaluation.usage import Usage, check_usage, unknown_columns, usage_from_rows
 
@@ -303,8 +309,6 @@ def score_submission(
     are the submission's :func:`episode_scores` when already computed. Each row carries the
     submission's stated usage for its condition (tokens, Search calls, USD; NaN when unknown).
     """
-    from rap_benchmark.evaluation.report.aggregates import leaderboard
-
     if scores is None:
         scores = episode_scores(report, inst)
     if scores.empty:
@@ -381,8 +385,6 @@ class LeaderboardResult:
 
 def board_meta(inst: Any, split: Split | None, n_resamples: int | None, seed: int | None) -> dict[str, Any]:
     """What a board was scored against, as its files and card state it."""
-    from rap_benchmark.evaluation.report.aggregates import resampling
-
     n_res, seed_ = resampling(inst, n_resamples, seed)
     return {
         "instance": inst.spec.name,
@@ -419,13 +421,6 @@ def score_submissions(
     bootstrap rank intervals; model-vs-model contrasts (``contrasts``) and the strict/exposed
     strata (cutoffs from the metadata, else ``registry``, a ``ModelRegistry``) come with them.
     """
-    from rap_benchmark.evaluation.board.stats import (
-        exposure_strata,
-        model_contrasts,
-        with_rank_intervals,
-        with_strata,
-    )
-
     reports, boards, all_scores = [], [], []
     owners: dict[tuple[str, Condition], Path] = {}
     missing: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -480,8 +475,6 @@ def meta_from_rows(
     with them: one model and one instance (else an :class:`InputError`), the conditions found,
     ``tools`` (``search`` when a Search condition is present), ``attempts``, and ``usage``.
     ``benchmark_version``: the instance version the rows forecast (None: unknown)."""
-    from rap_benchmark.core.errors import InputError
-
     if not len(frame):
         raise InputError("no predictions to submit")
     models = sorted(set(frame["model"].astype(str)))
@@ -608,10 +601,6 @@ def write_board_files(
     """What every board folder holds: ``<stem>.csv`` (raw numbers), ``<stem>.md`` (``head``, the
     board's cells, ``note``), ``<verdicts_name>.json`` and, when ``meta`` says what it was scored
     against, ``board.json`` and (with ``page``) the figures and ``index.html``."""
-    from rap_benchmark.evaluation.board.display import NO_SUBMISSIONS, board_columns
-    from rap_benchmark.evaluation.board.page import write_page
-    from rap_benchmark.evaluation.report.tables import leaderboard_markdown
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / f"{stem}.csv", board.to_csv(index=False, lineterminator="\n"))
