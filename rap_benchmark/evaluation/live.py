@@ -41,6 +41,7 @@ from rap_benchmark.core.errors import FileFormatError, InputError
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Split
 from rap_benchmark.core.schemas import pending_mask
+from rap_benchmark.evaluation.predictions import KEY_COLUMNS, REQUIRED_COLUMNS, PredictionFileError, read_predictions
 from rap_benchmark.evaluation.submissions import (
     SubmissionReport,
     board_meta,
@@ -58,13 +59,6 @@ LIVE_TRACK = "Forecast-Live"
 
 def prediction_commitment(path: str | Path, salt: bytes) -> tuple[pd.DataFrame, str]:
     """The prediction frame of ``path`` and the salted commitment to its canonical rows."""
-    from rap_benchmark.evaluation.predictions import (
-        KEY_COLUMNS,
-        REQUIRED_COLUMNS,
-        PredictionFileError,
-        read_predictions,
-    )
-
     path = Path(path)
     if not path.is_file():
         raise FileFormatError(path, "no such prediction file")

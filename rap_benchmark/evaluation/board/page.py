@@ -14,9 +14,11 @@ from typing import Any
 
 import pandas as pd
 
+from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.evaluation.board.display import display_board
 from rap_benchmark.evaluation.board.plots import contrast_matrix, finite, plot_cost_vs_score
 from rap_benchmark.evaluation.report.html import data_uri, render_template
+from rap_benchmark.evaluation.report.plots import plot_leaderboard
 from rap_benchmark.evaluation.usage import unknown
 
 TEMPLATE = "leaderboard.html.j2"
@@ -161,9 +163,6 @@ def write_page(
     title: str,
 ) -> list[Path]:
     """Draw the forest and cost-versus-score figures into ``out`` and write ``out/index.html``."""
-    from rap_benchmark.core.fsio import atomic_write_text
-    from rap_benchmark.evaluation.report.plots import plot_leaderboard
-
     scored = board[board["spearman"].notna()] if "spearman" in board else board  # no valid answer: no point
     forecast = scored[scored["target"] == "y"] if "target" in scored else scored
     forest = plot_leaderboard(forecast, out / "forest.png", title=f"{title}: Forecast Spearman")

@@ -22,7 +22,11 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Split
+from rap_benchmark.evaluation.predictions import combine_validated, validate_predictions
+from rap_benchmark.evaluation.report.html import Figure, render_html
+from rap_benchmark.evaluation.report.plots import choose_fields, overlay_units, plot_field, plot_leaderboard
 from rap_benchmark.evaluation.report.tables import ReportTables, closing_note, compute_tables, write_tables
+from rap_benchmark.evaluation.scoring import baseline_predictions, load_registry, strict_masks
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
@@ -78,10 +82,6 @@ def build_report(
     ``audit`` adds the instrument-audit table (parallel instrument; latent truth on mini).
     """
     from rap_benchmark.core.artifacts import write_json
-    from rap_benchmark.evaluation.predictions import combine_validated, validate_predictions
-    from rap_benchmark.evaluation.report.html import Figure, render_html
-    from rap_benchmark.evaluation.report.plots import choose_fields, overlay_units, plot_field, plot_leaderboard
-    from rap_benchmark.evaluation.scoring import baseline_predictions, load_registry, strict_masks
 
     reg = load_registry(registry) if registry is not None else None  # a bad registry is refused before any write
     out = Path(out_dir)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rap_benchmark.core import resources
+from rap_benchmark.core.spec import package_version
 from rap_benchmark.evaluation.report.tables import (
     NO_MULTIPLICITY,
     PAPER_TEST_CEILING,
@@ -129,8 +130,6 @@ def render_html(
     title: str = "RAP benchmark report",
 ) -> str:
     """The report page as one HTML string (UTF-8, no external references)."""
-    from rap_benchmark.core.spec import package_version
-
     shown = display_tables(tables)
     sections: list[dict[str, Any]] = []
     for name, heading, intro, empty in SECTIONS:

@@ -18,6 +18,16 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import Policy, Split
+from rap_benchmark.evaluation.report.aggregates import (
+    exposure_table,
+    leaderboard,
+    paired_contrasts,
+    per_origin_table,
+    policy_table,
+    resampling,
+    revision_table,
+    state_table,
+)
 from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, episode_arrays, reliability, score_predictions
 
 if TYPE_CHECKING:
@@ -90,17 +100,6 @@ def compute_tables(
     same split under the canonical policy.
     """
     from tqdm.auto import tqdm
-
-    from rap_benchmark.evaluation.report.aggregates import (
-        exposure_table,
-        leaderboard,
-        paired_contrasts,
-        per_origin_table,
-        policy_table,
-        resampling,
-        revision_table,
-        state_table,
-    )
 
     n_res, seed_ = resampling(inst, n_resamples, seed)
     kw: dict[str, Any] = {"n_resamples": n_res, "seed": seed_, "split": split}
