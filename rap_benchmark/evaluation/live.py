@@ -41,7 +41,15 @@ from rap_benchmark.core.errors import FileFormatError, InputError
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Split
 from rap_benchmark.core.schemas import pending_mask
-from rap_benchmark.evaluation.submissions import SubmissionReport, score_submission, validate_submission
+from rap_benchmark.evaluation.predictions import KEY_COLUMNS, REQUIRED_COLUMNS, PredictionFileError, read_predictions
+from rap_benchmark.evaluation.submissions import (
+    SubmissionReport,
+    board_meta,
+    read_metadata,
+    score_submission,
+    validate_submission,
+    write_board_files,
+)
 
 SEAL_VERSION = 1
 SEAL_KEY = "rap-forecast-seal-v1"
@@ -49,14 +57,9 @@ SALT_SUFFIX = ".salt.hex"
 LIVE_TRACK = "Forecast-Live"
 
 
-def _canonical_rows(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
-    from rap_benchmark.evaluation.predictions import (
-        KEY_COLUMNS,
-        REQUIRED_COLUMNS,
-        PredictionFileError,
-        read_predictions,
-    )
-
+def prediction_commitment(path: str | Path, salt: bytes) -> tuple[pd.DataFrame, str]:
+    """The prediction frame of ``path`` and the salted commitment to its canonical rows."""
+    path = Path(path)
     if not path.is_file():
         raise FileFormatError(path, "no such prediction file")
     try:
@@ -66,12 +69,6 @@ def _canonical_rows(path: Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
         raise FileFormatError(path, f"not a clean prediction file: {first}") from None
     frame = frame.sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
     rows = [to_plain(r) for r in frame[list(REQUIRED_COLUMNS)].to_dict(orient="records")]
-    return frame, rows
-
-
-def prediction_commitment(path: str | Path, salt: bytes) -> tuple[pd.DataFrame, str]:
-    """The prediction frame of ``path`` and the salted commitment to its canonical rows."""
-    frame, rows = _canonical_rows(Path(path))
     return frame, commitment(salt, SEAL_KEY, rows)
 
 
@@ -150,10 +147,6 @@ def read_seals(paths: list[Path]) -> dict[str, dict[str, Any]]:
     return seals
 
 
-def _origin_start(origin: str) -> dt.datetime:
-    return dt.datetime.combine(dt.date.fromisoformat(origin[:10]), dt.time(), tzinfo=dt.UTC)
-
-
 @dataclass(frozen=True)
 class LiveVerdict:
     path: Path
@@ -176,7 +169,8 @@ def check_reveal(path: Path, seals: dict[str, dict[str, Any]], salt_file: Path |
             path, False, "matches no published commitment: the predictions or the salt changed after sealing"
         )
     sealed_at = parse_stamp(row["sealed_at"])
-    late = sorted(o for o in set(frame["origin"].astype(str)) if sealed_at >= _origin_start(o))
+    origins = set(frame["origin"].astype(str))  # a forecast counts when sealed before 00:00 UTC of its origin
+    late = sorted(o for o in origins if sealed_at >= dt.datetime.fromisoformat(o[:10]).replace(tzinfo=dt.UTC))
     if late:
         return LiveVerdict(
             path,
@@ -227,20 +221,16 @@ def score_live(
         verdicts.append(verdict)
     board = pd.concat(boards, ignore_index=True) if boards else pd.DataFrame()
     if len(board):
-        board = board.sort_values(["condition", "spearman", "model"], ascending=[True, False, True], kind="stable")
-        board = board.reset_index(drop=True)
+        order = ["condition", "spearman", "model"]
+        board = board.sort_values(order, ascending=[True, False, True], kind="stable", ignore_index=True)
         board.insert(0, "track", LIVE_TRACK)
         board.insert(1, "split", split.value if split is not None else "all")
-    from rap_benchmark.evaluation.submissions import board_meta
-
     return LiveResult(tuple(verdicts), board, board_meta(inst, split, n_resamples, seed))
 
 
 def _as_sealed_against(inst: Any, path: Path) -> Any:
     """``inst`` under the manifest hash the reveal was made against, when that is the pending
     version this resolved instance came from (forecasts are sealed before ``rap resolve``)."""
-    from rap_benchmark.evaluation.submissions import read_metadata
-
     resolved = inst.ledger.get("derived", {}).get("living", {}).get("resolved") or {}
     pending_hash = resolved.get("from_manifest_hash")
     meta, _ = read_metadata(path)
@@ -282,33 +272,20 @@ def _score_origins(
 def write_live_board(result: LiveResult, out: str | Path, *, page: bool = True) -> Path:
     """``leaderboard_live.csv``, ``leaderboard_live.md``, ``reveals.json`` (every verdict),
     ``board.json`` and, with ``page``, the figures and ``index.html`` of the Forecast-Live track."""
-    from rap_benchmark.evaluation.board.display import NO_SUBMISSIONS, board_columns
-    from rap_benchmark.evaluation.board.page import write_page
-    from rap_benchmark.evaluation.report.tables import leaderboard_markdown
-
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "leaderboard_live.csv", result.board.to_csv(index=False, lineterminator="\n"))
-    head = f"## {LIVE_TRACK}\n\nSealed before the origin, scored after `rap resolve`.\n\n"
     note = (
         "Each row is a reveal whose salted commitment was published before every origin it forecasts; "
         "coverage counts the resolved episodes of those origins in the split. Sorted per condition by "
         "Spearman; 95% intervals: block bootstrap over dependency blocks; no multiplicity correction."
     )
-    board = leaderboard_markdown(result.board, board_columns(result.board), note=note, empty=NO_SUBMISSIONS)
-    atomic_write_text(out / "leaderboard_live.md", head + board)
-    verdicts = [{"reveal": str(v.path), "accepted": v.accepted, "message": v.message} for v in result.verdicts]
-    atomic_write_text(out / "reveals.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
-    if result.meta:
-        atomic_write_text(out / "board.json", json.dumps(result.meta, indent=1, sort_keys=True) + "\n")
-    if page and result.meta:
-        write_page(
-            out,
-            result.board,
-            meta=result.meta,
-            verdicts=verdicts,
-            contrasts=pd.DataFrame(),
-            note=note,
-            title=f"RAP leaderboard, {LIVE_TRACK}: {result.meta.get('instance', '')}",
-        )
-    return out
+    return write_board_files(
+        out,
+        result.board,
+        [{"reveal": str(v.path), "accepted": v.accepted, "message": v.message} for v in result.verdicts],
+        stem="leaderboard_live",
+        verdicts_name="reveals",
+        meta=result.meta,
+        note=note,
+        title=f"RAP leaderboard, {LIVE_TRACK}: {result.meta.get('instance', '')}",
+        head=f"## {LIVE_TRACK}\n\nSealed before the origin, scored after `rap resolve`.\n\n",
+        page=page,
+    )

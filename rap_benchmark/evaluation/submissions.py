@@ -32,19 +32,28 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.fsio import atomic_write_text
-from rap_benchmark.core.records import Condition, Split
+from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.fsio import atomic_write_text, slug
+from rap_benchmark.core.records import Condition, Split, Task
 from rap_benchmark.core.serial import Record
-from rap_benchmark.core.spec import BENCHMARK_VERSION
+from rap_benchmark.core.spec import BENCHMARK_VERSION, package_version
+from rap_benchmark.evaluation.board.display import NO_SUBMISSIONS, board_columns
+from rap_benchmark.evaluation.board.page import write_page
+from rap_benchmark.evaluation.board.stats import exposure_strata, model_contrasts, with_rank_intervals, with_strata
 from rap_benchmark.evaluation.predictions import (
     DEFAULT_MAX_BYTES,
     Problem,
     ProblemKind,
     Severity,
     ValidationReport,
+    n_expected_episodes,
+    read_predictions,
     validate_predictions,
+    write_predictions,
 )
-from rap_benchmark.evaluation.scoring import BASELINE_PREFIX
+from rap_benchmark.evaluation.report.aggregates import leaderboard, resampling
+from rap_benchmark.evaluation.report.tables import leaderboard_markdown
+from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, score_predictions
 from rap_benchmark.evaluation.usage import Usage, check_usage, unknown_columns, usage_from_rows
 
 META_SUFFIX = ".meta.json"
@@ -142,57 +151,53 @@ def read_metadata(path: Path, meta_path: Path | None = None) -> tuple[dict[str, 
 def parse_metadata(data: dict[str, Any], *, instance_hash: str | None) -> tuple[SubmissionMeta | None, list[str]]:
     """Check the metadata dict; return the typed metadata (None when unusable) and the problems."""
     problems: list[str] = []
+
+    def fatal(message: str) -> None:
+        problems.append(_meta_problem(message))
+
     unknown = sorted(set(data) - set(REQUIRED_META) - set(OPTIONAL_META))
     if unknown:
-        problems.append(
-            _meta_problem(f"unknown key(s) {', '.join(unknown)} (allowed: {', '.join(REQUIRED_META + OPTIONAL_META)})")
-        )
+        fatal(f"unknown key(s) {', '.join(unknown)} (allowed: {', '.join(REQUIRED_META + OPTIONAL_META)})")
     missing = [k for k in REQUIRED_META if k not in data]
     if missing:
-        problems.append(_meta_problem(f"missing key(s) {', '.join(missing)}"))
+        fatal(f"missing key(s) {', '.join(missing)}")
     if problems:
         return None, problems
     model = data["model"]
     if not isinstance(model, str) or not model.strip():
-        problems.append(_meta_problem("model must be a non-empty string"))
+        fatal("model must be a non-empty string")
     raw_conditions = data["conditions"]
     if isinstance(raw_conditions, str):
         raw_conditions = [raw_conditions]
     conditions: list[Condition] = []
     if not isinstance(raw_conditions, list) or not raw_conditions:
-        problems.append(_meta_problem('conditions must be a non-empty list such as ["A1"]'))
+        fatal('conditions must be a non-empty list such as ["A1"]')
     else:
         for c in raw_conditions:
             try:
                 conditions.append(Condition(c))
             except ValueError:
-                problems.append(_meta_problem(f"unknown condition {c!r} (expected A0..A4)"))
+                fatal(f"unknown condition {c!r} (expected A0..A4)")
     mh = data["manifest_hash"]
     if not isinstance(mh, str) or len(mh) != 64:
-        problems.append(_meta_problem("manifest_hash must be the 64-hex sha256 of the instance's SHA256SUMS"))
+        fatal("manifest_hash must be the 64-hex sha256 of the instance's SHA256SUMS")
     elif instance_hash is not None and mh != instance_hash:
-        problems.append(
-            _meta_problem(
-                f"manifest_hash {mh[:12]}... is not this instance's ({instance_hash[:12]}...): rebuild against it"
-            )
-        )
+        fatal(f"manifest_hash {mh[:12]}... is not this instance's ({instance_hash[:12]}...): rebuild against it")
     cutoff = None
     if data.get("knowledge_cutoff") is not None:
         try:
             cutoff = dt.date.fromisoformat(str(data["knowledge_cutoff"]))
         except ValueError:
-            problems.append(
-                _meta_problem(f"knowledge_cutoff must be YYYY-MM-DD or null, got {data['knowledge_cutoff']!r}")
-            )
+            fatal(f"knowledge_cutoff must be YYYY-MM-DD or null, got {data['knowledge_cutoff']!r}")
     tools = data.get("tools") or []
     if not isinstance(tools, list) or not all(isinstance(t, str) for t in tools):
-        problems.append(_meta_problem("tools must be a list of strings"))
+        fatal("tools must be a list of strings")
         tools = []
     elif set(tools) - KNOWN_TOOLS:
-        problems.append(_meta_problem(f"unknown tool(s) {', '.join(sorted(set(tools) - KNOWN_TOOLS))} (known: search)"))
+        fatal(f"unknown tool(s) {', '.join(sorted(set(tools) - KNOWN_TOOLS))} (known: search)")
     attempts = data.get("attempts")
     if attempts is not None and (isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1):
-        problems.append(_meta_problem("attempts must be a positive integer"))
+        fatal("attempts must be a positive integer")
     if conditions and "search" not in tools and any(c.regime is not None for c in conditions):
         problems.append("[warning] metadata: a Search condition is declared but tools does not list 'search'")
     if conditions and tools and all(c.regime is None for c in conditions):
@@ -276,9 +281,6 @@ def episode_scores(report: SubmissionReport, inst: Any) -> pd.DataFrame:
     """The per-episode scores of an accepted submission (empty when rejected): Forecast conditions
     (A0, A1, A3) against ``y``, State conditions (A2, A4) against their State target ``x``;
     ``target`` says which. The board's rows, contrasts and rank intervals all start here."""
-    from rap_benchmark.core.records import Task
-    from rap_benchmark.evaluation.scoring import score_predictions
-
     if not report.accepted or report.validation is None or not len(report.validation.frame):
         return pd.DataFrame()
     preds = report.validation.frame.drop(columns=["_line"], errors="ignore")
@@ -307,9 +309,6 @@ def score_submission(
     are the submission's :func:`episode_scores` when already computed. Each row carries the
     submission's stated usage for its condition (tokens, Search calls, USD; NaN when unknown).
     """
-    from rap_benchmark.evaluation.report.aggregates import leaderboard
-    from rap_benchmark.evaluation.scoring import score_predictions
-
     if scores is None:
         scores = episode_scores(report, inst)
     if scores.empty:
@@ -386,8 +385,7 @@ class LeaderboardResult:
 
 def board_meta(inst: Any, split: Split | None, n_resamples: int | None, seed: int | None) -> dict[str, Any]:
     """What a board was scored against, as its files and card state it."""
-    from rap_benchmark.core.spec import package_version
-
+    n_res, seed_ = resampling(inst, n_resamples, seed)
     return {
         "instance": inst.spec.name,
         "instance_version": inst.spec.version,
@@ -395,9 +393,13 @@ def board_meta(inst: Any, split: Split | None, n_resamples: int | None, seed: in
         "benchmark_version": BENCHMARK_VERSION,
         "scorer_version": package_version(),
         "split": split.value if split is not None else "all",
-        "n_resamples": int(inst.spec.bootstrap_resamples if n_resamples is None else n_resamples),
-        "seed": int(inst.spec.bootstrap_seed if seed is None else seed),
+        "n_resamples": n_res,
+        "seed": seed_,
     }
+
+
+def _rejected(report: SubmissionReport, problem: str) -> SubmissionReport:
+    return replace(report, meta=None, problems=(*report.problems, problem))
 
 
 def score_submissions(
@@ -419,14 +421,6 @@ def score_submissions(
     bootstrap rank intervals; model-vs-model contrasts (``contrasts``) and the strict/exposed
     strata (cutoffs from the metadata, else ``registry``, a ``ModelRegistry``) come with them.
     """
-    from rap_benchmark.evaluation.board.stats import (
-        exposure_strata,
-        model_contrasts,
-        with_rank_intervals,
-        with_strata,
-    )
-    from rap_benchmark.evaluation.predictions import n_expected_episodes
-
     reports, boards, all_scores = [], [], []
     owners: dict[tuple[str, Condition], Path] = {}
     missing: dict[tuple[str, str], tuple[str, ...]] = {}
@@ -437,12 +431,7 @@ def score_submissions(
             taken = sorted({(rep.meta.model, c) for c in rep.meta.conditions} & set(owners), key=str)
             if taken:
                 clash = ", ".join(f"{m} / {c.value} (in {owners[(m, c)].name})" for m, c in taken)
-                rep = SubmissionReport(
-                    rep.path,
-                    None,
-                    (*rep.problems, f"[fatal] already submitted: {clash}; the earlier submission is kept"),
-                    rep.validation,
-                )
+                rep = _rejected(rep, f"[fatal] already submitted: {clash}; the earlier submission is kept")
         if rep.accepted and rep.meta is not None:
             try:
                 scores = episode_scores(rep, inst)
@@ -454,9 +443,7 @@ def score_submissions(
                 missing.update(rep.validation.missing if rep.validation else {})
                 cutoffs[rep.meta.model] = rep.meta.knowledge_cutoff.isoformat() if rep.meta.knowledge_cutoff else None
             except Exception as exc:  # noqa: BLE001 - reported, never fatal to the other submissions
-                rep = SubmissionReport(
-                    rep.path, None, (*rep.problems, f"[fatal] scoring failed: {exc}"), rep.validation
-                )
+                rep = _rejected(rep, f"[fatal] scoring failed: {exc}")
         reports.append(rep)
     board = (
         pd.concat([b for b in boards if len(b)], ignore_index=True) if any(len(b) for b in boards) else pd.DataFrame()
@@ -488,8 +475,6 @@ def meta_from_rows(
     with them: one model and one instance (else an :class:`InputError`), the conditions found,
     ``tools`` (``search`` when a Search condition is present), ``attempts``, and ``usage``.
     ``benchmark_version``: the instance version the rows forecast (None: unknown)."""
-    from rap_benchmark.core.errors import InputError
-
     if not len(frame):
         raise InputError("no predictions to submit")
     models = sorted(set(frame["model"].astype(str)))
@@ -524,8 +509,6 @@ def meta_from_rows(
 def write_submission(frame: pd.DataFrame, out: str | Path, meta: dict[str, Any]) -> tuple[Path, Path]:
     """Write the prediction file ``out`` and ``out.meta.json`` beside it (each replaced
     atomically); return both paths."""
-    from rap_benchmark.evaluation.predictions import write_predictions
-
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_predictions(frame, out)
@@ -549,9 +532,6 @@ def split_by_model(
     against one instance. With ``only_if_mixed`` a one-model file is returned as is. The file must
     read cleanly (:func:`read_predictions`).
     """
-    from rap_benchmark.core.fsio import slug
-    from rap_benchmark.evaluation.predictions import read_predictions
-
     frame = read_predictions(path)
     if only_if_mixed and frame["model"].nunique() <= 1:
         return [Path(path)]
@@ -578,15 +558,6 @@ def write_leaderboard(result: LeaderboardResult, out: str | Path, *, page: bool 
     and problem, metadata and usage included), ``contrasts.csv`` (model vs model),
     ``strict_vs_exposed.csv``, ``board.json`` (what it was scored against) and, with ``page``,
     ``forest.png``, ``cost_vs_score.png`` and the self-contained ``index.html``."""
-    from rap_benchmark.evaluation.board.display import NO_SUBMISSIONS, board_columns
-    from rap_benchmark.evaluation.board.page import write_page
-    from rap_benchmark.evaluation.report.tables import leaderboard_markdown
-
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "leaderboard.csv", result.board.to_csv(index=False, lineterminator="\n"))
-    board_md = leaderboard_markdown(result.board, board_columns(result.board), note=BOARD_NOTE, empty=NO_SUBMISSIONS)
-    atomic_write_text(out / "leaderboard.md", board_md)
     verdicts = [
         {
             "submission": str(r.path),
@@ -596,20 +567,51 @@ def write_leaderboard(result: LeaderboardResult, out: str | Path, *, page: bool 
         }
         for r in result.reports
     ]
-    atomic_write_text(out / "submissions.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
+    out = write_board_files(
+        out,
+        result.board,
+        verdicts,
+        stem="leaderboard",
+        verdicts_name="submissions",
+        meta=result.meta,
+        note=BOARD_NOTE,
+        title=f"RAP leaderboard: {result.meta.get('instance', '')}",
+        contrasts=result.contrasts,
+        page=page,
+    )
     for name, frame in (("contrasts", result.contrasts), ("strict_vs_exposed", result.exposure)):
         atomic_write_text(out / f"{name}.csv", frame.to_csv(index=False, lineterminator="\n"))
-    atomic_write_text(out / "board.json", json.dumps(result.meta, indent=1, sort_keys=True) + "\n")
-    if page:
-        write_page(
-            out,
-            result.board,
-            meta=result.meta,
-            verdicts=verdicts,
-            contrasts=result.contrasts,
-            note=BOARD_NOTE,
-            title=f"RAP leaderboard: {result.meta.get('instance', '')}",
-        )
+    return out
+
+
+def write_board_files(
+    out: str | Path,
+    board: pd.DataFrame,
+    verdicts: list[dict[str, Any]],
+    *,
+    stem: str,
+    verdicts_name: str,
+    meta: dict[str, Any],
+    note: str,
+    title: str,
+    head: str = "",
+    contrasts: pd.DataFrame | None = None,
+    page: bool = True,
+) -> Path:
+    """What every board folder holds: ``<stem>.csv`` (raw numbers), ``<stem>.md`` (``head``, the
+    board's cells, ``note``), ``<verdicts_name>.json`` and, when ``meta`` says what it was scored
+    against, ``board.json`` and (with ``page``) the figures and ``index.html``."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / f"{stem}.csv", board.to_csv(index=False, lineterminator="\n"))
+    board_md = leaderboard_markdown(board, board_columns(board), note=note, empty=NO_SUBMISSIONS)
+    atomic_write_text(out / f"{stem}.md", head + board_md)
+    atomic_write_text(out / f"{verdicts_name}.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
+    if meta:
+        atomic_write_text(out / "board.json", json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    if page and meta:
+        contrasts = pd.DataFrame() if contrasts is None else contrasts
+        write_page(out, board, meta=meta, verdicts=verdicts, contrasts=contrasts, note=note, title=title)
     return out
 
 

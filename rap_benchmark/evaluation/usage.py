@@ -34,16 +34,8 @@ COUNT_FIELDS = ("input_tokens", "output_tokens", "search_calls")
 ENTRY_KEYS = ("episodes", *COUNT_FIELDS, "cost_usd")
 ROW_COLUMNS = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens", "search_calls": "n_search_calls"}
 """Usage field -> the prediction file's accounting column that sums to it."""
-BOARD_COLUMNS = (
-    "input_tokens",
-    "output_tokens",
-    "search_calls",
-    "cost_usd",
-    "input_tokens_per_episode",
-    "output_tokens_per_episode",
-    "search_calls_per_episode",
-    "cost_usd_per_episode",
-)
+BOARD_COLUMNS = tuple(f"{name}{per}" for per in ("", "_per_episode") for name in (*COUNT_FIELDS, "cost_usd"))
+"""The board's usage columns: each total, then each per-episode mean."""
 UNKNOWN = "unknown"
 
 
@@ -247,9 +239,14 @@ def _implausible(
     return out
 
 
+def unknown(value: Any) -> bool:
+    """A board cell with no value: None, pandas' NA or NaN (unknown is never shown as 0)."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
 def fmt_usage(value: Any, digits: int = 0) -> str:
     """A usage number for people: ``unknown`` for NaN/None, thousands separated."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if unknown(value):
         return UNKNOWN
     v = float(value)
     if digits:
@@ -259,7 +256,7 @@ def fmt_usage(value: Any, digits: int = 0) -> str:
 
 def fmt_cost(value: Any) -> str:
     """A price in USD for people: ``unknown`` for NaN/None; cents below a dollar keep 4 digits."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    if unknown(value):
         return UNKNOWN
     v = float(value)
     if v == 0:

@@ -7,38 +7,33 @@ is not known reads ``unknown``, never 0.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pandas as pd
 
 from rap_benchmark.evaluation.report.tables import display, fmt, fmt_interval
-from rap_benchmark.evaluation.usage import fmt_cost, fmt_usage
+from rap_benchmark.evaluation.usage import fmt_cost, fmt_usage, unknown
 
 NO_SUBMISSIONS = "No accepted submissions.\n"
-
-
-def _missing(value: Any) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
 def fmt_rank(row: dict[str, Any]) -> str:
     """``2 (1-4)``: the rank and its 95% bootstrap interval; blank for an unranked (partial) row."""
     rank = row.get("rank")
-    if _missing(rank):
+    if unknown(rank):
         return ""
     lo, hi = row.get("rank_lo"), row.get("rank_hi")
-    if _missing(lo) or _missing(hi):
+    if unknown(lo) or unknown(hi):
         return str(int(rank))
     return f"{int(rank)} ({int(lo)}-{int(hi)})" if int(lo) != int(hi) else f"{int(rank)} ({int(lo)})"
 
 
 def fmt_score(row: dict[str, Any], prefix: str = "spearman") -> str:
     est = row.get(prefix)
-    if _missing(est):
+    if unknown(est):
         return ""
     lo, hi = row.get(f"{prefix}_lo"), row.get(f"{prefix}_hi")
-    if _missing(lo) or _missing(hi):
+    if unknown(lo) or unknown(hi):
         return fmt(float(est))
     return fmt_interval(float(est), float(lo), float(hi))
 
@@ -46,7 +41,7 @@ def fmt_score(row: dict[str, Any], prefix: str = "spearman") -> str:
 def fmt_stratum(row: dict[str, Any], stratum: str) -> str:
     """``0.712 (24 cells)`` on the strict or exposed cells; ``unknown cutoff`` without a cutoff."""
     cells = row.get(f"{stratum}_cells")
-    if _missing(cells):
+    if unknown(cells):
         return "unknown cutoff"
     if int(cells) == 0:
         return "no scored cell"
@@ -83,7 +78,7 @@ Forecast without State rows; strict/exposed when no model's cutoff is known)."""
 
 def _total_tokens(row: dict[str, Any]) -> str:
     a, b = row.get("input_tokens"), row.get("output_tokens")
-    if _missing(a) or _missing(b):
+    if unknown(a) or unknown(b):
         return "unknown"
     return fmt_usage(float(a) + float(b))
 

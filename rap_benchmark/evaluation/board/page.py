@@ -8,16 +8,18 @@ cells are numbers, what a cell sorts by, the wording) is made here; the jinja2 t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core import resources
+from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.evaluation.board.display import display_board
-from rap_benchmark.evaluation.board.plots import contrast_matrix, finite
+from rap_benchmark.evaluation.board.plots import contrast_matrix, finite, plot_cost_vs_score
+from rap_benchmark.evaluation.report.html import data_uri, render_template
+from rap_benchmark.evaluation.report.plots import plot_leaderboard
+from rap_benchmark.evaluation.usage import unknown
 
 TEMPLATE = "leaderboard.html.j2"
 RETROSPECTIVE = "retrospective"
@@ -40,14 +42,6 @@ SORT_COLUMN = {
 """Header -> the raw board column its cells sort by (numbers; unknown sorts last)."""
 
 
-def _sort_value(value: Any) -> str:
-    if value is None or value is pd.NA:
-        return ""
-    if isinstance(value, float) and math.isnan(value):
-        return ""
-    return str(value)
-
-
 def table_rows(board: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
     """Headers and rows of the sortable table: each cell's text, sort key and whether it is a number."""
     shown = display_board(board)
@@ -59,7 +53,8 @@ def table_rows(board: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
         out = []
         for h in headers:
             column = SORT_COLUMN.get(h)
-            sort = _sort_value(raw.get(column)) if column else str(cells[h])
+            value = raw.get(column) if column else cells[h]
+            sort = "" if column and unknown(value) else str(value)
             out.append({"text": str(cells[h]), "sort": sort, "num": column is not None})
         rows.append(
             {
@@ -140,16 +135,9 @@ def render_page(
     title: str,
 ) -> str:
     """The page as one HTML string (UTF-8, no external references)."""
-    import jinja2
-
     headers, rows = table_rows(board)
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(resources.TEMPLATES_DIR, encoding="utf-8"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
-    return env.get_template(TEMPLATE).render(
+    return render_template(
+        TEMPLATE,
         title=title,
         meta=meta,
         headers=headers,
@@ -175,11 +163,6 @@ def write_page(
     title: str,
 ) -> list[Path]:
     """Draw the forest and cost-versus-score figures into ``out`` and write ``out/index.html``."""
-    from rap_benchmark.core.fsio import atomic_write_text
-    from rap_benchmark.evaluation.board.plots import plot_cost_vs_score
-    from rap_benchmark.evaluation.report.html import data_uri
-    from rap_benchmark.evaluation.report.plots import plot_leaderboard
-
     scored = board[board["spearman"].notna()] if "spearman" in board else board  # no valid answer: no point
     forecast = scored[scored["target"] == "y"] if "target" in scored else scored
     forest = plot_leaderboard(forecast, out / "forest.png", title=f"{title}: Forecast Spearman")

@@ -13,10 +13,6 @@ import pandas as pd
 from rap_benchmark.evaluation.report.plots import SERIES_COLOURS, SERIES_MARKERS, _figure, _save
 
 
-def _label(model: str, condition: str) -> str:
-    return f"{model} {condition}"
-
-
 def plot_cost_vs_score(board: pd.DataFrame, path: str | Path, *, title: str = "") -> Path:
     """Two panels, USD per episode and tokens per episode (symmetric log axes, so a known 0 sits
     at 0), against field-macro Spearman with its 95% block interval; one colour per condition.
@@ -38,7 +34,7 @@ def plot_cost_vs_score(board: pd.DataFrame, path: str | Path, *, title: str = ""
             sel = (rows["condition"] == cond).to_numpy()
             part, x = rows[sel], x_all[sel].to_numpy(float)
             known = np.isfinite(x)
-            unknown += [_label(m, cond) for m in part["model"][~known]]
+            unknown += [f"{m} {cond}" for m in part["model"][~known]]
             if not known.any():
                 continue
             est = part["spearman"].to_numpy(float)[known]

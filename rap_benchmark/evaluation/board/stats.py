@@ -18,8 +18,14 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.records import Condition, Split, Task
-from rap_benchmark.evaluation.report.aggregates import exposure_table, paired_contrasts
-from rap_benchmark.evaluation.scoring import block_of_field, exposure_masks, rank_intervals, strict_lookup
+from rap_benchmark.evaluation.report.aggregates import exposure_table, in_split, paired_contrasts, resampling
+from rap_benchmark.evaluation.scoring import (
+    ModelExposure,
+    ModelRegistry,
+    block_of_field,
+    rank_intervals,
+    strict_masks,
+)
 
 CONTRAST_COLUMNS = [
     "condition",
@@ -35,10 +41,6 @@ CONTRAST_COLUMNS = [
     "n_fields",
     "excludes_zero",
 ]
-
-
-def _in_split(scores: pd.DataFrame, split: Split | None) -> pd.DataFrame:
-    return scores if split is None else scores[scores["split"] == Split(split).value]
 
 
 def model_contrasts(
@@ -98,10 +100,9 @@ def with_rank_intervals(
     )
     if board.empty or "rank" not in board:
         return board
-    n_res = int(inst.spec.bootstrap_resamples if n_resamples is None else n_resamples)
-    seed_ = int(inst.spec.bootstrap_seed if seed is None else seed)
+    n_res, seed_ = resampling(inst, n_resamples, seed)
     blocks = block_of_field(inst)
-    frame = _in_split(scores, split)
+    frame = in_split(scores, split)
     for cond, rows in board[board["rank"].notna()].groupby("condition", sort=True):
         values, fields = [], []
         for model, target in zip(rows["model"], rows["target"], strict=True):
@@ -114,28 +115,15 @@ def with_rank_intervals(
     return board
 
 
-def cutoff_registry(cutoffs: Mapping[str, str], registry: Any = None) -> list[dict[str, Any]]:
-    """Registry records for the models whose knowledge cutoff is known: the submission's own
-    metadata first, else an entry of ``registry`` (a ``ModelRegistry``)."""
-    records = [
-        {"model": m, "knowledge_cutoff": c, "source": "submission metadata (knowledge_cutoff)"}
-        for m, c in sorted(cutoffs.items())
-        if c
-    ]
-    stated = {m for m, c in cutoffs.items() if c}
-    if registry is not None:
-        for entry in registry.entries:
-            if stated.isdisjoint({entry.model, *entry.aliases}):  # else the metadata's own cutoff wins
-                records.append(
-                    {
-                        "model": entry.model,
-                        "aliases": list(entry.aliases),
-                        "knowledge_cutoff": entry.knowledge_cutoff,
-                        "release_date": entry.release_date,
-                        "source": entry.source,
-                    }
-                )
-    return records
+def cutoff_registry(cutoffs: Mapping[str, str], registry: ModelRegistry | None = None) -> ModelRegistry:
+    """The registry of the models whose knowledge cutoff is known: the submission's own metadata
+    first, else an entry of ``registry``."""
+    source = "submission metadata (knowledge_cutoff)"
+    entries = [ModelExposure(m, (), c, None, source) for m, c in sorted(cutoffs.items()) if c]
+    stated = {e.model for e in entries}
+    if registry is not None:  # a model whose metadata states a cutoff keeps its own
+        entries += [e for e in registry.entries if stated.isdisjoint({e.model, *e.aliases})]
+    return ModelRegistry(tuple(entries))
 
 
 def exposure_strata(
@@ -150,21 +138,12 @@ def exposure_strata(
 ) -> pd.DataFrame:
     """The report's strict-vs-exposed table for the board's models with a known cutoff (empty
     when none is known): Forecast-Strict cells for Forecast conditions, Joint-Strict for State."""
-    records = cutoff_registry({m: c for m, c in cutoffs.items() if c}, registry)
-    names = {n for r in records for n in (r["model"], *r.get("aliases", ()))}
-    models = sorted(m for m in set(scores["model"].astype(str)) if m in names) if len(scores) else []
+    known = cutoff_registry({m: c for m, c in cutoffs.items() if c}, registry)
+    models = sorted(m for m in set(scores["model"].astype(str)) if m in known) if len(scores) else []
     if not models:
         return pd.DataFrame()
-    masks = exposure_masks(records, models, inst.spec.origins, inst.spec.window_months)
-    return exposure_table(
-        scores,
-        inst,
-        strict_lookup(masks, "forecast_strict"),
-        joint_strict=strict_lookup(masks, "joint_strict"),
-        n_resamples=n_resamples,
-        seed=seed,
-        split=split,
-    )
+    strict, joint = strict_masks(known, models, inst.spec.origins, inst.spec.window_months)
+    return exposure_table(scores, inst, strict, joint_strict=joint, n_resamples=n_resamples, seed=seed, split=split)
 
 
 STRATA_COLUMNS = ("spearman_strict", "strict_cells", "spearman_exposed", "exposed_cells")

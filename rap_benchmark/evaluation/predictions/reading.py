@@ -40,7 +40,7 @@ from rap_benchmark.evaluation.predictions.problems import (
     empty_frame,
     short,
 )
-from rap_benchmark.evaluation.scoring import MAX_WEIGHT, weight_fault
+from rap_benchmark.evaluation.scoring import MAX_WEIGHT, DuplicateKey, no_duplicate_keys, weight_fault
 
 MAX_LINE_BYTES = 64 * 1024
 """A JSONL line longer than this is skipped unread (a prediction row is a few hundred bytes)."""
@@ -64,25 +64,9 @@ _INT64 = {pa.int64(): pd.Int64Dtype()}
 # -- strict JSON -------------------------------------------------------------------------------
 
 
-class _DuplicateKey(ValueError):
-    def __init__(self, key: str) -> None:
-        self.key = key
-
-
 class _NonStandard(ValueError):
     def __init__(self, token: str) -> None:
         self.token = token
-
-
-def _strict_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        seen: set[str] = set()
-        for k, _ in pairs:
-            if k in seen:
-                raise _DuplicateKey(k)
-            seen.add(k)
-    return obj
 
 
 def _no_constants(token: str) -> Any:
@@ -323,13 +307,20 @@ def _read_line(fh: Any) -> tuple[bytes, int, bool]:
     return raw, size, complete
 
 
-def _truncated(lineno: int, why: str) -> Problem:
-    return Problem(
-        ProblemKind.TRUNCATED,
-        Severity.FATAL,
-        f"line {lineno} is cut off (no closing newline, {why}); the file looks truncated, so none of it is scored",
-        lines=(lineno,),
-    )
+class _Truncated(Exception):
+    """A bad last line without its closing newline: the file was cut, so none of it is scored."""
+
+    def __init__(self, lineno: int, why: str) -> None:
+        what = (
+            f"line {lineno} is cut off (no closing newline, {why}); the file looks truncated, so none of it is scored"
+        )
+        self.problem = Problem(ProblemKind.TRUNCATED, Severity.FATAL, what, lines=(lineno,))
+
+
+def _unless_cut(complete: bool, lineno: int, why: str) -> None:
+    """Raise :class:`_Truncated` when the bad line is the file's unfinished last one."""
+    if not complete:
+        raise _Truncated(lineno, why)
 
 
 def _lenient_error(text: str) -> str | None:
@@ -378,9 +369,7 @@ def _read_jsonl(path: Path, rows: Rows, problems: list[Problem]) -> bool:
                 problems.append(Problem(ProblemKind.ENCODING, Severity.WARNING, what))
                 raw = raw[3:]
             if size > MAX_LINE_BYTES:
-                if not complete:
-                    problems.append(_truncated(lineno, f"{size:,} bytes"))
-                    return False
+                _unless_cut(complete, lineno, f"{size:,} bytes")
                 what = f"are longer than {MAX_LINE_BYTES:,} bytes, far beyond any prediction row (skipped unread)"
                 tally.add(ProblemKind.LINE_TOO_LONG, what, lineno, example=f"line {lineno}: {size:,} bytes")
                 first_content = False
@@ -388,9 +377,7 @@ def _read_jsonl(path: Path, rows: Rows, problems: list[Problem]) -> bool:
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
-                if not complete:
-                    problems.append(_truncated(lineno, "a character cut in half"))
-                    return False
+                _unless_cut(complete, lineno, "a character cut in half")
                 what, example = "are not valid UTF-8; save the file as UTF-8 (skipped)", f"byte {raw[exc.start]:#04x}"
                 tally.add(ProblemKind.ENCODING, what, lineno, example=f"{example} at column {exc.start + 1}")
                 first_content = False
@@ -399,21 +386,18 @@ def _read_jsonl(path: Path, rows: Rows, problems: list[Problem]) -> bool:
                 continue
             depth = _nesting_depth(text)
             if depth > MAX_DEPTH:
-                if not complete:
-                    problems.append(_truncated(lineno, f"{depth} open brackets"))
-                    return False
+                _unless_cut(complete, lineno, f"{depth} open brackets")
                 what = f"nest JSON more than {MAX_DEPTH} levels deep; a prediction row is a flat object (dropped)"
                 tally.add(ProblemKind.TOO_DEEP, what, lineno, example=f"line {lineno}: {depth} levels")
                 first_content = False
                 continue
             try:
-                obj = json.loads(text, object_pairs_hook=_strict_object, parse_constant=_no_constants)
-            except (_DuplicateKey, _NonStandard) as exc:
+                obj = json.loads(text, object_pairs_hook=no_duplicate_keys, parse_constant=_no_constants)
+            except (DuplicateKey, _NonStandard) as exc:
                 # the strict hooks stop the parse early: a cut last line ("D4": NaN<EOF>) is truncation
                 if not complete and (cut := _lenient_error(text)) is not None:
-                    problems.append(_truncated(lineno, cut))
-                    return False
-                if isinstance(exc, _DuplicateKey):
+                    raise _Truncated(lineno, cut) from None
+                if isinstance(exc, DuplicateKey):
                     what = "repeat a key inside the row, which is ambiguous (dropped)"
                     tally.add(ProblemKind.DUPLICATE_KEY, what, lineno, example=short(exc.key))
                 else:
@@ -425,9 +409,7 @@ def _read_jsonl(path: Path, rows: Rows, problems: list[Problem]) -> bool:
                 if first_content and text.lstrip().startswith("["):
                     problems.append(_JSON_ARRAY)
                     return False
-                if not complete:
-                    problems.append(_truncated(lineno, _json_error(exc)))
-                    return False
+                _unless_cut(complete, lineno, _json_error(exc))
                 what, example = "are not valid JSON (skipped)", f"line {lineno}: {_json_error(exc)}"
                 tally.add(ProblemKind.BAD_JSON, what, lineno, example=example)
             else:
@@ -500,7 +482,11 @@ def load_predictions(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) ->
     if parquet:
         ok = _read_parquet(path, rows, problems)
     else:
-        ok = _read_jsonl(path, rows, problems)
+        try:
+            ok = _read_jsonl(path, rows, problems)
+        except _Truncated as cut:
+            problems.append(cut.problem)
+            ok = False
         if ok and rows.n_rows == 0 and not rows.tally.problems():
             problems.append(Problem(ProblemKind.EMPTY_FILE, Severity.FATAL, "file holds only whitespace"))
             return empty_frame(), problems

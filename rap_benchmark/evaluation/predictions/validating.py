@@ -255,12 +255,8 @@ def keep_first_owner(reports: Sequence[ValidationReport]) -> list[ValidationRepo
 
 
 def combine_validated(reports: Sequence[ValidationReport]) -> tuple[pd.DataFrame, list[str]]:
-    """Usable rows of every scorable file, and the problems (one string each, file-prefixed).
-
-    A (model, condition) that appears in more than one file belongs to the first file; the later
-    files' rows for it are dropped and reported (``keep_first_owner``), so a file can never remove
-    or replace another file's scores.
-    """
+    """Usable rows of every scorable file, and the problems (one string each, file-prefixed); a
+    (model, condition) in several files belongs to the first (:func:`keep_first_owner`)."""
     problems: list[str] = []
     frames: list[pd.DataFrame] = []
     for rep in keep_first_owner(reports):

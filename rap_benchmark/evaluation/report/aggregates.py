@@ -11,6 +11,7 @@ uses the same seed, so intervals are reproducible one by one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,14 +50,31 @@ DEFAULT_PAIRS: tuple[tuple[Condition, Condition], ...] = (
 """Paired condition contrasts (candidate, reference) of the paper's paired contrasts."""
 
 
-def _resampling(inst: Instance, n_resamples: int | None, seed: int | None) -> tuple[int, int]:
+def resampling(inst: Instance, n_resamples: int | None, seed: int | None) -> tuple[int, int]:
+    """The resample count and seed of an interval: the spec's unless given."""
     return (
         int(inst.spec.bootstrap_resamples if n_resamples is None else n_resamples),
         int(inst.spec.bootstrap_seed if seed is None else seed),
     )
 
 
-def _in_split(scores: pd.DataFrame, split: Split | None) -> pd.DataFrame:
+@dataclass(frozen=True)
+class _Boot:
+    """One table's bootstrap settings: the instance's dependency blocks, resample count and seed."""
+
+    blocks: Mapping[str, str]
+    n: int
+    seed: int
+
+    def block(self, values: np.ndarray, fids: np.ndarray) -> Interval:
+        return block_bootstrap(values, fids, self.blocks, n_resamples=self.n, seed=self.seed)
+
+
+def _boot(inst: Instance, n_resamples: int | None, seed: int | None) -> _Boot:
+    return _Boot(block_of_field(inst), *resampling(inst, n_resamples, seed))
+
+
+def in_split(scores: pd.DataFrame, split: Split | None) -> pd.DataFrame:
     return scores if split is None else scores[scores["split"] == parse_enum(Split, split).value]
 
 
@@ -89,16 +107,15 @@ def leaderboard(
     ``_hi``), centred_cosine, tv, jsd, pred_recent, residual_spearman, spearman_change_rich.
     Sorted by Spearman, best first.
     """
-    n_res, seed_ = _resampling(inst, n_resamples, seed)
-    blocks = block_of_field(inst)
+    boot = _boot(inst, n_resamples, seed)
     rows = []
-    frame = _in_split(scores, split)
+    frame = in_split(scores, split)
     if forecast_only:
         frame = frame[frame["condition"].map(lambda c: Condition(c).task is Task.FORECAST).to_numpy(bool)]
     for (model, condition), g in _groups(frame, ("model", "condition")):
         fids = g["field_id"].to_numpy()
         rho = g["spearman"].to_numpy(np.float64)
-        iv = block_bootstrap(rho, fids, blocks, n_resamples=n_res, seed=seed_)
+        iv = boot.block(rho, fids)
         row: dict[str, Any] = {
             "model": model,
             "condition": condition,
@@ -109,7 +126,7 @@ def leaderboard(
             **_interval_columns("spearman", iv),
         }
         if field_clustered:
-            fv = field_bootstrap(rho, fids, n_resamples=n_res, seed=seed_)
+            fv = field_bootstrap(rho, fids, n_resamples=boot.n, seed=boot.seed)
             row["spearman_field_lo"], row["spearman_field_hi"] = fv.lo, fv.hi
         for col in ("centred_cosine", "tv", "jsd", "pred_recent", "residual_spearman"):
             row[col] = field_macro(g[col].to_numpy(np.float64), fids)
@@ -125,14 +142,7 @@ def leaderboard(
 
 
 def _contrast(
-    a: pd.DataFrame,
-    b: pd.DataFrame,
-    metric: str,
-    blocks: Mapping[str, str],
-    n_res: int,
-    seed: int,
-    *,
-    reverse: bool,
+    a: pd.DataFrame, b: pd.DataFrame, metric: str, boot: _Boot, *, reverse: bool
 ) -> tuple[Interval, Interval]:
     """a - b on matched cells (b - a when ``reverse``: distance improvements), block and field."""
     first, second = (b, a) if reverse else (a, b)
@@ -144,9 +154,8 @@ def _contrast(
         second["field_id"].to_numpy(),
         second["origin"].to_numpy(),
     )
-    block = paired_contrast(*args, block_of_field=blocks, n_resamples=n_res, seed=seed)
-    field = paired_contrast(*args, block_of_field=None, n_resamples=n_res, seed=seed)
-    return block, field
+    block = paired_contrast(*args, block_of_field=boot.blocks, n_resamples=boot.n, seed=boot.seed)
+    return block, paired_contrast(*args, block_of_field=None, n_resamples=boot.n, seed=boot.seed)
 
 
 CONTRAST_METRICS: tuple[tuple[str, bool], ...] = (("spearman", False), ("tv", True), ("jsd", True))
@@ -173,9 +182,8 @@ def paired_contrasts(
     (block bootstrap), field_lo, field_hi (field-clustered), n_cells, n_fields, excludes_zero.
     No multiplicity correction is applied.
     """
-    n_res, seed_ = _resampling(inst, n_resamples, seed)
-    blocks = block_of_field(inst)
-    frame = _in_split(scores, split)
+    boot = _boot(inst, n_resamples, seed)
+    frame = in_split(scores, split)
     ref_cond = Condition(reference_condition).value
     by_unit = {key: g for key, g in _groups(frame, ("model", "condition"))}
     reference = by_unit.get((reference_model, ref_cond))
@@ -196,7 +204,7 @@ def paired_contrasts(
         cand, ref = by_unit[(model, c)], by_unit[(model, r)] if r else reference
         ref_name = f"{model} {r}" if r else f"{reference_model} {ref_cond}"
         for metric, reverse in CONTRAST_METRICS:
-            block, field = _contrast(cand, ref, metric, blocks, n_res, seed_, reverse=reverse)
+            block, field = _contrast(cand, ref, metric, boot, reverse=reverse)
             rows.append(
                 {
                     "model": model,
@@ -226,13 +234,10 @@ def per_origin_table(
     split: Split | None = Split.TEST,
 ) -> pd.DataFrame:
     """Spearman per (model, condition, origin): mean over fields with a block-bootstrap interval."""
-    n_res, seed_ = _resampling(inst, n_resamples, seed)
-    blocks = block_of_field(inst)
+    boot = _boot(inst, n_resamples, seed)
     rows = []
-    for (model, condition, origin), g in _groups(_in_split(scores, split), ("model", "condition", "origin")):
-        iv = block_bootstrap(
-            g["spearman"].to_numpy(np.float64), g["field_id"].to_numpy(), blocks, n_resamples=n_res, seed=seed_
-        )
+    for (model, condition, origin), g in _groups(in_split(scores, split), ("model", "condition", "origin")):
+        iv = boot.block(g["spearman"].to_numpy(np.float64), g["field_id"].to_numpy())
         rows.append(
             {
                 "model": model,
@@ -260,16 +265,12 @@ def exposure_table(
 
     ``strict[(model, origin)]`` is the Forecast-Strict flag of a cell; State conditions use
     ``joint_strict`` when given (Joint-Strict), else ``strict``. Models absent from the masks are
-    left out. Rows: model, condition, stratum (all / strict / exposed), n_cells, n_fields,
-    spearman with its block-bootstrap interval, and the strict-minus-exposed difference per
-    (model, condition) as stratum ``strict-exposed`` (unmatched strata: the interval resamples
-    blocks of each stratum's field means independently, so it is a descriptive contrast).
+    left out. Rows: model, condition, stratum (all / strict / exposed), n_cells, n_fields and
+    spearman with its block-bootstrap interval (a stratum without cells has counts only).
     """
-    n_res, seed_ = _resampling(inst, n_resamples, seed)
-    blocks = block_of_field(inst)
+    boot = _boot(inst, n_resamples, seed)
     rows = []
-    frame = _in_split(scores, split)
-    for (model, condition), g in _groups(frame, ("model", "condition")):
+    for (model, condition), g in _groups(in_split(scores, split), ("model", "condition")):
         mask_src = joint_strict if (joint_strict is not None and Condition(condition).task is Task.STATE) else strict
         keys = list(zip(g["model"], g["origin"], strict=True))
         if not any(k in mask_src for k in keys):
@@ -278,21 +279,22 @@ def exposure_table(
         rho = g["spearman"].to_numpy(np.float64)
         fids = g["field_id"].to_numpy()
         for stratum, m in (("all", np.ones(len(g), bool)), ("strict", is_strict), ("exposed", ~is_strict)):
-            if not m.any():
-                rows.append({"model": model, "condition": condition, "stratum": stratum, "n_cells": 0, "n_fields": 0})
-                continue
-            iv = block_bootstrap(rho[m], fids[m], blocks, n_resamples=n_res, seed=seed_)
-            rows.append(
-                {
-                    "model": model,
-                    "condition": condition,
-                    "stratum": stratum,
-                    "n_cells": iv.n_cells,
-                    "n_fields": iv.n_fields,
-                    **_interval_columns("spearman", iv),
-                }
-            )
+            if m.any():
+                iv = boot.block(rho[m], fids[m])
+                cells = {"n_cells": iv.n_cells, "n_fields": iv.n_fields, **_interval_columns("spearman", iv)}
+            else:
+                cells = {"n_cells": 0, "n_fields": 0}
+            rows.append({"model": model, "condition": condition, "stratum": stratum, **cells})
     return pd.DataFrame(rows)
+
+
+def _unranked_board(
+    scores: pd.DataFrame, inst: Instance, n_resamples: int | None, seed: int | None, split: Split | None
+) -> pd.DataFrame:
+    """The leaderboard of every condition without field-clustered intervals (the rescoring tables)."""
+    return leaderboard(
+        scores, inst, n_resamples=n_resamples, seed=seed, split=split, field_clustered=False, forecast_only=False
+    )
 
 
 def policy_table(
@@ -315,15 +317,7 @@ def policy_table(
         pol = parse_enum(Policy, pol).value
         if pol not in present:
             continue
-        board = leaderboard(
-            score_predictions(inst, preds, policy=pol),
-            inst,
-            n_resamples=n_resamples,
-            seed=seed,
-            split=split,
-            field_clustered=False,
-            forecast_only=False,
-        )
+        board = _unranked_board(score_predictions(inst, preds, policy=pol), inst, n_resamples, seed, split)
         frames.append(board.assign(policy=pol))
     if not frames:
         return pd.DataFrame()
@@ -347,14 +341,8 @@ def state_table(
     eps = episode_arrays(inst)
     out = []
     for target, name in (("x", "state_fidelity"), ("y", "state_as_forecast")):
-        board = leaderboard(
-            score_predictions(inst, state, target=target, episodes=eps),
-            inst,
-            n_resamples=n_resamples,
-            seed=seed,
-            split=split,
-            field_clustered=False,
-            forecast_only=False,
+        board = _unranked_board(
+            score_predictions(inst, state, target=target, episodes=eps), inst, n_resamples, seed, split
         )
         out.append(
             board[["model", "condition", "n_fields", "spearman", "spearman_lo", "spearman_hi"]].assign(target=name)
@@ -377,8 +365,7 @@ def revision_table(
     averaged within field then across fields, with a block-bootstrap interval; the centred-cosine
     sensitivity; prediction stability rho(p[T+h], p[T]) and truth stability rho(y[T+h], y[T]).
     """
-    n_res, seed_ = _resampling(inst, n_resamples, seed)
-    blocks = block_of_field(inst)
+    boot = _boot(inst, n_resamples, seed)
     eps = episode_arrays(inst)
     horizons = tuple(inst.spec.revision_horizons if horizons is None else horizons)
     p_all, _ = prediction_weights(preds)
@@ -413,7 +400,7 @@ def revision_table(
             p_t, p_th = p_all[gi[ia]], p_all[gi[ib]]
             y_t, y_th = eps.y[e_a], eps.y[e_b]
             fids = eps.field_id[e_a]
-            iv = block_bootstrap(revision_alignment(p_t, p_th, y_t, y_th), fids, blocks, n_resamples=n_res, seed=seed_)
+            iv = boot.block(revision_alignment(p_t, p_th, y_t, y_th), fids)
             rows.append(
                 {
                     "model": model,

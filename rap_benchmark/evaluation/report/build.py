@@ -14,7 +14,7 @@ its own (a bad file never changes another file's rows), scores the usable rows, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,11 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Split
+from rap_benchmark.evaluation.predictions import combine_validated, validate_predictions
+from rap_benchmark.evaluation.report.html import Figure, render_html
+from rap_benchmark.evaluation.report.plots import choose_fields, overlay_units, plot_field, plot_leaderboard
 from rap_benchmark.evaluation.report.tables import ReportTables, closing_note, compute_tables, write_tables
+from rap_benchmark.evaluation.scoring import baseline_predictions, load_registry, strict_masks
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
@@ -78,10 +82,6 @@ def build_report(
     ``audit`` adds the instrument-audit table (parallel instrument; latent truth on mini).
     """
     from rap_benchmark.core.artifacts import write_json
-    from rap_benchmark.evaluation.predictions import combine_validated, validate_predictions
-    from rap_benchmark.evaluation.report.html import Figure, render_html
-    from rap_benchmark.evaluation.report.plots import choose_fields, overlay_units, plot_field, plot_leaderboard
-    from rap_benchmark.evaluation.scoring import baseline_predictions, exposure_masks, load_registry, strict_lookup
 
     reg = load_registry(registry) if registry is not None else None  # a bad registry is refused before any write
     out = Path(out_dir)
@@ -100,8 +100,7 @@ def build_report(
         unknown = sorted(m for m in set(preds["model"]) if m not in reg and not m.startswith("baseline/"))
         if unknown:
             problems.append(f"registry {registry}: no entry for {', '.join(unknown)} (left out of the exposure table)")
-        table = exposure_masks(reg, models, inst.spec.origins, inst.spec.window_months)
-        masks = (strict_lookup(table, "forecast_strict"), strict_lookup(table, "joint_strict"))
+        masks = strict_masks(reg, models, inst.spec.origins, inst.spec.window_months)
 
     tables = compute_tables(
         inst,
@@ -115,8 +114,6 @@ def build_report(
         progress=progress,
     )
     if audit:
-        from dataclasses import replace
-
         from rap_benchmark.audit.parallel import instrument_audit_table
 
         tables = replace(tables, instrument=instrument_audit_table(inst, seed=inst.spec.seed))

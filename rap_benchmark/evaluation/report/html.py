@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rap_benchmark.core import resources
+from rap_benchmark.core.spec import package_version
 from rap_benchmark.evaluation.report.tables import (
     NO_MULTIPLICITY,
     PAPER_TEST_CEILING,
@@ -25,7 +26,6 @@ from rap_benchmark.evaluation.report.tables import (
 )
 
 TEMPLATE = "report.html.j2"
-TEMPLATES_DIR = resources.TEMPLATES_DIR
 
 SECTIONS: tuple[tuple[str, str, str, str], ...] = (
     # (table name, title, intro, text when empty)
@@ -130,10 +130,6 @@ def render_html(
     title: str = "RAP benchmark report",
 ) -> str:
     """The report page as one HTML string (UTF-8, no external references)."""
-    import jinja2
-
-    from rap_benchmark.core.spec import package_version
-
     shown = display_tables(tables)
     sections: list[dict[str, Any]] = []
     for name, heading, intro, empty in SECTIONS:
@@ -166,12 +162,6 @@ def render_html(
                 "empty": "",
             },
         )
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(TEMPLATES_DIR, encoding="utf-8"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-    )
     context = {
         "title": title,
         "meta": {**tables.meta, "package_version": package_version()},
@@ -183,4 +173,17 @@ def render_html(
         "figures_top": [_figure(leaderboard_figure)] if leaderboard_figure is not None else [],
         "figures_fields": [_figure(f) for f in field_figures],
     }
-    return env.get_template(TEMPLATE).render(**context)
+    return render_template(TEMPLATE, **context)
+
+
+def render_template(name: str, **context: Any) -> str:
+    """A page from the package's jinja2 templates: autoescaped, and any undefined name an error."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(resources.TEMPLATES_DIR, encoding="utf-8"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    return env.get_template(name).render(**context)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_path
 from rap_benchmark.core.records import DIRECTION_KEYS, Split, parse_enum
-from rap_benchmark.evaluation.scoring import BASELINE_PREFIX
+from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, episode_arrays, prediction_weights, rank_correlation
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -94,8 +94,6 @@ def choose_fields(inst: Instance, n: int = 3, *, split: Split | None = Split.TES
     Fields are ranked by the mean rho(EWMA, y) of their episodes (truth and baselines only, never
     model outputs); ties break by field id.
     """
-    from rap_benchmark.evaluation.scoring import episode_arrays, rank_correlation
-
     eps = episode_arrays(inst)
     keep = np.ones(eps.field_id.size, bool) if split is None else eps.split == parse_enum(Split, split).value
     rho = rank_correlation(eps.ewma[keep], eps.y[keep])
@@ -136,8 +134,6 @@ def plot_field(
     units: Sequence[tuple[str, str]] = (),
 ) -> Path:
     """One field's realised y per origin (black), one panel per direction, predictions overlaid."""
-    from rap_benchmark.evaluation.scoring import episode_arrays, prediction_weights
-
     eps = episode_arrays(inst)
     rows = np.flatnonzero(eps.field_id == field_id)
     origins = eps.origin[rows]

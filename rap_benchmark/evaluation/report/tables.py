@@ -18,7 +18,17 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import Policy, Split
-from rap_benchmark.evaluation.scoring import BASELINE_PREFIX
+from rap_benchmark.evaluation.report.aggregates import (
+    exposure_table,
+    leaderboard,
+    paired_contrasts,
+    per_origin_table,
+    policy_table,
+    resampling,
+    revision_table,
+    state_table,
+)
+from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, episode_arrays, reliability, score_predictions
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
@@ -89,21 +99,10 @@ def compute_tables(
     without it the strict-vs-exposed table is empty. The reliability ceiling is computed on the
     same split under the canonical policy.
     """
-    from rap_benchmark.evaluation.report.aggregates import (
-        exposure_table,
-        leaderboard,
-        paired_contrasts,
-        per_origin_table,
-        policy_table,
-        revision_table,
-        state_table,
-    )
-    from rap_benchmark.evaluation.scoring import episode_arrays, reliability, score_predictions
-
-    n_res = int(inst.spec.bootstrap_resamples if n_resamples is None else n_resamples)
-    seed_ = int(inst.spec.bootstrap_seed if seed is None else seed)
-    kw: dict[str, Any] = {"n_resamples": n_res, "seed": seed_, "split": split}
     from tqdm.auto import tqdm
+
+    n_res, seed_ = resampling(inst, n_resamples, seed)
+    kw: dict[str, Any] = {"n_resamples": n_res, "seed": seed_, "split": split}
 
     eps = episode_arrays(inst)
     scores = score_predictions(inst, preds, episodes=eps)
@@ -156,18 +155,19 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def fmt_interval(est: Any, lo: Any, hi: Any, digits: int = 3) -> str:
-    """``0.803 [0.790, 0.815]``; empty when the estimate is missing."""
+def fmt_interval(est: Any, lo: Any, hi: Any, digits: int = 3, *, signed: bool = False) -> str:
+    """``0.803 [0.790, 0.815]`` (``signed``, for contrasts: ``+0.012 [-0.004, +0.030]``); empty
+    when the estimate is missing."""
     if est is None or (isinstance(est, float) and math.isnan(est)):
         return ""
+    if signed:
+        return f"{float(est):+.{digits}f} [{float(lo):+.{digits}f}, {float(hi):+.{digits}f}]"
     return f"{fmt(est, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
 
 
-def fmt_signed_interval(est: Any, lo: Any, hi: Any, digits: int = 3) -> str:
-    """``+0.012 [-0.004, +0.030]`` for contrasts."""
-    if est is None or (isinstance(est, float) and math.isnan(est)):
-        return ""
-    return f"{float(est):+.{digits}f} [{float(lo):+.{digits}f}, {float(hi):+.{digits}f}]"
+def interval_cell(row: Mapping[str, Any], prefix: str = "spearman", *, signed: bool = False) -> str:
+    """A row's ``prefix`` estimate with its ``prefix_lo``/``prefix_hi`` interval as one cell."""
+    return fmt_interval(row.get(prefix), row.get(f"{prefix}_lo"), row.get(f"{prefix}_hi"), signed=signed)
 
 
 def display(df: pd.DataFrame, columns: Sequence[tuple[str, Any]]) -> pd.DataFrame:
@@ -184,7 +184,7 @@ def display(df: pd.DataFrame, columns: Sequence[tuple[str, Any]]) -> pd.DataFram
 LEADERBOARD_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("model", "model"),
     ("cond.", "condition"),
-    ("Spearman [95% block CI]", lambda r: fmt_interval(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
+    ("Spearman [95% block CI]", interval_cell),
     (
         "field-clustered CI",
         lambda r: f"[{fmt(r.get('spearman_field_lo'))}, {fmt(r.get('spearman_field_hi'))}]",
@@ -205,7 +205,7 @@ STATE_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("model", "model"),
     ("cond.", "condition"),
     ("scored as", "target"),
-    ("Spearman [95% block CI]", lambda r: fmt_interval(r["spearman"], r["spearman_lo"], r["spearman_hi"])),
+    ("Spearman [95% block CI]", interval_cell),
     ("fields", "n_fields"),
 )
 
@@ -226,12 +226,10 @@ def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
             if metric in by.index:
                 r = by.loc[metric]
                 mark = " *" if bool(r["excludes_zero"]) else ""
-                row[f"{header} [95% block CI]"] = fmt_signed_interval(r["estimate"], r["lo"], r["hi"]) + mark
+                row[f"{header} [95% block CI]"] = fmt_interval(r["estimate"], r["lo"], r["hi"], signed=True) + mark
                 if metric == "spearman":
                     row["Δ Spearman field-clustered CI"] = f"[{float(r['field_lo']):+.3f}, {float(r['field_hi']):+.3f}]"
-        first = g.iloc[0]
-        row["cells"] = fmt(first["n_cells"])
-        row["fields"] = fmt(first["n_fields"])
+        row.update(cells=fmt(g["n_cells"].iloc[0]), fields=fmt(g["n_fields"].iloc[0]))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -256,8 +254,6 @@ def _wide(table: pd.DataFrame, column: str, order: Sequence[str] | None = None) 
 
 def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
     """Every table as strings with human headers (intervals folded into one cell)."""
-    iv = fmt_interval
-    siv = fmt_signed_interval
     return {
         "leaderboard": display(tables.leaderboard, LEADERBOARD_COLUMNS),
         "paired_contrasts": _contrasts_wide(tables.contrasts),
@@ -268,10 +264,7 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
                 ("model", "model"),
                 ("cond.", "condition"),
                 ("stratum", "stratum"),
-                (
-                    "Spearman [95% block CI]",
-                    lambda r: iv(r.get("spearman"), r.get("spearman_lo"), r.get("spearman_hi")),
-                ),
+                ("Spearman [95% block CI]", interval_cell),
                 ("cells", "n_cells"),
                 ("fields", "n_fields"),
             ],
@@ -284,10 +277,7 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
                 ("model", "model"),
                 ("cond.", "condition"),
                 ("h (months)", "horizon_months"),
-                (
-                    "revision alignment [95% block CI]",
-                    lambda r: siv(r["revision_alignment"], r["revision_alignment_lo"], r["revision_alignment_hi"]),
-                ),
+                ("revision alignment [95% block CI]", lambda r: interval_cell(r, "revision_alignment", signed=True)),
                 ("cent. cosine", "revision_alignment_cc"),
                 ("pred. stability", "prediction_stability"),
                 ("truth stability", "truth_stability"),
@@ -298,7 +288,7 @@ def display_tables(tables: ReportTables) -> dict[str, pd.DataFrame]:
             tables.instrument,
             [
                 ("measure", "measure"),
-                ("estimate [95% field-resampled CI]", lambda r: iv(r["estimate"], r["lo"], r["hi"])),
+                ("estimate [95% field-resampled CI]", lambda r: fmt_interval(r["estimate"], r["lo"], r["hi"])),
                 ("fields", "n_fields"),
             ],
         ),
@@ -343,8 +333,7 @@ def baseline_rows(tables: ReportTables) -> list[tuple[str, str]]:
     for name, label in BASELINE_LABELS.items():
         model = BASELINE_PREFIX + name
         if model in indexed.index:
-            r = indexed.loc[model]
-            out.append((label, fmt_interval(r["spearman"], r["spearman_lo"], r["spearman_hi"])))
+            out.append((label, interval_cell(indexed.loc[model])))
     return out
 
 

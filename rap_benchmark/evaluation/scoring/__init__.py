@@ -23,7 +23,14 @@ from rap_benchmark.evaluation.scoring.bootstrap import (
     paired_contrast,
     rank_intervals,
 )
-from rap_benchmark.evaluation.scoring.exposure import exposure_masks, load_registry, strict_lookup
+from rap_benchmark.evaluation.scoring.exposure import (
+    ModelExposure,
+    ModelRegistry,
+    exposure_masks,
+    load_registry,
+    strict_lookup,
+    strict_masks,
+)
 from rap_benchmark.evaluation.scoring.metrics import (
     prediction_stability,
     rank_correlation,
@@ -32,7 +39,13 @@ from rap_benchmark.evaluation.scoring.metrics import (
     spearman,
     truth_stability,
 )
-from rap_benchmark.evaluation.scoring.parse import MAX_WEIGHT, parse_answer, weight_fault
+from rap_benchmark.evaluation.scoring.parse import (
+    MAX_WEIGHT,
+    DuplicateKey,
+    no_duplicate_keys,
+    parse_answer,
+    weight_fault,
+)
 from rap_benchmark.evaluation.scoring.reliability import reliability
 from rap_benchmark.evaluation.scoring.score import (
     block_of_field,
@@ -45,8 +58,11 @@ from rap_benchmark.evaluation.scoring.score import (
 __all__ = [
     "BASELINE_NAMES",
     "BASELINE_PREFIX",
+    "DuplicateKey",
     "Interval",
     "MAX_WEIGHT",
+    "ModelExposure",
+    "ModelRegistry",
     "baseline_forecasts",
     "baseline_predictions",
     "block_bootstrap",
@@ -57,6 +73,7 @@ __all__ = [
     "field_bootstrap",
     "field_macro",
     "load_registry",
+    "no_duplicate_keys",
     "paired_contrast",
     "parse_answer",
     "prediction_stability",
@@ -69,6 +86,7 @@ __all__ = [
     "score_predictions",
     "spearman",
     "strict_lookup",
+    "strict_masks",
     "truth_stability",
     "tune_baselines",
     "weight_fault",

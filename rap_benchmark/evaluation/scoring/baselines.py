@@ -218,20 +218,16 @@ def baseline_forecasts(
 # -- Dev-only tuning --------------------------------------------------------------------------
 
 
-def _select(
-    candidates: list[tuple[Any, Array]], Y: Array, field_ids: NDArray[np.str_]
-) -> tuple[Any, float, float, list[dict[str, Any]]]:
+def _select(candidates: list[tuple[Any, Array]], Y: Array, field_ids: NDArray[np.str_]) -> tuple[Any, float, float]:
     """Best candidate by field-macro Spearman, centred-cosine tie-break, then grid order."""
     best: tuple[Any, float, float] | None = None
-    table: list[dict[str, Any]] = []
     for value, pred in candidates:
         rho = field_macro(spearman(pred, Y), field_ids)
         cc = field_macro(centred_cosine(pred, Y), field_ids)
-        table.append({"value": value, "spearman": rho, "centred_cosine": cc})
         if best is None or rho > best[1] + _TIE_TOL or (abs(rho - best[1]) <= _TIE_TOL and cc > best[2] + _TIE_TOL):
             best = (value, rho, cc)
     assert best is not None
-    return best[0], best[1], best[2], table
+    return best
 
 
 def tune_on_dev(H: ArrayLike, Y: ArrayLike, field_ids: ArrayLike, spec: BenchmarkSpec) -> dict[str, Any]:
@@ -250,30 +246,23 @@ def tune_on_dev(H: ArrayLike, Y: ArrayLike, field_ids: ArrayLike, spec: Benchmar
     h, y, fids = h[keep], y[keep], fids[keep]
     if not keep.any():
         raise ValueError("no Dev episode has both a history and a target")
-    phi, phi_rho, phi_cc, _ = _select([(float(v), arima110(h, v)) for v in spec.arima_phi_grid], y, fids)
-    holt_grid = [(a, b) for a in spec.holt_alpha_grid for b in spec.holt_beta_grid]
-    (alpha, beta), holt_rho, holt_cc, _ = _select(
-        [((float(a), float(b)), holt(h, a, b)) for a, b in holt_grid], y, fids
-    )
-    lam, lam_rho, lam_cc, _ = _select([(float(v), ridge_var(h, v)) for v in spec.var_lambda_grid], y, fids)
+    best = {
+        "arima": _select([(float(v), arima110(h, v)) for v in spec.arima_phi_grid], y, fids),
+        "holt": _select(
+            [((float(a), float(b)), holt(h, a, b)) for a in spec.holt_alpha_grid for b in spec.holt_beta_grid], y, fids
+        ),
+        "ridge_var": _select([(float(v), ridge_var(h, v)) for v in spec.var_lambda_grid], y, fids),
+    }
+    alpha, beta = best["holt"][0]
     return {
-        "arima_phi": phi,
+        "arima_phi": best["arima"][0],
         "holt_alpha": alpha,
         "holt_beta": beta,
-        "var_lambda": lam,
-        "dev_scores": {
-            "arima": {"spearman": phi_rho, "centred_cosine": phi_cc},
-            "holt": {"spearman": holt_rho, "centred_cosine": holt_cc},
-            "ridge_var": {"spearman": lam_rho, "centred_cosine": lam_cc},
-        },
+        "var_lambda": best["ridge_var"][0],
+        "dev_scores": {name: {"spearman": rho, "centred_cosine": cc} for name, (_, rho, cc) in best.items()},
         "dev_n_episodes": int(keep.sum()),
         "dev_n_fields": int(np.unique(fids).size),
-        "grids": {
-            "arima_phi": list(spec.arima_phi_grid),
-            "holt_alpha": list(spec.holt_alpha_grid),
-            "holt_beta": list(spec.holt_beta_grid),
-            "var_lambda": list(spec.var_lambda_grid),
-        },
+        "grids": {key: list(getattr(spec, f"{key}_grid")) for key in TUNED_KEYS},
         "objective": "field-macro Forecast Spearman on Dev; centred cosine tie-break",
     }
 
@@ -333,10 +322,7 @@ def baseline_predictions(
             )
         )
     frame = pd.concat(frames, ignore_index=True).sort_values(list(PREDICTION_KEY), kind="stable")
-    used = {
-        k: getattr(spec, k) if tuned is None else tuned[k]
-        for k in ("arima_phi", "holt_alpha", "holt_beta", "var_lambda")
-    }
+    used = {k: getattr(spec, k) if tuned is None else tuned[k] for k in TUNED_KEYS}
     ledger: dict[str, Any] = {
         "manifest_hash": inst.manifest_hash,
         "benchmark_version": spec.version,

@@ -67,12 +67,14 @@ def resample_statistics(
     """The bootstrap distribution of sum(W·sums)/sum(W·counts) over ``n_resamples`` unit draws.
 
     ``unit_sums[b]`` is the sum of the field means in unit b and ``unit_counts[b]`` its number of
-    fields; each resample draws len(units) units with replacement.
+    fields; each resample draws len(units) units with replacement. A second axis holds several
+    statistics recomputed on the same draws (NaN where a statistic has no field in a draw).
     """
-    out = np.empty(n_resamples, dtype=np.float64)
+    out = np.empty((n_resamples, *unit_sums.shape[1:]), dtype=np.float64)
     start = 0
     for weights in draw_weights(unit_sums.shape[0], n_resamples, seed):
-        out[start : start + len(weights)] = (weights @ unit_sums) / (weights @ unit_counts)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start : start + len(weights)] = (weights @ unit_sums) / (weights @ unit_counts)
         start += len(weights)
     return out
 
@@ -105,13 +107,8 @@ def rank_intervals(
             b = index[str(block_of_field[str(f)])]
             sums[k, b] += m
             counts[k, b] += 1
-    ranks = np.empty((n_resamples, len(tables)))
-    start = 0
-    for weights in draw_weights(len(blocks), n_resamples, seed):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            stats = (weights @ sums.T) / (weights @ counts.T)
-        ranks[start : start + len(weights)] = rankdata(np.where(np.isnan(stats), np.inf, -stats), "min", axis=1)
-        start += len(weights)
+    stats = resample_statistics(sums.T, counts.T, n_resamples=n_resamples, seed=seed)
+    ranks = rankdata(np.where(np.isnan(stats), np.inf, -stats), "min", axis=1)
     lo = np.quantile(ranks, (1 - level) / 2, axis=0, method="lower")
     hi = np.quantile(ranks, (1 + level) / 2, axis=0, method="higher")
     return np.column_stack([lo, hi]).astype(np.int64)
@@ -133,12 +130,12 @@ def _interval(
     fids = table.field_ids[keep]
     means = table.means[keep]
     n_cells = int(table.counts.sum())
+    unit = "field" if block_of_field is None else "block"
     if fids.size == 0:
         nan = float("nan")
-        unit = "field" if block_of_field is None else "block"
         return Interval(nan, nan, nan, n_resamples, seed, level, unit, 0, 0, 0)
     if block_of_field is None:
-        unit_sums, unit_counts, unit = means, np.ones_like(means), "field"
+        unit_sums, unit_counts = means, np.ones_like(means)
     else:
         missing = [f for f in fids.tolist() if f not in block_of_field]
         if missing:
@@ -147,20 +144,11 @@ def _interval(
         _, inv = np.unique(blocks, return_inverse=True)
         unit_sums = np.bincount(inv, weights=means)
         unit_counts = np.bincount(inv).astype(np.float64)
-        unit = "block"
     stats = resample_statistics(unit_sums, unit_counts, n_resamples=n_resamples, seed=seed)
     lo, hi = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
+    n_units, n_fields = int(unit_sums.size), int(fids.size)
     return Interval(
-        estimate=float(means.mean()),
-        lo=float(lo),
-        hi=float(hi),
-        n_resamples=n_resamples,
-        seed=seed,
-        level=level,
-        unit=unit,
-        n_units=int(unit_sums.size),
-        n_fields=int(fids.size),
-        n_cells=n_cells,
+        float(means.mean()), float(lo), float(hi), n_resamples, seed, level, unit, n_units, n_fields, n_cells
     )
 
 

@@ -211,6 +211,14 @@ def exposure_masks(
     return pd.DataFrame(rows, columns=columns)
 
 
+def strict_masks(
+    registry: ModelRegistry, models: Iterable[str], origins: Iterable[str | dt.date], window_months: int
+) -> tuple[dict[tuple[str, str], bool], dict[tuple[str, str], bool]]:
+    """The (Forecast-Strict, Joint-Strict) lookups of ``models``, the masks the exposure table takes."""
+    masks = exposure_masks(registry, models, origins, window_months)
+    return strict_lookup(masks, "forecast_strict"), strict_lookup(masks, "joint_strict")
+
+
 def strict_lookup(masks: pd.DataFrame, column: str = "forecast_strict") -> dict[tuple[str, str], bool]:
     """``{(model, origin): flag}`` from an ``exposure_masks`` table (``forecast_strict`` or ``joint_strict``)."""
     if column not in ("forecast_strict", "joint_strict"):

@@ -20,6 +20,8 @@ Conventions (the paper's reporting layer):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -80,27 +82,28 @@ def _centred_corr(a: Array, b: Array) -> Array:
         return num / den
 
 
-def _apply_constant_rule(out: Array, a: Array, b: Array, *, a_constant_value: float) -> Array:
-    finite = np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1)
-    const_a, const_b = _constant(a), _constant(b)
-    out = np.where(const_a, a_constant_value, out)
-    out = np.where(const_b, np.nan, out)
-    out = np.where(finite, out, np.nan)
-    return np.clip(out, -1.0, 1.0)
+def _constant_rule(a: Array, b: Array, a_constant_value: float) -> Callable[[Array], Array]:
+    """The conventions above for rows (a, b), masks computed once: constant ``a`` scores
+    ``a_constant_value``; constant ``b`` or a non-finite row scores NaN; values clip to [-1, 1]."""
+    const_a = _constant(a)
+    undefined = _constant(b) | ~(np.isfinite(a).all(axis=1) & np.isfinite(b).all(axis=1))
+
+    def rule(values: Array) -> Array:
+        return np.clip(np.where(undefined, np.nan, np.where(const_a, a_constant_value, values)), -1.0, 1.0)
+
+    return rule
 
 
 def rank_correlation(a: ArrayLike, b: ArrayLike) -> Array:
     """Spearman per row, symmetric: NaN whenever either row is constant or non-finite."""
     a2, b2 = _pair(a, b)
-    out = _centred_corr(rankdata_rows(a2), rankdata_rows(b2))
-    return _apply_constant_rule(out, a2, b2, a_constant_value=np.nan)
+    return _constant_rule(a2, b2, np.nan)(_centred_corr(rankdata_rows(a2), rankdata_rows(b2)))
 
 
 def spearman(p: ArrayLike, y: ArrayLike) -> Array:
     """rho(p, y) = corr(rank(p), rank(y)) per row; constant p -> 0.0, constant y -> NaN."""
     p2, y2 = _pair(p, y)
-    out = _centred_corr(rankdata_rows(p2), rankdata_rows(y2))
-    return _apply_constant_rule(out, p2, y2, a_constant_value=0.0)
+    return _constant_rule(p2, y2, 0.0)(_centred_corr(rankdata_rows(p2), rankdata_rows(y2)))
 
 
 def centred_cosine(a: ArrayLike, b: ArrayLike) -> Array:
@@ -109,7 +112,7 @@ def centred_cosine(a: ArrayLike, b: ArrayLike) -> Array:
     Constant ``a`` -> 0.0 (no direction), constant ``b`` -> NaN (undefined).
     """
     a2, b2 = _pair(a, b)
-    return _apply_constant_rule(_centred_corr(a2, b2), a2, b2, a_constant_value=0.0)
+    return _constant_rule(a2, b2, 0.0)(_centred_corr(a2, b2))
 
 
 def tv(p: ArrayLike, y: ArrayLike) -> Array:
@@ -189,14 +192,7 @@ def episode_scores(p: ArrayLike, y: ArrayLike) -> dict[str, Array]:
     masks (finite rows, constant rows) are computed once.
     """
     p2, y2 = _pair(p, y)
-    finite = np.isfinite(p2).all(axis=1) & np.isfinite(y2).all(axis=1)
-    const_p, const_y = _constant(p2), _constant(y2)
-
-    def rule(values: Array) -> Array:
-        values = np.where(const_p, 0.0, values)
-        values = np.where(const_y | ~finite, np.nan, values)
-        return np.clip(values, -1.0, 1.0)
-
+    rule = _constant_rule(p2, y2, 0.0)
     return {
         "spearman": rule(_centred_corr(rankdata_rows(p2), rankdata_rows(y2))),
         "centred_cosine": rule(_centred_corr(p2, y2)),

@@ -49,20 +49,27 @@ class ParsedAnswer:
     reason: str | None
 
 
-class _DuplicateKey(ValueError):
-    pass
+class DuplicateKey(ValueError):
+    """A JSON object repeats ``key``: which value is meant is ambiguous, so the object is refused."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(key)
-        out[key] = value
-    return out
+def no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` of strict JSON: the object, or :class:`DuplicateKey` on a repeated key."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKey(key)
+            seen.add(key)
+    return obj
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_no_duplicates)
+_DECODER = json.JSONDecoder(object_pairs_hook=no_duplicate_keys)
 
 
 def _invalid(reason: str, raw: dict[str, Any] | None = None) -> ParsedAnswer:
@@ -83,8 +90,8 @@ def _last_object(text: str) -> tuple[dict[str, Any] | None, str | None]:
     while pos != -1:
         try:
             obj, end = _DECODER.raw_decode(text, pos)
-        except _DuplicateKey as exc:
-            duplicate = str(exc)
+        except DuplicateKey as exc:
+            duplicate = exc.key
             found = None
             truncated_after_last = False
             # skip past this object: find its end with a tolerant decoder
@@ -169,10 +176,8 @@ def parse_weights(mapping: Mapping[str, Any]) -> ParsedAnswer:
     raw = dict(mapping)
     missing = [k for k in DIRECTION_KEYS if k not in raw]
     extra = sorted(str(k) for k in set(raw) - set(DIRECTION_KEYS))
-    if missing or extra:
-        parts = ([f"missing keys {', '.join(missing)}"] if missing else []) + (
-            [f"extra keys {', '.join(extra)}"] if extra else []
-        )
+    parts = [f"{what} keys {', '.join(keys)}" for what, keys in (("missing", missing), ("extra", extra)) if keys]
+    if parts:
         return _invalid("; ".join(parts), raw)
     values = [raw[key] for key in DIRECTION_KEYS]
     fault = weight_fault(values)

@@ -116,6 +116,10 @@ def _nanmean_rows(a: NDArray[np.float64]) -> NDArray[np.float64]:
         return np.where(n > 0, np.where(ok, a, 0.0).sum(axis=0) / np.maximum(n, 1), np.nan)
 
 
+def _cat(parts: list[NDArray[np.int64]]) -> NDArray[np.int64]:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 def _mean_finite(a: NDArray[np.float64]) -> tuple[float, int]:
     ok = np.isfinite(a)
     return (float(a[ok].mean()) if ok.any() else float("nan")), int(ok.sum())
@@ -177,7 +181,7 @@ def reliability(
         sel = (dates >= start.isoformat()) & (dates < end.isoformat())
         group_parts.append(fidx[sel] * n_o + k)
         weight_parts.append(weights[sel])
-    groups = np.concatenate(group_parts) if group_parts else np.zeros(0, dtype=np.int64)
+    groups = _cat(group_parts)
     paper_w = np.concatenate(weight_parts) if weight_parts else np.zeros((0, N_DIRECTIONS))
     keep = in_panel[groups]
     groups, paper_w = groups[keep], paper_w[keep]
@@ -195,10 +199,7 @@ def reliability(
                 ok = in_panel[a] & in_panel[b]
                 firsts.append(a[ok])
                 seconds.append(b[ok])
-        pairs[h] = (
-            np.concatenate(firsts) if firsts else np.zeros(0, dtype=np.int64),
-            np.concatenate(seconds) if seconds else np.zeros(0, dtype=np.int64),
-        )
+        pairs[h] = (_cat(firsts), _cat(seconds))
 
     rng = np.random.default_rng(seed)
     splitter = _Splitter(groups, paper_w, n_groups)

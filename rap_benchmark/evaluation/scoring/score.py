@@ -7,10 +7,7 @@ computes every episode metric in one vectorised pass. The tables that aggregate 
 Conventions:
 
 * weights of valid rows are renormalised to the simplex; invalid rows score NaN and are counted;
-* an episode whose target window is empty scores NaN (undefined, reported, never coerced);
-* intervals use the spec's resample count and seed unless given; every group of a table uses the
-  same seed, so intervals are reproducible one by one;
-* ``split`` is ``"test"`` (default), ``"dev"`` or ``None`` for all episodes.
+* an episode whose target window is empty scores NaN (undefined, reported, never coerced).
 """
 
 from __future__ import annotations
