@@ -146,9 +146,17 @@ def _interval(
         unit_counts = np.bincount(inv).astype(np.float64)
     stats = resample_statistics(unit_sums, unit_counts, n_resamples=n_resamples, seed=seed)
     lo, hi = np.quantile(stats, [(1 - level) / 2, (1 + level) / 2])
-    n_units, n_fields = int(unit_sums.size), int(fids.size)
     return Interval(
-        float(means.mean()), float(lo), float(hi), n_resamples, seed, level, unit, n_units, n_fields, n_cells
+        estimate=float(means.mean()),
+        lo=float(lo),
+        hi=float(hi),
+        n_resamples=n_resamples,
+        seed=seed,
+        level=level,
+        unit=unit,
+        n_units=int(unit_sums.size),
+        n_fields=int(fids.size),
+        n_cells=n_cells,
     )
 
 
