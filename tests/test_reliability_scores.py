@@ -151,7 +151,10 @@ def _malformed_file(draw, mini):
     damage = draw(st.sampled_from(["none", "none", "truncate", "array", "utf16"]))
     if damage == "truncate":
         cut = draw(st.integers(1, len(body) - 1))
-        body, expected = body[:cut], ({K.TRUNCATED} if body[cut - 1 : cut] != b"\n" else set())
+        # a cut inside a line truncates; one on a line's edge leaves whole lines (the last may lack
+        # its newline, which is not a cut)
+        inside = body[cut - 1 : cut] != b"\n" and body[cut : cut + 1] != b"\n"
+        body, expected = body[:cut], ({K.TRUNCATED} if inside else set())
     elif damage == "array":
         body = b"[\n" + b",\n".join(x.rstrip(b"\n") for x in good) + b"\n]\n"
         expected = {K.JSON_ARRAY}
