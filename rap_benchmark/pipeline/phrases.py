@@ -172,8 +172,14 @@ def phrase_keys(text: str) -> set[str]:
     return {text[a:b].lower() for run in _runs(text) for a, b in _spans(run)}
 
 
-def _word_char(c: str) -> bool:
-    return c.isalnum()  # for ASCII, what ``[^\W_]`` matches
+def _continues_word(text: str, i: int, step: int) -> bool:
+    r"""Whether ``text[i]``, beside an occurrence (``step`` -1 before it, +1 after it), belongs to a
+    word running into it: a letter or digit (for ASCII, what ``[^\W_]`` matches), or a hyphen with
+    one beyond it (a hyphen joined to a letter continues a word, as in :data:`_WORD`)."""
+    if not 0 <= i < len(text):
+        return False
+    beyond = i + step
+    return text[i].isalnum() or (text[i] == "-" and 0 <= beyond < len(text) and text[beyond].isalnum())
 
 
 def first_surface(text: str, key: str) -> str | None:
@@ -181,8 +187,8 @@ def first_surface(text: str, key: str) -> str | None:
     its leftmost occurrence as a phrase.
 
     ASCII text (nearly every abstract) is searched for the key itself: an occurrence is a phrase
-    when it starts and ends on whole words (a hyphen joined to a letter continues a word, as in
-    :data:`_WORD`), since the key's own words are single-spaced and none of them breaks a run.
+    when no word runs into it from either side (:func:`_continues_word`), since the key's own
+    words are single-spaced and none of them breaks a run.
     Other text is read run by run."""
     n = key.count(" ") + 1
     if not MIN_WORDS <= n <= MAX_WORDS:
@@ -191,17 +197,11 @@ def first_surface(text: str, key: str) -> str | None:
         words = key.split(" ")
         if any(_breaks(w) or _WORD.fullmatch(w) is None for w in words):
             return None
-        low, size = text.lower(), len(text)
+        low = text.lower()
         at = low.find(key)
         while at >= 0:
             end = at + len(key)
-            starts = at == 0 or not (
-                _word_char(text[at - 1]) or (text[at - 1] == "-" and at >= 2 and _word_char(text[at - 2]))
-            )
-            ends = end == size or not (
-                _word_char(text[end]) or (text[end] == "-" and end + 1 < size and _word_char(text[end + 1]))
-            )
-            if starts and ends:
+            if not _continues_word(text, at - 1, -1) and not _continues_word(text, end, 1):
                 return text[at:end]
             at = low.find(key, at + 1)
         return None
