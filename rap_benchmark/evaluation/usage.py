@@ -34,7 +34,16 @@ COUNT_FIELDS = ("input_tokens", "output_tokens", "search_calls")
 ENTRY_KEYS = ("episodes", *COUNT_FIELDS, "cost_usd")
 ROW_COLUMNS = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens", "search_calls": "n_search_calls"}
 """Usage field -> the prediction file's accounting column that sums to it."""
-BOARD_COLUMNS = tuple(f"{name}{per}" for per in ("", "_per_episode") for name in (*COUNT_FIELDS, "cost_usd"))
+BOARD_COLUMNS = (
+    "input_tokens",
+    "output_tokens",
+    "search_calls",
+    "cost_usd",
+    "input_tokens_per_episode",
+    "output_tokens_per_episode",
+    "search_calls_per_episode",
+    "cost_usd_per_episode",
+)
 """The board's usage columns: each total, then each per-episode mean."""
 UNKNOWN = "unknown"
 
