@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from rap_benchmark.citecast.env import CiteCastEnv
-from rap_benchmark.citecast.instance import CITECAST_VERSION, MANIFEST
+from rap_benchmark.citecast.instance import MANIFEST
 from rap_benchmark.core.fsio import build_once
+from rap_benchmark.core.spec import CITECAST_VERSION
 from rap_benchmark.core.sums import SUMS_FILE
 from rap_benchmark.integrations.source import cache_root
 

@@ -297,8 +297,8 @@ def citecast_scorer() -> Scorer:
 @task
 def citecast(citecast_dir: str | None = None, split: str = "test", max_tool_calls: int | None = None) -> Task:
     """CiteCast: forecast a paper's citation count with web_search, web_fetch and submit_prediction."""
-    from rap_benchmark.citecast.instance import CITECAST_VERSION
     from rap_benchmark.citecast.prompt import render_prompt
+    from rap_benchmark.core.spec import CITECAST_VERSION
     from rap_benchmark.integrations.citecast_source import citecast_docs, citecast_env
 
     env = citecast_env({"citecast_dir": citecast_dir} if citecast_dir else {})

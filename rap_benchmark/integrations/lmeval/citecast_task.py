@@ -41,9 +41,9 @@ from rap_benchmark.agents.citecast import (
 from rap_benchmark.agents.protocol import CiteCastContext, Request
 from rap_benchmark.agents.store import TaskKey
 from rap_benchmark.citecast.client import InProcessClient
-from rap_benchmark.citecast.instance import CITECAST_VERSION
 from rap_benchmark.citecast.prompt import SYSTEM_PROMPT, render_prompt
 from rap_benchmark.citecast.tools import tool_schemas
+from rap_benchmark.core.spec import CITECAST_VERSION
 from rap_benchmark.integrations.citecast_source import (  # noqa: F401 - the task's instance helpers, re-exported
     CITECAST_DIR_ENV,
     DOC_SPLITS,
