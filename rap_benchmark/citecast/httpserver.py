@@ -44,14 +44,12 @@ class HttpProtocol(asyncio.Protocol):
         "_too_large",
         "_announced",
         "_continue",
-        "_draining",
     )
 
     def __init__(self, app: CiteCastApp) -> None:
         self.app = app
         self.parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
-        self._draining = False
         self._reset()
 
     def _reset(self) -> None:
@@ -68,7 +66,7 @@ class HttpProtocol(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        if self._draining:  # the answer is written; what the client still sends is dropped
+        if self.transport is None:  # the answer is written and closing: what the client still sends is dropped
             return
         try:
             self.parser.feed_data(data)
@@ -76,9 +74,6 @@ class HttpProtocol(asyncio.Protocol):
             self._write(*error_response(HttpError(400, "protocol upgrades are not supported")), close=True)
         except httptools.HttpParserError as exc:
             self._write(*error_response(HttpError(400, f"malformed HTTP request: {exc}")), close=True)
-
-    def eof_received(self) -> bool:
-        return False  # the client is done sending: close (after a refusal, this ends the linger)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
@@ -149,8 +144,7 @@ class HttpProtocol(asyncio.Protocol):
         if not linger or not transport.can_write_eof():
             transport.close()
             return
-        self._draining = True
-        transport.write_eof()
+        transport.write_eof()  # the client's EOF then closes the transport (asyncio's default), ending the linger
         asyncio.get_running_loop().call_later(LINGER_S, transport.close)
 
 
