@@ -145,10 +145,13 @@ def episode_cells(
     """Sorted unique (field_id, origin) cells of the instance, read from key columns only."""
     keys = inst.episodes[["field_id", "origin"]].drop_duplicates()
     cells = sorted((str(f), parse_date(o).isoformat()) for f, o in keys.itertuples(index=False))
-    normalise = {"fields": lambda f: f, "origins": lambda o: parse_date(o).isoformat()}
-    for i, (what, given) in enumerate((("fields", fields), ("origins", origins))):
+    filters = (
+        ("fields", fields, lambda f: f),
+        ("origins", origins, lambda o: parse_date(o).isoformat()),
+    )
+    for i, (what, given, normalise) in enumerate(filters):
         if given is not None:
-            wanted = {normalise[what](v) for v in given}
+            wanted = {normalise(v) for v in given}
             unknown = wanted - {c[i] for c in cells}
             if unknown:
                 raise InputError(f"unknown {what}: {', '.join(sorted(unknown))}")
