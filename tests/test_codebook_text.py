@@ -346,7 +346,8 @@ def test_common_phrases_are_those_spread_over_the_fields() -> None:
 def test_singular_plural_and_hyphenated_phrases_say_the_same_thing(a: str, b: str) -> None:
     """Regression: "processes" lost only its s ("processe"), so "reasoning abilities" and
     "reasoning ability" could name two sibling directions."""
-    from rap_benchmark.pipeline.codebook_text import _same_or_nested, _word_set
+    from rap_benchmark.pipeline.codebook_text import _same_or_nested
+    from rap_benchmark.pipeline.phrases import word_set as _word_set
 
     assert _word_set(a) == _word_set(b) and _same_or_nested(a, b)
     assert _word_set("contrastive loss") != _word_set("contrastive los")
@@ -395,3 +396,23 @@ def test_a_phrase_few_papers_use_never_sets_a_direction_apart() -> None:
     assert _separating(table, docs, other, exclude={"llm serving"}, usable=lambda k: True) == "GPU clusters"
     table = phrase_table(["LLM serving with an 18x speedup."] * 2 + ["LLM serving."] * 28 + theirs)
     assert _separating(table, docs, other, exclude={"llm serving"}, usable=lambda k: True) == ""
+
+
+@pytest.mark.parametrize(
+    ("inner", "outer", "nested"),
+    [
+        ("multi-modal large language models", "multimodal large language models", True),  # respelled
+        ("language model", "large language models", True),  # singular inside plural
+        ("open-source llms", "open source llm", True),
+        ("graph neural networks", "graph neural network", True),
+        ("text", "context", False),  # whole words only
+        ("speech recognition", "speech synthesis", False),
+    ],
+)
+def test_a_phrase_nests_in_another_singular_or_plural_hyphenated_or_not(inner: str, outer: str, nested: bool) -> None:
+    """Regression: a direction of the field "Multimodal Large Language Models" was named
+    "Multi-modal Large Language Models", and readers rated it not a direction."""
+    from rap_benchmark.pipeline.codebook_text import _nested
+
+    assert _nested(inner, outer) is nested
+    assert _nested(outer, inner) is nested

@@ -200,3 +200,32 @@ def test_offline_codebook_directions_recover_the_latent_directions(corpus: MiniC
     np.add.at(table, (pred, true), 1)
     r, c = linear_sum_assignment(-table)
     assert table[r, c].sum() / len(true) > 0.7
+
+
+def test_field_names_are_whole_phrases_and_never_a_larger_fields_name_respelled() -> None:
+    """Regression: fields were named by fragments ("Named Entity", "Graph Neural") and by respellings
+    of a larger field's name ("Large Language Model" beside "Large Language Models")."""
+    from rap_benchmark.pipeline.fields import _field_names
+
+    big = [f"Segment Anything Model for organ {i}. The Segment Anything Model on scans." for i in range(5)]
+    big.append("Anything Model probing. A study of what the Anything Model sees.")
+    small = [
+        f"Retrieval Augmented Generation over {x}. Retrieval Augmented Generation."
+        for x in ("tables", "forms", "maps", "logs")
+    ]
+    # field 2's two phrases are equally frequent; the respelling of field 1's name sorts first
+    other = [f"Retrieval-augmented generation for software repositories {i}. Software repositories." for i in range(3)]
+    texts = big + small + other
+    papers = pd.DataFrame({"title": [t.split(". ")[0] for t in texts], "abstract": [t.split(". ")[1] for t in texts]})
+    member = np.zeros((len(texts), 3), dtype=bool)
+    member[: len(big), 0] = True
+    member[len(big) : len(big) + len(small), 1] = True
+    member[len(big) + len(small) :, 2] = True
+    names, definitions = _field_names(papers, member, np.arange(3), np.ones(len(texts), dtype=bool))
+    # "anything model" is the most frequent phrase of field 0, but 5 of its 6 users say more
+    assert names[0] == "Segment Anything Model"
+    assert names[1] == "Retrieval Augmented Generation"
+    # field 2's best phrase respells field 1's name (hyphenated), so it takes its next best
+    assert names[2] not in {"Retrieval-augmented generation", "retrieval-augmented generation"}
+    assert names[2] == "software repositories"
+    assert definitions[2] == "Research on software repositories, including Retrieval-augmented generation."

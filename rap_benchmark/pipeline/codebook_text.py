@@ -31,7 +31,14 @@ from collections.abc import Callable, Collection, Sequence
 import numpy as np
 
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Direction
-from rap_benchmark.pipeline.phrases import PhraseTable, maximal_phrases, names_a_thing, rank_phrases
+from rap_benchmark.pipeline.phrases import (
+    PhraseTable,
+    maximal_phrases,
+    names_a_thing,
+    rank_phrases,
+    spellings,
+    word_set,
+)
 
 __all__ = ["N_EXEMPLARS", "FieldUnfit", "common_phrases", "write_directions"]
 
@@ -68,11 +75,13 @@ def _listing(items: Sequence[str]) -> str:
 
 
 def _nested(a: str, b: str) -> bool:
-    return f" {a} " in f" {b} " or f" {b} " in f" {a} "
+    """Whether one phrase holds the other, singular or plural, hyphenated or not ("multi-modal
+    LLMs" in "multimodal llm", "language model" in "large language models")."""
+    return any(f" {x} " in f" {y} " or f" {y} " in f" {x} " for x, y in zip(spellings(a), spellings(b), strict=True))
 
 
 def _same_or_nested(a: str, b: str) -> bool:
-    return _nested(a, b) or _word_set(a) == _word_set(b)
+    return _nested(a, b) or word_set(a) == word_set(b)
 
 
 def _pick_names(field_name: str, ranked: list[list[str]]) -> list[str]:
@@ -126,32 +135,14 @@ def common_phrases(table: PhraseTable, fields: Sequence[np.ndarray]) -> frozense
     return frozenset(table.vocab[i] for i in np.flatnonzero(spread >= need).tolist())
 
 
-def _singular(word: str) -> str:
-    """A plural's singular form, roughly ("abilities" -> "ability", "processes" -> "process",
-    "approaches" -> "approach", "models" -> "model"; "loss", "analysis" stay)."""
-    if word.endswith("ies") and len(word) > 4:
-        return word[:-3] + "y"
-    if word.endswith(("sses", "ches", "shes", "xes")):
-        return word[:-2]
-    if word.endswith(("ss", "us", "is")) or not word.endswith("s") or len(word) <= 3:
-        return word
-    return word[:-1]
-
-
-def _word_set(key: str) -> frozenset[str]:
-    """The phrase's words in singular form, hyphens dropped (two phrases with the same set say the
-    same thing: "multi-modal models", "multimodal model")."""
-    return frozenset(_singular(w.replace("-", "")) for w in key.split(" "))
-
-
 def _diverse(keys: Sequence[str], avoid: Sequence[str], n: int) -> list[str]:
     """Up to ``n`` of ``keys`` (best first) by maximal marginal relevance: each next pick is the
     best-ranked one whose words overlap no earlier pick (nor ``avoid``) by MMR_OVERLAP or more
     (Jaccard over singular word forms), so the list does not repeat itself."""
     picked: list[str] = []
-    seen = [_word_set(a) for a in avoid]
+    seen = [word_set(a) for a in avoid]
     for key in keys:
-        words = _word_set(key)
+        words = word_set(key)
         if any(len(words & s) / len(words | s) >= MMR_OVERLAP for s in seen):
             continue
         picked.append(key)

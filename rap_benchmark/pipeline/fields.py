@@ -391,34 +391,56 @@ def _field_names(
     """A distinct verbatim phrase naming each kept field, and a one-sentence definition.
 
     Phrases are ranked by class-based TF-IDF of the field's pre-cutoff papers against all other
-    pre-cutoff papers (:mod:`rap_benchmark.pipeline.phrases`), noun phrases only
-    (:func:`~rap_benchmark.pipeline.phrases.names_a_thing`); a field takes its best phrase no
-    larger field took already (fields pick in order of pre-cutoff size).
+    pre-cutoff papers (:mod:`rap_benchmark.pipeline.phrases`), each completed to the longer phrase
+    the field's papers use ("named entity recognition", not "named entity":
+    :func:`~rap_benchmark.pipeline.phrases.maximal_phrases`), noun phrases only
+    (:func:`~rap_benchmark.pipeline.phrases.names_a_thing`); a field takes its best phrase that no
+    larger field took already, singular or plural, hyphenated or not (fields pick in order of
+    pre-cutoff size).
     """
 
-    from rap_benchmark.pipeline.phrases import names_a_thing, phrase_table, rank_phrases
+    from rap_benchmark.pipeline.phrases import maximal_phrases, names_a_thing, phrase_table, rank_phrases
 
     pre_rows = np.flatnonzero(pre_mask)
     texts = (papers["title"].iloc[pre_rows] + ". " + papers["abstract"].iloc[pre_rows]).tolist()
     table = phrase_table(texts)
-    taken: set[str] = set()
+    taken: set[frozenset[str]] = set()
     names: dict[int, str] = {}
     definitions: dict[int, str] = {}
     for c in sorted(keep.tolist(), key=lambda c: (-int(member[pre_rows, c].sum()), c)):
         docs = np.flatnonzero(member[pre_rows, c])
-        ranked = [key for key, _, _ in rank_phrases(table, docs, min_docs=3, top=None) if names_a_thing(key)]
-        name_key = next((key for key in ranked if key not in taken), None)
+        complete = maximal_phrases(table, docs)
+        ranked: list[str] = []  # completed noun phrases, best first, until a name and its companions
+        name_key = None
+        for key, _, _ in rank_phrases(table, docs, min_docs=3, top=None):
+            key = complete(key)
+            if key in ranked or not names_a_thing(key):
+                continue
+            ranked.append(key)
+            if name_key is None and not _spellings(key) & taken:
+                name_key = key
+            if name_key is not None and len(ranked) >= NAME_PHRASES:
+                break
         if name_key is None:
             names[c] = f"field {c}"
             definitions[c] = "Papers of one text cluster with no distinctive phrase."
             continue
-        taken.add(name_key)
+        taken |= _spellings(name_key)
         names[c] = table.surface(name_key, docs)
         others = [table.surface(key, docs) for key in [k for k in ranked if k != name_key][: NAME_PHRASES - 1]]
         definitions[c] = (
             f"Research on {names[c]}, including {_listing(others)}." if others else f"Research on {names[c]}."
         )
     return names, definitions
+
+
+def _spellings(key: str) -> set[frozenset[str]]:
+    """The phrase's words in singular form, with hyphenated words split and joined: phrases that
+    share one name the same thing ("language model", "language models"; "multi-modal", "multimodal";
+    "retrieval-augmented generation", "retrieval augmented generation")."""
+    from rap_benchmark.pipeline.phrases import spellings
+
+    return {frozenset(form.split(" ")) for form in spellings(key)}
 
 
 def _listing(items: list[str]) -> str:

@@ -38,6 +38,8 @@ __all__ = [
     "phrase_keys",
     "phrase_table",
     "rank_phrases",
+    "spellings",
+    "word_set",
 ]
 
 _WORD = re.compile(r"[^\W_]+(?:-[^\W_]+)*")
@@ -104,6 +106,33 @@ def names_a_thing(key: str) -> bool:
     if first in EDGE_WORDS or last in END_WORDS or first.endswith(_ADVERB_ENDS) or last.endswith(_ADVERB_ENDS):
         return False
     return not (last.endswith("ed") and len(last) > 4 and last not in _NOUN_ED) and not last.endswith("-based")
+
+
+def _singular(word: str) -> str:
+    """A plural's singular form, roughly ("abilities" -> "ability", "processes" -> "process",
+    "approaches" -> "approach", "models" -> "model"; "loss", "analysis" stay)."""
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "ches", "shes", "xes")):
+        return word[:-2]
+    if word.endswith(("ss", "us", "is")) or not word.endswith("s") or len(word) <= 3:
+        return word
+    return word[:-1]
+
+
+def spellings(key: str) -> tuple[str, str]:
+    """The phrase ``key`` in singular form twice: with hyphenated words split and joined ("multi-modal
+    models" -> "multi modal model", "multimodal model"). Two phrases sharing a form, or one form
+    nested in the other's, say the same thing."""
+    words = key.split(" ")
+    split = " ".join(_singular(w) for w in key.replace("-", " ").split(" "))
+    return split, " ".join(_singular(w.replace("-", "")) for w in words)
+
+
+def word_set(key: str) -> frozenset[str]:
+    """The phrase's words in singular form, hyphens dropped (two phrases with the same set say the
+    same thing: "multi-modal models", "multimodal model")."""
+    return frozenset(_singular(w.replace("-", "")) for w in key.split(" "))
 
 
 def _breaks(word: str) -> bool:
