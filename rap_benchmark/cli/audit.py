@@ -276,7 +276,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--seed",
         type=int,
         default=0,
-        help="seed of the second instrument's clustering and of the field resampling (default: %(default)s)",
+        help="seed of the second instrument (its SVD and k-means) and of the field resampling (default: %(default)s)",
     )
     q.add_argument("--resamples", type=int, default=2000, help=RESAMPLES_HELP)
     q.add_argument("--out", help="write the per-field table (CSV)")
