@@ -78,3 +78,28 @@ def test_every_example_parses():
         except SystemExit as exc:  # pragma: no cover - the failure message names the example
             pytest.fail(f"example does not parse ({exc.code}): {example}")
         assert callable(getattr(args, "func", None)), example
+
+
+def _undocumented(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> Iterator[str]:
+    """The options, positionals and subcommands of ``parser`` and of every command below it that
+    say nothing: no help text (an alias hidden with ``argparse.SUPPRESS`` is silent on purpose), or
+    a ``%(default)s`` on an option without a default ("default: None")."""
+    if "(default: None)" in parser.format_help():
+        yield f"{' '.join(path)}: a help text says (default: None)"
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                if not (choice.help or "").strip():
+                    yield f"{' '.join(path)} {choice.dest} (subcommand)"
+            for name, sub in action.choices.items():
+                yield from _undocumented(sub, (*path, name))
+        elif action.help != argparse.SUPPRESS and not (action.help or "").strip():
+            yield f"{' '.join(path)} {'/'.join(action.option_strings) or '<' + action.dest + '>'}"
+
+
+def test_every_option_and_positional_says_what_it_is():
+    """Regression: ``rap audit sample --help`` listed ``dir``, ``--fields FIELDS``, ``--per-cell
+    PER_CELL``, ``--population POPULATION``... with no word of explanation, and about 40 options and
+    positionals across ``rap`` were like that."""
+    missing = list(_undocumented(build_parser(), ("rap",)))
+    assert not missing, "no help text: " + "; ".join(missing)

@@ -37,6 +37,10 @@ Agent diagnostics (replay, oracle input, trace statistics) are rap diagnose.
 """
 
 
+INSTANCE_HELP = "a built instance folder (rap build --out)"
+RESAMPLES_HELP = "field-resampled bootstrap draws for the 95%% intervals (default: %(default)s)"
+
+
 def _fmt(est) -> str:
     return f"{est.estimate:.3f} [{est.lo:.3f}, {est.hi:.3f}]"
 
@@ -267,28 +271,65 @@ def register(sub: argparse._SubParsersAction) -> None:
     asub = subcommands(p, "audit_command", "AUDIT", required=False)
 
     q = asub("parallel", help="second offline instrument, cross-fit Hungarian agreement")
-    q.add_argument("dir")
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--resamples", type=int, default=2000)
+    q.add_argument("dir", help=INSTANCE_HELP)
+    q.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the second instrument (its SVD and k-means) and of the field resampling (default: %(default)s)",
+    )
+    q.add_argument("--resamples", type=int, default=2000, help=RESAMPLES_HELP)
     q.add_argument("--out", help="write the per-field table (CSV)")
     q.set_defaults(func=_parallel)
 
     q = asub("truth", help="mini only: frozen instrument vs the generator's latent directions")
-    q.add_argument("dir")
+    q.add_argument("dir", help="a built mini instance folder (rap build --instance mini --out)")
     q.set_defaults(func=_truth)
 
     q = asub("sample", help="draw the stratified human-audit sample and write the blind sheet")
-    q.add_argument("dir")
-    q.add_argument("--out", required=True)
-    q.add_argument("--fields", type=int, default=24)
-    q.add_argument("--per-cell", type=int, default=1)
-    q.add_argument("--population", type=int, default=1)
-    q.add_argument("--retrieved", type=int, default=1)
-    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("dir", help=INSTANCE_HELP)
+    q.add_argument(
+        "--out",
+        required=True,
+        help="folder for the blind sheet.csv, sheet.html and directions.csv, and the private key.private.csv",
+    )
+    q.add_argument(
+        "--fields",
+        type=int,
+        default=24,
+        help="how many fields to audit, drawn at random (every field when the instance has fewer) "
+        "(default: %(default)s)",
+    )
+    q.add_argument(
+        "--per-cell",
+        type=int,
+        default=1,
+        help="papers drawn per field from each of the four cells: single or boundary, before or from the "
+        "codebook cutoff (default: %(default)s)",
+    )
+    q.add_argument(
+        "--population",
+        type=int,
+        default=1,
+        help="papers drawn per field uniformly from all its memberships (default: %(default)s)",
+    )
+    q.add_argument(
+        "--retrieved",
+        type=int,
+        default=1,
+        help="papers drawn per field among those a direction's name retrieves (Search at the last origin, "
+        "expanding universe) whose frozen primary is another direction; 0: no Search (default: %(default)s)",
+    )
+    q.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed of the field and paper draws and of the opaque item ids (default: %(default)s)",
+    )
     q.set_defaults(func=_sample)
 
     q = asub("analyse", help="analyse returned annotations against the private key")
-    q.add_argument("dir")
+    q.add_argument("dir", help="the built instance folder the sample was drawn from")
     q.add_argument("key", help="key.private.csv written by `rap audit sample`")
     q.add_argument(
         "answers",
@@ -303,10 +344,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a reader's direction ratings (field_id, key, rating: the filled directions.csv or the "
         "form's ratings.csv); give it twice for two readers",
     )
-    q.add_argument("--resamples", type=int, default=2000)
-    q.add_argument("--permutations", type=int, default=9999)
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--resamples", type=int, default=2000, help=RESAMPLES_HELP)
+    q.add_argument(
+        "--permutations",
+        type=int,
+        default=9999,
+        help="permutations of the exchangeable-disagreement test of TV(instrument, annotator) (default: %(default)s)",
+    )
+    q.add_argument(
+        "--seed", type=int, default=0, help="seed of the field resampling and the permutations (default: %(default)s)"
+    )
+    q.add_argument("--json", action="store_true", help="also print every estimate as one JSON object")
     q.set_defaults(func=_analyse)
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 

@@ -53,6 +53,8 @@ documented model (see citecast.json -> provenance.target_model) and a generated 
 Semantic Scholar batch API (network). The tools' cutoff (2026-01-31) is fixed by the server.
 """
 
+INSTANCE_HELP = "a CiteCast instance folder (rap citecast build --out)"
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -64,7 +66,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = subcommands(p, "citecast_command", required=False)
 
     b = sub("build", help="build an instance folder")
-    b.add_argument("--instance", choices=["embedded", "harvest"], default="embedded")
+    b.add_argument(
+        "--instance",
+        choices=["embedded", "harvest"],
+        default="embedded",
+        help="embedded: generated papers, targets and crawl, no network; harvest: real papers and citations "
+        "from the arXiv and Semantic Scholar APIs (network) with a crawl from --corpus (default: %(default)s)",
+    )
     b.add_argument("--out", required=True, type=Path, help="output folder")
     b.add_argument(
         "--arxiv-source", type=Path, default=None, help="embedded: real arXiv sample folder for the arxiv sub-corpus"
@@ -76,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     b.set_defaults(func=_build)
 
     s = sub("serve", help="serve an instance over HTTP (worker processes sharing one mapped index and session store)")
-    s.add_argument("instance_dir", type=Path)
+    s.add_argument("instance_dir", type=Path, help=INSTANCE_HELP)
     s.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
     s.add_argument("--port", type=int, default=8765, help="port (0: any free port, printed at start)")
     s.add_argument("--workers", type=int, default=None, help="worker processes (default: the number of CPUs)")
@@ -102,19 +110,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_serve)
 
     sc = sub("score", help="score the evaluation-mode sessions recorded in a session store")
-    sc.add_argument("instance_dir", type=Path)
+    sc.add_argument("instance_dir", type=Path, help=INSTANCE_HELP)
     sc.add_argument("--store", default=None, help="the server's --store (default <instance>/.cache/sessions.sqlite3)")
     sc.add_argument("--key", default=None, help="only this API key name")
     sc.add_argument("--out", type=Path, default=None, help="JSONL of per-task rows (key, task, prediction, reward)")
     sc.set_defaults(func=_score)
 
     w = sub("sweep", help="baselines with per-task rewards (blind constant, per-category, band oracle)")
-    w.add_argument("instance_dir", type=Path)
+    w.add_argument("instance_dir", type=Path, help=INSTANCE_HELP)
     w.add_argument("--out", type=Path, required=True, help="folder for sweep_rewards.{jsonl,csv}, sweep_summary.csv")
     w.set_defaults(func=_sweep)
 
     lp = sub("leak-probe", help="backdated searches/fetches for the most-cited tasks, scanned for figures")
-    lp.add_argument("instance_dir", type=Path)
+    lp.add_argument("instance_dir", type=Path, help=INSTANCE_HELP)
     lp.add_argument("--n", type=int, default=25, help="most-cited tasks to probe (default 25)")
     lp.add_argument("--url", default=None, help="probe a running server instead of an in-process environment")
     lp.add_argument("--out", type=Path, default=None, help="JSONL of per-task rows")
@@ -127,9 +135,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run CiteCast tasks through the agent runner into a resumable run folder and write "
         "predictions.jsonl (one row per task: prediction, reward, validity, tokens, cost).",
     )
-    r.add_argument("instance_dir", type=Path)
+    r.add_argument("instance_dir", type=Path, help=INSTANCE_HELP)
     r.add_argument("--out", type=Path, required=True, help="run folder (created; reused to resume)")
-    r.add_argument("--split", choices=["train", "test"], default="test")
+    r.add_argument("--split", choices=["train", "test"], default="test", help="the tasks to run (default: %(default)s)")
     _add_backend_args(r, ("constant", "openai", "transformers"))
     r.add_argument("--constant", type=nonnegative_int, default=3, help="constant: the submitted forecast (default 3)")
     r.add_argument("--url", default=None, help="use a running server instead of an in-process environment")

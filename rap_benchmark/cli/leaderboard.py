@@ -107,7 +107,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("files", type=Path, nargs="+", help="submission files")
     p.add_argument("--instance", type=Path, required=True, help="the scorer's instance folder (holds the targets)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--split", choices=("test", "dev", "all"), default="test")
+    p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="episodes to score (default test)")
     p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default: the spec's)")
     p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the spec's)")
     p.add_argument(

@@ -336,17 +336,33 @@ def cmd_sft_gate(args: argparse.Namespace) -> int:
     return 0 if result.passed else 1
 
 
+BACKENDS = {
+    "openai": "an OpenAI-compatible server (--base-url, --model)",
+    "transformers": "a local model in-process (--model-path)",
+    "reference": "a non-LLM reference agent (--model reference/search-hits, the default, or reference/uniform)",
+    "constant": "search the title, fetch the top hit and submit --constant, no model",
+}
+"""What each ``--backend`` choice runs, for the option's help."""
+
+
 def _add_backend_args(
     p: argparse.ArgumentParser, backends: tuple[str, ...] = ("openai", "transformers", "reference")
 ) -> None:
     """The model-backend options shared by ``rap run``, ``rap diagnose`` and ``rap citecast run``."""
-    p.add_argument("--backend", choices=list(backends), default="openai")
+    what = "; ".join(f"{name}: {BACKENDS[name]}" for name in backends)
+    p.add_argument("--backend", choices=list(backends), default="openai", help=f"{what} (default: %(default)s)")
     p.add_argument("--model", help="model name recorded in the run (openai: also the served model name)")
     p.add_argument("--served-model", help="model name sent to the server when it differs from --model")
     p.add_argument("--base-url", help="OpenAI-compatible base URL(s), comma separated (round-robin)")
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
     p.add_argument("--concurrency", type=positive_int, default=8, help="units in flight at once")
-    p.add_argument("--max-tokens-param", default="max_tokens", choices=["max_tokens", "max_completion_tokens"])
+    p.add_argument(
+        "--max-tokens-param",
+        default="max_tokens",
+        choices=["max_tokens", "max_completion_tokens"],
+        help="openai: the request field that carries the completion cap (max_completion_tokens for OpenAI "
+        "models that refuse max_tokens) (default: %(default)s)",
+    )
     add_extra_body_args(p, "openai: ")
     p.add_argument("--timeout", type=positive_float, default=600.0, help="seconds per request attempt")
     p.add_argument(
@@ -359,7 +375,14 @@ def _add_backend_args(
     p.add_argument("--gguf-file", help="transformers: GGUF file name inside --model-path")
     p.add_argument("--device", default="cpu", help="transformers: torch device (cpu, cuda, cuda:1)")
     p.add_argument("--max-new-tokens", type=positive_int, help="transformers: cap on generated tokens per turn")
-    p.add_argument("--tool-protocol", default="auto", choices=["auto", "text", "hermes"])
+    p.add_argument(
+        "--tool-protocol",
+        default="auto",
+        choices=["auto", "text", "hermes"],
+        help="transformers: how tools reach the model; hermes: through the chat template, calls read from "
+        "<tool_call> tags; text: tool tags described in the prompt (models without tool calling); "
+        "auto: hermes when the chat template mentions tools, else text (default: %(default)s)",
+    )
     p.add_argument(
         "--answer-prefill",
         default="auto",
@@ -420,7 +443,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="The paper's agent diagnostics on a run directory.",
         epilog=DIAG_EPILOG,
     )
-    d.add_argument("kind", choices=["replay", "oracle", "trace-stats"])
+    d.add_argument(
+        "kind",
+        choices=["replay", "oracle", "trace-stats"],
+        help="replay: fresh Forecast and State readouts on each source trajectory's Search evidence, without "
+        "tools; oracle: Forecasts given exact pre-origin direction counts; trace-stats: Search-trace "
+        "statistics of the source run (no model)",
+    )
     d.add_argument("dir", help="built instance folder")
     d.add_argument("rundir", help="run directory of the source run (rap run --out)")
     _add_backend_args(d)
@@ -431,7 +460,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--fields", help="oracle: field ids (default all)")
     d.add_argument("--origins", help="oracle: origins (default all)")
     d.add_argument("--out", help="trace-stats: CSV of the per-unit table")
-    d.add_argument("--no-progress", action="store_true")
+    d.add_argument("--no-progress", action="store_true", help="no progress bar")
     d.set_defaults(func=cmd_diagnose)
 
     sft = sub.add_parser(
@@ -450,9 +479,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("dir", help="built instance folder")
     e.add_argument("rundir", help="teacher run directory")
     e.add_argument("--out", required=True, help="output JSONL")
-    e.add_argument("--conditions", default="A1,A3")
-    e.add_argument("--fields")
-    e.add_argument("--origins")
+    e.add_argument(
+        "--conditions",
+        default="A1,A3",
+        help="comma-separated Forecast conditions of the teacher run to export (default: %(default)s)",
+    )
+    e.add_argument("--fields", help="comma-separated field ids (default all)")
+    e.add_argument("--origins", help="comma-separated origins YYYY-MM-DD (default all)")
     e.set_defaults(func=cmd_sft_export)
 
     g = ssub.add_parser(
@@ -464,5 +497,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("dir", help="built instance folder")
     g.add_argument("candidate", help="run directory of the fine-tuned model")
     g.add_argument("base", help="run directory of the base model on the same cells")
-    g.add_argument("--conditions", default="A1,A3")
+    g.add_argument(
+        "--conditions",
+        default="A1,A3",
+        help="comma-separated conditions on which the two runs are compared (default: %(default)s)",
+    )
     g.set_defaults(func=cmd_sft_gate)

@@ -72,7 +72,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("dir", type=Path, help="a built instance folder")
     p.add_argument("predictions", type=Path, nargs="+", help="prediction files (.jsonl or .parquet)")
-    p.add_argument("--policy", default=Policy.CANONICAL.value, choices=[p.value for p in Policy])
+    p.add_argument(
+        "--policy",
+        default=Policy.CANONICAL.value,
+        choices=[p.value for p in Policy],
+        help="counting policy of the targets: where a boundary paper's unit goes; canonical: its primary; "
+        "split_boundary: half to each of its two directions; single_only: boundary and bridge papers not counted; "
+        "secondary: its secondary (default: %(default)s)",
+    )
     p.add_argument("--json", action="store_true", help="print the leaderboard and problems as JSON")
     _common(p)
     p.set_defaults(func=cmd_score)
