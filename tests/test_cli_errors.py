@@ -256,6 +256,48 @@ CASES: list[tuple[str, list[str], str, str]] = [
     # a RAP instance or a missing folder where a CiteCast instance is expected (it said "SHA256SUMS is missing")
     ("citecast-serve-rap-instance", ["citecast", "serve", "{mini}"], "rap citecast serve", "is a RAP instance"),
     ("citecast-score-no-folder", ["citecast", "score", "{ws}/nowhere"], "rap citecast score", "no such folder"),
+    # counts, seeds and resamples are bounded where they are parsed (each was a numpy traceback, an
+    # IndexError, [nan, nan] intervals or an empty sample written with exit 0)
+    *(
+        (
+            f"audit-sample-{flag[2:]}-{value}",
+            ["audit", "sample", "{mini}", "--out", "{ws}/as", flag, value],
+            "rap audit sample",
+            flag,
+        )
+        for flag, value in (
+            ("--fields", "-1"),
+            ("--fields", "0"),
+            ("--per-cell", "-1"),
+            ("--population", "-1"),
+            ("--retrieved", "-1"),
+            ("--seed", "-1"),
+        )
+    ),
+    (
+        "audit-sample-nothing-to-draw",
+        ["audit", "sample", "{mini}", "--out", "{ws}/as", "--per-cell", "0", "--population", "0", "--retrieved", "0"],
+        "rap audit sample",
+        "nothing to draw",
+    ),
+    *(
+        (
+            f"audit-parallel-{flag[2:]}-{value}",
+            ["audit", "parallel", "{mini}", "--out", "{ws}/p.csv", flag, value],
+            "rap audit parallel",
+            flag,
+        )
+        for flag, value in (("--resamples", "0"), ("--seed", "-1"))
+    ),
+    *(
+        (
+            f"audit-analyse-{flag[2:]}-{value}",
+            ["audit", "analyse", "{mini}", "{ws}/prices.json", "{ws}/prices.json", flag, value],
+            "rap audit analyse",
+            flag,
+        )
+        for flag, value in (("--resamples", "0"), ("--permutations", "0"), ("--seed", "-1"))
+    ),
 ]
 
 
