@@ -298,6 +298,16 @@ CASES: list[tuple[str, list[str], str, str]] = [
         )
         for flag, value in (("--resamples", "0"), ("--permutations", "0"), ("--seed", "-1"))
     ),
+    # the maintainer's flags are refused as such, not blamed on every submission
+    *(
+        (
+            f"leaderboard-{flag[2:]}-{value}",
+            ["leaderboard", "score", "{ws}/preds.jsonl", "--instance", "{mini}", "--out", "{ws}/board", flag, value],
+            "rap leaderboard score",
+            flag,
+        )
+        for flag, value in (("--seed", "-5"), ("--resamples", "0"))
+    ),
 ]
 
 
