@@ -308,6 +308,22 @@ CASES: list[tuple[str, list[str], str, str]] = [
         )
         for flag, value in (("--seed", "-5"), ("--resamples", "0"))
     ),
+    # SFT reads Forecast conditions with Search only (A2 was a ValueError traceback from export and
+    # accepted by the gate, which scored its State answers against y; A0 crashed the gate)
+    *(
+        (
+            f"sft-{action}-{condition}",
+            ["sft", action, "{mini}", *paths, "--conditions", f"A1,{condition}"],
+            f"rap sft {action}",
+            needle,
+        )
+        for action, paths in (("export", ["{ws}/pinned", "--out", "{ws}/s.jsonl"]), ("gate", ["{ws}/pinned"] * 2))
+        for condition, needle in (
+            ("A0", "A0 is closed-book"),
+            ("A2", "A2 is a State condition"),
+            ("A4", "A4 is a State condition"),
+        )
+    ),
 ]
 
 
