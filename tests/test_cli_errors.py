@@ -324,6 +324,19 @@ CASES: list[tuple[str, list[str], str, str]] = [
             ("A4", "A4 is a State condition"),
         )
     ),
+    # CiteCast: a count below 1, a server that cannot be reached
+    (
+        "citecast-leak-probe-n-0",
+        ["citecast", "leak-probe", "{ws}/nowhere", "--n", "0"],
+        "rap citecast leak-probe",
+        "--n",
+    ),
+    (
+        "citecast-run-unreachable",
+        ["citecast", "run", "{ws}/nowhere", "--url", "http://127.0.0.1:9", "--backend", "constant", "--out", "{ws}/cc"],
+        "rap citecast run",
+        "cannot reach the CiteCast server at http://127.0.0.1:9",
+    ),
 ]
 
 

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
+from citecast_http import http_client
 from matplotlib.image import imread
 
 from rap_benchmark.cli import main
@@ -88,3 +89,85 @@ def test_a_board_with_one_refusal_names_how_many(mini_dir: Path, mini, tmp_path:
     assert "Traceback" not in err and "baseline/ewma" in out_text
     assert err.splitlines()[-1].startswith("rap leaderboard score: 1 of 2 submissions refused"), err
     assert imread(out / "forest.png").ndim == 3
+
+
+# -- rap citecast leak-probe / run --url: --api-key, else $CITECAST_API_KEY -------------------------------
+SECRET = "s3cret-a-key"
+
+
+@pytest.fixture()
+def keyed_server(citecast_embedded_dir: Path, monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """``--url`` answered by the instance's app in process, requiring the key ``SECRET``; the list
+    collects the key each client was made with."""
+    import rap_benchmark.citecast.client as client_module
+    from rap_benchmark.citecast.env import CiteCastEnv
+
+    env = CiteCastEnv.from_instance(citecast_embedded_dir)
+    keys: list[str | None] = []
+
+    def connect(url: str, api_key: str | None = None, **_: object):
+        keys.append(api_key)
+        return http_client(env, api_key, {SECRET: "team-a"})
+
+    monkeypatch.setattr(client_module, "HttpClient", connect)
+    monkeypatch.delenv("CITECAST_API_KEY", raising=False)
+    return keys
+
+
+COMMANDS = {
+    "leak-probe": ["citecast", "leak-probe", "{inst}", "--url", "http://server", "--n", "2", "--out", "{out}"],
+    "run": ["citecast", "run", "{inst}", "--url", "http://server", "--backend", "constant", "--limit", "1"]
+    + ["--no-progress", "--out", "{out}"],
+}
+
+
+def _argv(command: str, inst: Path, out: Path, *extra: str) -> list[str]:
+    return [a.replace("{inst}", str(inst)).replace("{out}", str(out)) for a in COMMANDS[command]] + list(extra)
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize(
+    ("flag", "env"), [(SECRET, None), (None, SECRET), (SECRET, "stale-key")], ids=["flag", "environment", "flag-wins"]
+)
+def test_both_citecast_clients_take_the_flag_else_the_environment(
+    command, flag, env, keyed_server, citecast_embedded_dir, tmp_path, monkeypatch, capsys
+):
+    if env is not None:
+        monkeypatch.setenv("CITECAST_API_KEY", env)
+    out = tmp_path / "out"
+    assert main(_argv(command, citecast_embedded_dir, out, *(["--api-key", flag] if flag else []))) == 0
+    assert keyed_server == [SECRET]
+    assert out.exists()
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize(("flag", "env", "named"), [(None, None, "without a key"), ("wrong", None, "--api-key")])
+def test_a_refused_key_is_one_line_and_writes_nothing(
+    command, flag, env, named, keyed_server, citecast_embedded_dir, tmp_path, capsys
+):
+    out = tmp_path / "out"
+    code = main(_argv(command, citecast_embedded_dir, out, *(["--api-key", flag] if flag else [])))
+    _, err = capsys.readouterr()
+    assert code == 2 and "Traceback" not in err
+    (line,) = err.splitlines()
+    assert line.startswith(f"rap citecast {command}: http://server refused ") and named in line, line
+    assert "--api-key" in line and "$CITECAST_API_KEY" in line
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_the_help_of_both_names_the_flag_and_the_variable(command, capsys):
+    with pytest.raises(SystemExit):
+        main(["citecast", command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--api-key" in text and "$CITECAST_API_KEY" in text
+
+
+def test_an_unreachable_server_is_one_line_and_writes_nothing(citecast_embedded_dir: Path, tmp_path: Path, capsys):
+    out = tmp_path / "probe.jsonl"
+    argv = ["citecast", "leak-probe", str(citecast_embedded_dir), "--url", "http://127.0.0.1:9", "--out", str(out)]
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("rap citecast leak-probe: cannot reach the CiteCast server at http://127.0.0.1:9"), line
+    assert not out.exists()
