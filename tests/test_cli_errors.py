@@ -256,6 +256,87 @@ CASES: list[tuple[str, list[str], str, str]] = [
     # a RAP instance or a missing folder where a CiteCast instance is expected (it said "SHA256SUMS is missing")
     ("citecast-serve-rap-instance", ["citecast", "serve", "{mini}"], "rap citecast serve", "is a RAP instance"),
     ("citecast-score-no-folder", ["citecast", "score", "{ws}/nowhere"], "rap citecast score", "no such folder"),
+    # counts, seeds and resamples are bounded where they are parsed (each was a numpy traceback, an
+    # IndexError, [nan, nan] intervals or an empty sample written with exit 0)
+    *(
+        (
+            f"audit-sample-{flag[2:]}-{value}",
+            ["audit", "sample", "{mini}", "--out", "{ws}/as", flag, value],
+            "rap audit sample",
+            flag,
+        )
+        for flag, value in (
+            ("--fields", "-1"),
+            ("--fields", "0"),
+            ("--per-cell", "-1"),
+            ("--population", "-1"),
+            ("--retrieved", "-1"),
+            ("--seed", "-1"),
+        )
+    ),
+    (
+        "audit-sample-nothing-to-draw",
+        ["audit", "sample", "{mini}", "--out", "{ws}/as", "--per-cell", "0", "--population", "0", "--retrieved", "0"],
+        "rap audit sample",
+        "nothing to draw",
+    ),
+    *(
+        (
+            f"audit-parallel-{flag[2:]}-{value}",
+            ["audit", "parallel", "{mini}", "--out", "{ws}/p.csv", flag, value],
+            "rap audit parallel",
+            flag,
+        )
+        for flag, value in (("--resamples", "0"), ("--seed", "-1"))
+    ),
+    *(
+        (
+            f"audit-analyse-{flag[2:]}-{value}",
+            ["audit", "analyse", "{mini}", "{ws}/prices.json", "{ws}/prices.json", flag, value],
+            "rap audit analyse",
+            flag,
+        )
+        for flag, value in (("--resamples", "0"), ("--permutations", "0"), ("--seed", "-1"))
+    ),
+    # the maintainer's flags are refused as such, not blamed on every submission
+    *(
+        (
+            f"leaderboard-{flag[2:]}-{value}",
+            ["leaderboard", "score", "{ws}/preds.jsonl", "--instance", "{mini}", "--out", "{ws}/board", flag, value],
+            "rap leaderboard score",
+            flag,
+        )
+        for flag, value in (("--seed", "-5"), ("--resamples", "0"))
+    ),
+    # SFT reads Forecast conditions with Search only (A2 was a ValueError traceback from export and
+    # accepted by the gate, which scored its State answers against y; A0 crashed the gate)
+    *(
+        (
+            f"sft-{action}-{condition}",
+            ["sft", action, "{mini}", *paths, "--conditions", f"A1,{condition}"],
+            f"rap sft {action}",
+            needle,
+        )
+        for action, paths in (("export", ["{ws}/pinned", "--out", "{ws}/s.jsonl"]), ("gate", ["{ws}/pinned"] * 2))
+        for condition, needle in (
+            ("A0", "A0 is closed-book"),
+            ("A2", "A2 is a State condition"),
+            ("A4", "A4 is a State condition"),
+        )
+    ),
+    # CiteCast: a count below 1, a server that cannot be reached
+    (
+        "citecast-leak-probe-n-0",
+        ["citecast", "leak-probe", "{ws}/nowhere", "--n", "0"],
+        "rap citecast leak-probe",
+        "--n",
+    ),
+    (
+        "citecast-run-unreachable",
+        ["citecast", "run", "{ws}/nowhere", "--url", "http://127.0.0.1:9", "--backend", "constant", "--out", "{ws}/cc"],
+        "rap citecast run",
+        "cannot reach the CiteCast server at http://127.0.0.1:9",
+    ),
 ]
 
 

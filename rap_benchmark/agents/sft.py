@@ -26,8 +26,9 @@ from rap_benchmark.agents.diagnostics import episodes_by_cell, native_records, q
 from rap_benchmark.agents.prompts import format_answer
 from rap_benchmark.agents.store import RunStore, UnitKey
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_open
-from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy, Task
+from rap_benchmark.core.records import DIRECTION_KEYS, Condition, Policy
 from rap_benchmark.core.serial import Record
 
 if TYPE_CHECKING:
@@ -36,6 +37,24 @@ if TYPE_CHECKING:
 GATE_MIN_POOLED_GAIN = 0.03
 GATE_MIN_QUERY_UNIQUE = 0.80
 SFT_DECIMALS = 3  # target percentages are printed to 0.001 points
+SEARCH_FORECAST = (Condition.A1, Condition.A3)
+"""The conditions SFT reads: Forecast (the answer is scored against y) with Search (a regime)."""
+
+
+def search_forecast(conditions: Iterable[Condition | str], why: str) -> set[Condition]:
+    """The conditions, each checked to be a Forecast condition with Search (A1, A3); any other is
+    refused (:class:`InputError`) with ``why`` it cannot be used."""
+    conds = {Condition(c) for c in conditions}
+    wrong = sorted(c for c in conds if c not in SEARCH_FORECAST)
+    if wrong:
+        named = "; ".join(
+            f"{c.value} is closed-book (no Search)"
+            if c.regime is None
+            else f"{c.value} is a State condition (its answer reconstructs x, not y)"
+            for c in wrong
+        )
+        raise InputError(f"{named}: {why}; give A1 and/or A3 (Forecast with Search)")
+    return conds
 
 
 def sft_example(record: dict[str, Any], target: Iterable[float], tool_schema: dict[str, Any] | None) -> dict[str, Any]:
@@ -73,9 +92,9 @@ def export_sft(
     """Write the SFT JSONL; return counts (written, skipped without Search, skipped without y)."""
     from rap_benchmark.tools import tool_schema
 
-    conditions = {Condition(c) for c in conditions}
-    if any(c.task is not Task.FORECAST for c in conditions):
-        raise ValueError("SFT targets are realised next-window compositions: use Forecast conditions (A1, A3)")
+    conditions = search_forecast(
+        conditions, "an SFT example is a teacher's Search trajectory ending in the realised next-window composition y"
+    )
     fields_s = set(fields) if fields is not None else None
     origins_s = {parse_date(o).isoformat() for o in origins} if origins is not None else None
     y_of = {cell: r.y for cell, r in episodes_by_cell(inst.episodes, policy).items()}
@@ -156,7 +175,9 @@ def sft_gate(
     """The validation gate on the cells both runs share (paired, differenced before aggregation)."""
     from rap_benchmark.evaluation.scoring import field_macro
 
-    conds = {Condition(c) for c in conditions}
+    conds = search_forecast(
+        conditions, "the gate measures the Forecast Spearman gain (answers against y) under each Search regime"
+    )
     cand = _scores(inst, candidate, conds, policy)
     ref = _scores(inst, base, conds, policy)
     shared = sorted(set(cand) & set(ref))
@@ -195,4 +216,12 @@ def sft_gate(
     )
 
 
-__all__ = ["DIRECTION_KEYS", "GateResult", "export_sft", "sft_example", "sft_gate"]
+__all__ = [
+    "DIRECTION_KEYS",
+    "SEARCH_FORECAST",
+    "GateResult",
+    "export_sft",
+    "search_forecast",
+    "sft_example",
+    "sft_gate",
+]

@@ -12,7 +12,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rap_benchmark.cli.args import subcommands
+from rap_benchmark.cli.args import nonnegative_int, positive_int, subcommands
 from rap_benchmark.core.errors import ArtifactError, InputError
 from rap_benchmark.core.fsio import atomic_write_text
 
@@ -93,6 +93,8 @@ def _sample(args: argparse.Namespace) -> int:
     from rap_benchmark.audit.human import design_sample, save_sample
     from rap_benchmark.core.artifacts import load_instance
 
+    if args.per_cell == args.population == args.retrieved == 0:
+        raise InputError("--per-cell, --population and --retrieved are all 0: nothing to draw")
     inst = load_instance(args.dir)
     rng = np.random.default_rng(args.seed)
     fields = sorted(rng.choice(inst.field_ids, size=min(args.fields, len(inst.field_ids)), replace=False).tolist())
@@ -119,6 +121,11 @@ def _sample(args: argparse.Namespace) -> int:
         retrieve=retrieve,
         seed=args.seed,
     )
+    if sample.sheet.empty:
+        raise InputError(
+            f"no paper to draw from {len(fields)} field(s) with --per-cell {args.per_cell}, "
+            f"--population {args.population}, --retrieved {args.retrieved}; nothing written"
+        )
     paths = save_sample(sample, args.out)
     print(f"{len(sample.sheet)} items from {len(fields)} fields")
     for k, v in paths.items():
@@ -274,11 +281,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("dir", help=INSTANCE_HELP)
     q.add_argument(
         "--seed",
-        type=int,
+        type=nonnegative_int,
         default=0,
         help="seed of the second instrument (its SVD and k-means) and of the field resampling (default: %(default)s)",
     )
-    q.add_argument("--resamples", type=int, default=2000, help=RESAMPLES_HELP)
+    q.add_argument("--resamples", type=positive_int, default=2000, help=RESAMPLES_HELP)
     q.add_argument("--out", help="write the per-field table (CSV)")
     q.set_defaults(func=_parallel)
 
@@ -295,34 +302,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     q.add_argument(
         "--fields",
-        type=int,
+        type=positive_int,
         default=24,
         help="how many fields to audit, drawn at random (every field when the instance has fewer) "
         "(default: %(default)s)",
     )
     q.add_argument(
         "--per-cell",
-        type=int,
+        type=nonnegative_int,
         default=1,
         help="papers drawn per field from each of the four cells: single or boundary, before or from the "
         "codebook cutoff (default: %(default)s)",
     )
     q.add_argument(
         "--population",
-        type=int,
+        type=nonnegative_int,
         default=1,
         help="papers drawn per field uniformly from all its memberships (default: %(default)s)",
     )
     q.add_argument(
         "--retrieved",
-        type=int,
+        type=nonnegative_int,
         default=1,
         help="papers drawn per field among those a direction's name retrieves (Search at the last origin, "
         "expanding universe) whose frozen primary is another direction; 0: no Search (default: %(default)s)",
     )
     q.add_argument(
         "--seed",
-        type=int,
+        type=nonnegative_int,
         default=0,
         help="seed of the field and paper draws and of the opaque item ids (default: %(default)s)",
     )
@@ -344,15 +351,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="a reader's direction ratings (field_id, key, rating: the filled directions.csv or the "
         "form's ratings.csv); give it twice for two readers",
     )
-    q.add_argument("--resamples", type=int, default=2000, help=RESAMPLES_HELP)
+    q.add_argument("--resamples", type=positive_int, default=2000, help=RESAMPLES_HELP)
     q.add_argument(
         "--permutations",
-        type=int,
+        type=positive_int,
         default=9999,
         help="permutations of the exchangeable-disagreement test of TV(instrument, annotator) (default: %(default)s)",
     )
     q.add_argument(
-        "--seed", type=int, default=0, help="seed of the field resampling and the permutations (default: %(default)s)"
+        "--seed",
+        type=nonnegative_int,
+        default=0,
+        help="seed of the field resampling and the permutations (default: %(default)s)",
     )
     q.add_argument("--json", action="store_true", help="also print every estimate as one JSON object")
     q.set_defaults(func=_analyse)

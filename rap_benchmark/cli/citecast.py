@@ -54,6 +54,8 @@ Semantic Scholar batch API (network). The tools' cutoff (2026-01-31) is fixed by
 """
 
 INSTANCE_HELP = "a CiteCast instance folder (rap citecast build --out)"
+API_KEY_ENV = "CITECAST_API_KEY"
+API_KEY_HELP = f"--url: the environment's API key (evaluation mode; default: ${API_KEY_ENV})"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -123,8 +125,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     lp = sub("leak-probe", help="backdated searches/fetches for the most-cited tasks, scanned for figures")
     lp.add_argument("instance_dir", type=Path, help=INSTANCE_HELP)
-    lp.add_argument("--n", type=int, default=25, help="most-cited tasks to probe (default 25)")
+    lp.add_argument("--n", type=positive_int, default=25, help="most-cited tasks to probe (default 25)")
     lp.add_argument("--url", default=None, help="probe a running server instead of an in-process environment")
+    lp.add_argument("--api-key", default=None, help=API_KEY_HELP)
     lp.add_argument("--out", type=Path, default=None, help="JSONL of per-task rows")
     lp.set_defaults(func=_leak_probe)
 
@@ -141,7 +144,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_backend_args(r, ("constant", "openai", "transformers"))
     r.add_argument("--constant", type=nonnegative_int, default=3, help="constant: the submitted forecast (default 3)")
     r.add_argument("--url", default=None, help="use a running server instead of an in-process environment")
-    r.add_argument("--api-key", default=None, help="--url: the environment's API key (evaluation mode)")
+    r.add_argument("--api-key", default=None, help=API_KEY_HELP)
     r.add_argument("--limit", type=positive_int, default=None, help="first N tasks of the split only")
     r.add_argument("--shard", help="i/n: run only the tasks whose key hashes to shard i of n")
     r.add_argument("--max-tool-calls", type=positive_int, default=None, help="web calls per task (default 8)")
@@ -242,16 +245,40 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _client(args: argparse.Namespace):
-    from rap_benchmark.citecast.client import HttpClient, InProcessClient
+    from rap_benchmark.citecast.client import InProcessClient
     from rap_benchmark.citecast.env import CiteCastEnv
 
-    if args.url:  # an evaluation-mode server needs its key: $CITECAST_API_KEY
-        import os
-
-        return HttpClient(args.url, api_key=os.environ.get("CITECAST_API_KEY") or None)
+    if args.url:
+        return _server(args.url, args.api_key)
     env = CiteCastEnv.from_instance(args.instance_dir)
     env.warm()
     return InProcessClient(env)
+
+
+def _server(url: str, api_key: str | None):
+    """A client of the CiteCast server at ``url`` with its API key (``api_key``, else
+    ``$CITECAST_API_KEY``; an evaluation-mode server needs one), checked with one request before
+    anything is written: an unreachable server or a refused key is one line, not a traceback."""
+    import os
+
+    import httpx
+
+    from rap_benchmark.citecast.client import HttpClient
+    from rap_benchmark.citecast.errors import Unauthorized
+    from rap_benchmark.core.errors import InputError, ServiceError
+
+    key = api_key or os.environ.get(API_KEY_ENV) or None
+    try:
+        client = HttpClient(url, api_key=key)
+        client.task_ids()
+    except httpx.InvalidURL as exc:
+        raise InputError(f"--url {url!r} is not a URL ({exc})") from exc
+    except httpx.TransportError as exc:
+        raise ServiceError(f"cannot reach the CiteCast server at {url} ({exc})") from exc
+    except Unauthorized as exc:
+        given = "the --api-key" if api_key else f"${API_KEY_ENV}" if key else "a request without a key"
+        raise ServiceError(f"{url} refused {given}: {exc} (give --api-key or set ${API_KEY_ENV})") from exc
+    return client
 
 
 def _leak_probe(args: argparse.Namespace) -> int:
@@ -277,19 +304,13 @@ def _run(args: argparse.Namespace) -> int:
     from rap_benchmark.agents import citecast as cc
     from rap_benchmark.agents.store import RunStore, parse_shard
     from rap_benchmark.cli.run import _backend, all_failed
+    from rap_benchmark.core.sums import manifest_hash
     from rap_benchmark.llmclient.pricing import load_prices
 
     shard = parse_shard(args.shard)
     prices = load_prices(args.prices)
     backend, model = _backend(args)
-    if args.url:
-        from rap_benchmark.citecast.client import HttpClient
-
-        client, instance = HttpClient(args.url, api_key=args.api_key), args.url
-    else:
-        from rap_benchmark.core.sums import manifest_hash
-
-        client, instance = _client(args), manifest_hash(args.instance_dir)
+    client, instance = _client(args), args.url or manifest_hash(args.instance_dir)
     stats, path = cc.run_citecast(
         client,
         backend,

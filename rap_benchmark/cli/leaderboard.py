@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from rap_benchmark.cli.args import nonnegative_int, positive_int, subcommands
 from rap_benchmark.cli.args import split_or_all as _split
-from rap_benchmark.cli.args import subcommands
 
 SUBMIT_EPILOG = """examples:
   rap submit prepare runs/my-model --out subs/my-model.jsonl --knowledge-cutoff 2024-10-01
@@ -46,8 +46,10 @@ is ranked only when it covers every episode of the split, and a model and condit
 submitted by an earlier file is refused; writes board/leaderboard.csv, leaderboard.md and
 submissions.json (every verdict and problem). --live: each file is a reveal (FILE, FILE.salt.hex,
 FILE.meta.json); it is scored on the Forecast-Live track only when its commitment is in the
---seals log and was sealed before every origin it forecasts (one line per refusal). verify-reveal: checks revealed targets and salt
-against the salted SHA256 commitments published in a repo's *_heldout configs.
+--seals log and was sealed before every origin it forecasts (one line per refusal). Exit status 1
+when any file is refused: the board folder is still written whole, its verdicts file and page
+name every refusal. verify-reveal: checks revealed targets and salt against the salted SHA256
+commitments published in a repo's *_heldout configs.
 Each board folder also holds contrasts.csv (model vs model), strict_vs_exposed.csv, board.json,
 forest.png, cost_vs_score.png and index.html (self-contained; open it offline).
 To put a board on the Hub: rap hub export-board BOARD... --out hub/, then rap hub publish.
@@ -108,8 +110,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--instance", type=Path, required=True, help="the scorer's instance folder (holds the targets)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
     p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="episodes to score (default test)")
-    p.add_argument("--resamples", type=int, default=None, help="bootstrap resamples (default: the spec's)")
-    p.add_argument("--seed", type=int, default=None, help="bootstrap seed (default: the spec's)")
+    p.add_argument("--resamples", type=positive_int, default=None, help="bootstrap resamples (default: the spec's)")
+    p.add_argument("--seed", type=nonnegative_int, default=None, help="bootstrap seed (default: the spec's)")
     p.add_argument(
         "--split-models",
         action="store_true",
@@ -215,7 +217,7 @@ def cmd_score_live(args: argparse.Namespace) -> int:
     for v in result.verdicts:
         print(f"{v.path}: {'accepted' if v.accepted else 'REFUSED'}: {v.message}", file=sys.stderr)
     print((out / "leaderboard_live.md").read_text(encoding="utf-8"))
-    return 0 if all(v.accepted for v in result.verdicts) else 1
+    return _refusals([v.accepted for v in result.verdicts], "reveal", out / "reveals.json")
 
 
 def cmd_score(args: argparse.Namespace) -> int:
@@ -253,7 +255,20 @@ def cmd_score(args: argparse.Namespace) -> int:
     for r in result.reports:
         print(r.summary(), file=sys.stderr)
     print((out / "leaderboard.md").read_text(encoding="utf-8"))
-    return 0 if all(r.accepted for r in result.reports) else 1
+    return _refusals([r.accepted for r in result.reports], "submission", out / "submissions.json")
+
+
+def _refusals(accepted: list[bool], what: str, verdicts: Path) -> int:
+    """Exit status of a scored board: 0 when every file was accepted; else 1, with one line on
+    stderr saying how many were refused (the board folder is complete: it lists every refusal)."""
+    refused = accepted.count(False)
+    if not refused:
+        return 0
+    count = f"{refused} of {len(accepted)} {what}s refused"
+    if refused == len(accepted):
+        count = f"no {what} accepted ({refused} refused)"
+    print(f"rap leaderboard score: {count}; the reasons are in {verdicts}", file=sys.stderr)
+    return 1
 
 
 def cmd_split(args: argparse.Namespace) -> int:

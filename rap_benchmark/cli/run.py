@@ -482,7 +482,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument(
         "--conditions",
         default="A1,A3",
-        help="comma-separated Forecast conditions of the teacher run to export (default: %(default)s)",
+        help="comma-separated conditions of the teacher run to export: A1 and/or A3, Forecast with Search "
+        "(default: %(default)s)",
     )
     e.add_argument("--fields", help="comma-separated field ids (default all)")
     e.add_argument("--origins", help="comma-separated origins YYYY-MM-DD (default all)")
@@ -500,6 +501,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--conditions",
         default="A1,A3",
-        help="comma-separated conditions on which the two runs are compared (default: %(default)s)",
+        help="comma-separated conditions on which the two runs are compared: A1 and/or A3, Forecast with Search "
+        "(default: %(default)s)",
     )
     g.set_defaults(func=cmd_sft_gate)

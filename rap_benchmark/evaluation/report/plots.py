@@ -48,14 +48,16 @@ def _save(fig: Figure, path: str | Path) -> Path:
 
 
 def plot_leaderboard(board: pd.DataFrame, path: str | Path, *, ceiling: float | None = None, title: str = "") -> Path:
-    """Horizontal interval plot of the leaderboard (best at the top)."""
-    rows = board.sort_values("spearman", ascending=True, kind="stable").reset_index(drop=True)
-    n = max(len(rows), 1)
-    fig = _figure(8.0, 1.6 + 0.36 * n)
-    ax = fig.add_subplot()
-    if rows.empty:
+    """Horizontal interval plot of the leaderboard (best at the top). A board without a row (no
+    submission accepted: it may have no columns at all) is a figure that says so."""
+    if board.empty:
+        fig = _figure(8.0, 1.6 + 0.36)
+        ax = fig.add_subplot()
         ax.text(0.5, 0.5, "no scored predictions", ha="center", va="center", transform=ax.transAxes)
         return _save(fig, path)
+    rows = board.sort_values("spearman", ascending=True, kind="stable").reset_index(drop=True)
+    fig = _figure(8.0, 1.6 + 0.36 * len(rows))
+    ax = fig.add_subplot()
     y = np.arange(len(rows))
     est = rows["spearman"].to_numpy(float)
     lo, hi = rows["spearman_lo"].to_numpy(float), rows["spearman_hi"].to_numpy(float)
