@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.records import Condition
+from rap_benchmark.core.records import Condition, is_count
 from rap_benchmark.core.serial import Record
 
 USAGE_KEYS = ("source", "prices_as_of", "by_condition")
@@ -143,7 +143,7 @@ def usage_from_rows(
 
 
 def _count(value: Any) -> bool:
-    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+    return value is None or is_count(value)
 
 
 def _money(value: Any) -> bool:
