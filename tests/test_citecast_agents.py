@@ -26,7 +26,7 @@ from rap_benchmark.agents.citecast import (
     predictions_rows,
     run_citecast,
 )
-from rap_benchmark.agents.protocol import ModelTurn, ToolCall
+from rap_benchmark.agents.protocol import ModelTurn, tool_call_turn
 from rap_benchmark.agents.runner import run_units
 from rap_benchmark.agents.store import RunStore, TaskKey, merge_stores
 from rap_benchmark.citecast.client import InProcessClient
@@ -41,12 +41,6 @@ from test_citecast_server import make_env  # noqa: E402
 @pytest.fixture()
 def env() -> CiteCastEnv:
     return make_env()
-
-
-def call(n: int, name: str, **args) -> ModelTurn:
-    return ModelTurn(
-        content=None, tool_calls=(ToolCall(f"call_{n}", name, json.dumps(args)),), finish_reason="tool_calls"
-    )
 
 
 def run(units, backend, store):
@@ -64,10 +58,10 @@ def test_scripted_agent_is_nudged_refused_and_scored_by_the_environment(env, tmp
         if n_tool == 0 and not any(m.get("rap_note") == "nudge" for m in req.messages):
             return ModelTurn(content="thinking")
         if n_tool == 0:
-            return call(0, "web_search", query="sparse routing")
+            return tool_call_turn(0, "web_search", {"query": "sparse routing"}, "scripted")
         if n_tool == 1:
-            return call(1, "submit_prediction", prediction=-4, justification="x")
-        return call(2, "submit_prediction", prediction=16, justification="because")
+            return tool_call_turn(1, "submit_prediction", {"prediction": -4, "justification": "x"}, "scripted")
+        return tool_call_turn(2, "submit_prediction", {"prediction": 16, "justification": "because"}, "scripted")
 
     units = citecast_units(client, "scripted", "test")
     store = RunStore(tmp_path)
@@ -77,17 +71,21 @@ def test_scripted_agent_is_nudged_refused_and_scored_by_the_environment(env, tmp
     assert rec["prediction"] is None and "nonnegative" in rec["invalid_detail"]
     assert env.state(rec["session_id"])["done"] is False
     stats = run(
-        units, ScriptedBackend(lambda req, ctx: call(0, "submit_prediction", prediction=16, justification="")), store
+        units,
+        ScriptedBackend(
+            lambda req, ctx: tool_call_turn(0, "submit_prediction", {"prediction": 16, "justification": ""}, "scripted")
+        ),
+        store,
     )
     assert (stats.skipped, stats.executed, stats.valid) == (0, 2, 2)
 
     def script_ok(req, ctx):
         n_tool = sum(m["role"] == "tool" for m in req.messages)
         if n_tool == 0:
-            return call(0, "web_search", query="sparse routing")
+            return tool_call_turn(0, "web_search", {"query": "sparse routing"}, "scripted")
         if n_tool == 1:
-            return call(1, "submit_prediction", prediction=-4, justification="x")
-        return call(2, "submit_prediction", prediction=16, justification="because")
+            return tool_call_turn(1, "submit_prediction", {"prediction": -4, "justification": "x"}, "scripted")
+        return tool_call_turn(2, "submit_prediction", {"prediction": 16, "justification": "because"}, "scripted")
 
     store2 = RunStore(tmp_path / "b")
     assert run(units, ScriptedBackend(script_ok), store2).valid == 2
@@ -95,6 +93,7 @@ def test_scripted_agent_is_nudged_refused_and_scored_by_the_environment(env, tmp
         rec = store2.load(u.key)
         target = env.tasks[u.key.task_id].target
         assert rec["valid"] and rec["prediction"] == 16 and rec["reward"] == reward(16, target)
+        assert rec["response_model"] == "scripted"  # the model that answered, as the turns named it
         assert rec["n_tool_calls"] == 1 and [c["name"] for c in rec["tool_calls"]][0] == "web_search"
         refused = rec["tool_calls"][1]
         assert "nonnegative" in refused["error"] and rec["events"][-1].startswith("nudged: the answer was refused")
@@ -107,8 +106,8 @@ def test_budget_offers_only_the_submission_then_forces_it(env, tmp_path) -> None
     def greedy(req, ctx):
         seen.append((req.tool_choice, [t["function"]["name"] for t in req.tools]))
         if req.tool_choice == "auto" and len(req.tools) == 3:
-            return call(0, "web_search", query="more")
-        return call(1, "submit_prediction", prediction=5, justification="done")
+            return tool_call_turn(0, "web_search", {"query": "more"}, "g")
+        return tool_call_turn(1, "submit_prediction", {"prediction": 5, "justification": "done"}, "g")
 
     units = citecast_units(InProcessClient(env), "g", "train", max_tool_calls=2, limit=1)
     store = RunStore(tmp_path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 
 import numpy as np
@@ -58,3 +59,30 @@ def test_monotone_in_log_distance(t: int, a: int, b: int) -> None:
     da, db = abs(math.log1p(a) - math.log1p(t)), abs(math.log1p(b) - math.log1p(t))
     if da < db - 1e-12:
         assert reward(a, t) >= reward(b, t)
+
+
+@pytest.mark.parametrize("bad", [True, False, -1, 3.0, "3"])
+def test_a_count_is_a_nonnegative_int_never_a_bool_at_every_site(bad: object) -> None:
+    """The reward's target, a task's target, a Semantic Scholar count and a unit file's prediction
+    and counters hold to one rule (``core.records.is_count``), each with its own message.
+    Regression: a citation count of 3.0 was taken, and one of "3" raised a TypeError."""
+    from rap_benchmark.agents.store import TaskKey, check_unit
+    from rap_benchmark.citecast.records import CitationRecord, CiteTask, PaperMeta
+
+    snap = dt.date(2026, 8, 23)
+    paper = PaperMeta("2601.00001", "A paper", "An abstract.", ("A B",), "cs.LG", dt.date(2026, 1, 2))
+    with pytest.raises(ValueError, match="target must be a nonnegative int"):
+        reward(3, bad)
+    with pytest.raises(ValueError, match="2601.00001: citation count must be a nonnegative int"):
+        CitationRecord("2601.00001", "s2-1", "t", bad, snap)
+    with pytest.raises(ValueError, match="cc_x: target must be a nonnegative int"):
+        CiteTask("cc_x", paper, bad, "0", "test", "s2-1", snap)
+    key = TaskKey("m", "cc_x")
+    unit = {"key": key.to_dict(), "valid": True, "prediction": 3, "attempts": 1}
+    assert check_unit(unit, key.relpath()) is None
+    assert check_unit({**unit, "prediction": bad}, key.relpath()) == (
+        "claims valid but 'prediction' is not a nonnegative integer"
+    )
+    assert check_unit({**unit, "attempts": bad}, key.relpath()) == "has a 'attempts' that is not a nonnegative integer"
+    assert CiteTask("cc_x", paper, 0, "0", "test", "s2-1", snap).target == 0
+    assert reward(3, np.int64(3)) == reward(3, 3) == 1.0  # a count read from a table

@@ -5,15 +5,19 @@ the network in tests."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rap_benchmark.core.artifacts import codebook_to_dict
-from rap_benchmark.core.canonical import commitment, content_hash, target_values
+from rap_benchmark.core.canonical import commitment, content_hash, read_salt, target_values
+from rap_benchmark.core.errors import FileFormatError
 from rap_benchmark.core.schemas import ASSIGNMENT_LABELS, EPISODE_TARGET_FLAGS, EPISODE_TARGETS
 from rap_benchmark.core.sums import sha256_file
 from rap_benchmark.hub import export_instance, publish, read_manifest, verify_reveal
@@ -229,6 +233,26 @@ def test_commitments_verify_against_the_reveal_and_catch_tampering(withheld_hub:
     assert not report.ok and any("does not match" in p for p in report.problems)
     (fake / "salt.hex").write_text("ab" * 32 + "\n", encoding="ascii")
     assert not verify_reveal(withheld_hub / "rap" / "assignments", fake).ok
+    (fake / "salt.hex").write_text("not hex\n", encoding="ascii")  # a refusal naming the file, not a crash
+    report = verify_reveal(withheld_hub / "rap" / "assignments", fake)
+    assert not report.ok and report.problems[0].startswith(f"{fake / 'salt.hex'}: not a hex salt")
+
+
+@settings(max_examples=50, deadline=None)
+@given(salt=st.binary(max_size=40), spaces=st.sampled_from(["", "\n", "  \n\n"]))
+def test_a_salt_file_reads_back_its_bytes_or_is_refused_naming_it(salt: bytes, spaces: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "salt.hex"
+        path.write_text(salt.hex() + spaces, encoding="ascii")
+        if len(salt) >= 16:
+            assert read_salt(path) == salt
+        else:
+            with pytest.raises(FileFormatError, match="a salt needs at least 16 bytes") as info:
+                read_salt(path)
+            assert info.value.path == path
+        path.write_text(salt.hex() + "x", encoding="ascii")
+        with pytest.raises(FileFormatError, match="not a hex salt"):
+            read_salt(path)
 
 
 def test_equal_targets_get_different_commitments() -> None:
@@ -364,3 +388,24 @@ def test_cli_export_publish_dry_run_and_verify_reveal(mini_dir: Path, tmp_path: 
     )
     assert main(["harness", "lm-eval-path"]) == 0
     assert Path(capsys.readouterr().out.strip().splitlines()[-1]).is_dir()
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"), [("zz" * 32, "not a hex salt ("), ("ab" * 15, "a salt needs at least 16 bytes")]
+)
+def test_cli_export_refuses_a_bad_salt_file_in_one_line(
+    mini_dir: Path, tmp_path: Path, capsys, text: str, problem: str
+) -> None:
+    """Regression: ``rap hub export --salt-file`` with a file that is not hex ended in a bare
+    ValueError traceback; a short one is refused by the same reader as a sealed forecast's."""
+    from rap_benchmark.cli import main
+
+    salt_file = tmp_path / "salt.hex"
+    salt_file.write_text(text + "\n", encoding="ascii")
+    hub = tmp_path / "hub"
+    argv = ["hub", "export", str(mini_dir), "--out", str(hub), "--withhold-test-targets", "--salt-file", str(salt_file)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.endswith("\n") and err.count("\n") == 1, err  # the progress bar is cleared, not left behind
+    assert err.split("\r")[-1].startswith(f"rap hub export: {salt_file}: {problem}")
+    assert not hub.exists()

@@ -125,3 +125,23 @@ def test_seal_refuses_a_broken_file_before_writing(tmp_path):
     r = _rap("submit", "seal", str(bad), "--out", str(tmp_path / "s.json"))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"), [("zz\n", "not a hex salt ("), ("ab" * 15, "a salt needs at least 16 bytes")]
+)
+def test_seal_refuses_a_bad_salt_file_in_one_line(live_files, tmp_path, capsys, text, problem):
+    """``rap submit seal --salt-file`` reads the salt with the hub export's reader: one line naming
+    the file and the problem, exit 2, and no seal written."""
+    from rap_benchmark.cli import main
+
+    salt_file = tmp_path / "salt.hex"
+    salt_file.write_text(text, encoding="ascii")
+    out = tmp_path / "s.json"
+    assert (
+        main(["submit", "seal", str(live_files["baseline/ewma"]), "--out", str(out), "--salt-file", str(salt_file)])
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"rap submit seal: {salt_file}: {problem}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["salt.hex"]

@@ -8,11 +8,19 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from rap_benchmark.cli import main
-from rap_benchmark.evaluation.report.tables import to_markdown
+from rap_benchmark.evaluation.board.display import display_board
+from rap_benchmark.evaluation.report.tables import (
+    LEADERBOARD_COLUMNS,
+    display,
+    fmt_interval,
+    interval_cell,
+    to_markdown,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 RESAMPLES = "1000"
@@ -154,6 +162,21 @@ def test_clashing_files_keep_the_first_file(mini_dir: Path, baselines_file: Path
 def test_markdown_escapes_pipes() -> None:
     md = to_markdown(pd.DataFrame({"a|b": ["x|y"], "c": ["1"]}))
     assert md.splitlines()[0] == "| a\\|b | c |" and md.splitlines()[2] == "| x\\|y | 1 |"
+
+
+@pytest.mark.parametrize("gap", [None, float("nan"), np.float32("nan"), pd.NA])
+def test_a_score_without_its_interval_reads_the_same_bare_estimate_in_the_report_and_on_the_board(gap) -> None:
+    """Regression: the report wrote ``0.803 [, ]`` for a score whose bounds were missing (a signed
+    contrast ``+0.012 [+nan, +nan]``, or a TypeError on None) where the board wrote ``0.803``; both
+    now format ``estimate [lo, hi]`` with one function."""
+    row = {"model": "m", "condition": "A0", "spearman": 0.8031, "spearman_lo": gap, "spearman_hi": 0.81}
+    board = display_board(pd.DataFrame([row]))["Spearman [95% block CI]"].tolist()
+    report = display(pd.DataFrame([row]), LEADERBOARD_COLUMNS)["Spearman [95% block CI]"].tolist()
+    assert board == report == [interval_cell(row)] == ["0.803"]
+    assert interval_cell({**row, "spearman_lo": 0.79, "spearman_hi": 0.8151}) == "0.803 [0.790, 0.815]"
+    assert fmt_interval(0.0123, gap, gap, signed=True) == "+0.012"
+    assert fmt_interval(0.0123, -0.004, 0.03, signed=True) == "+0.012 [-0.004, +0.030]"
+    assert interval_cell({**row, "spearman": gap, "spearman_lo": 0.79}) == ""
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from rap_benchmark.core.errors import InputError, UserError, json_reason
 from rap_benchmark.core.fsio import FolderLock, atomic_write_text, open_append_repaired, remove_stale, slug
-from rap_benchmark.core.records import Condition
+from rap_benchmark.core.records import Condition, is_count
 from rap_benchmark.core.serial import Record
 from rap_benchmark.evaluation.scoring import weight_fault
 
@@ -182,7 +182,7 @@ def check_unit(rec: Any, relpath: Path) -> str | None:
         return "has a 'valid' that is not true/false"
     if valid and isinstance(key, TaskKey):
         p = rec.get("prediction")
-        if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+        if not is_count(p):
             return "claims valid but 'prediction' is not a nonnegative integer"
     elif valid:
         w = rec.get("weights")
@@ -193,7 +193,7 @@ def check_unit(rec: Any, relpath: Path) -> str | None:
             return f"claims valid but its weights are unusable: {fault[1]}"
     for name in UNIT_INT_FIELDS:
         v = rec.get(name, 0)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if not is_count(v):
             return f"has a {name!r} that is not a nonnegative integer"
     for name in UNIT_FLOAT_FIELDS:
         v = rec.get(name)

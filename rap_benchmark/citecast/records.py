@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from rap_benchmark.core.dates import parse_date
+from rap_benchmark.core.records import is_count
 from rap_benchmark.core.serial import FLAT, Record, from_dict
 
 ARXIV_2601 = re.compile(r"^2601\.\d{5}$")
@@ -85,7 +86,7 @@ class CitationRecord:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "snapshot_date", parse_date(self.snapshot_date))
-        if self.citation_count is not None and (isinstance(self.citation_count, bool) or self.citation_count < 0):
+        if self.citation_count is not None and not is_count(self.citation_count):
             raise ValueError(f"{self.arxiv_id}: citation count must be a nonnegative int")
 
     @property
@@ -118,7 +119,7 @@ class CiteTask(Record):
     def __post_init__(self) -> None:
         object.__setattr__(self, "split", TaskSplit(self.split))
         object.__setattr__(self, "snapshot_date", parse_date(self.snapshot_date))
-        if isinstance(self.target, bool) or not isinstance(self.target, int) or self.target < 0:
+        if not is_count(self.target):
             raise ValueError(f"{self.task_id}: target must be a nonnegative int, got {self.target!r}")
 
     def spec(self) -> TaskSpec:

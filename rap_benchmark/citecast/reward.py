@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from rap_benchmark.core.records import is_count
+
 # Far above any citation count (the most-cited paper ever has ~3e5); bounds the float conversion
 # of the reward, so a prediction such as 10**400 is refused instead of overflowing.
 MAX_PREDICTION = 10**9
@@ -62,6 +64,6 @@ def rewards(predictions: np.ndarray, targets: np.ndarray) -> np.ndarray:
 def reward(prediction: Any, target: int) -> float:
     """The reward of one validated integer prediction against the true count ``target``."""
     p = validate_prediction(prediction)
-    if isinstance(target, bool) or not isinstance(target, int | np.integer) or target < 0:
+    if not is_count(int(target) if isinstance(target, np.integer) else target):  # numpy: a count read from a table
         raise ValueError(f"target must be a nonnegative int, got {target!r}")
     return float(rewards(np.float64(p), np.float64(target)))

@@ -8,7 +8,8 @@ read back by ``datasets.load_dataset`` hashes the same as the artifact it came f
 
 A *commitment* binds a withheld target to its row without revealing it:
 ``sha256(salt || canonical_json({"key": row_key, "target": target}))``. The salt is 32 secret
-random bytes kept outside the public repos; the row key inside the hashed payload stops equal
+random bytes kept outside the public repos (stored as hex; :func:`read_salt` refuses one shorter
+than 16 bytes); the row key inside the hashed payload stops equal
 targets (say, two papers both labelled ``D3``) from sharing a hash, so nothing about a
 withheld target can be learnt from the public hashes before the salt is revealed.
 """
@@ -20,12 +21,17 @@ import json
 import math
 import secrets
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from rap_benchmark.core.errors import FileFormatError
+
 SALT_BYTES = 32
+MIN_SALT_BYTES = 16
+"""A salt file holding fewer bytes is refused: a short salt could be found by trying them all."""
 
 
 def to_plain(value: Any) -> Any:
@@ -74,6 +80,19 @@ def content_hash(frame: pd.DataFrame, columns: Iterable[str] | None = None) -> s
 def new_salt() -> bytes:
     """A fresh secret salt (cryptographic randomness on purpose: a seeded salt could be guessed)."""
     return secrets.token_bytes(SALT_BYTES)
+
+
+def read_salt(path: str | Path) -> bytes:
+    """The salt stored as hex in ``path`` (a hub export's ``salt.hex``, a sealed forecast's
+    ``FILE.salt.hex``); a file that is not hex, or holds fewer than 16 bytes, is refused naming it."""
+    path = Path(path)
+    try:
+        salt = bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise FileFormatError(path, f"not a hex salt ({exc})") from None
+    if len(salt) < MIN_SALT_BYTES:
+        raise FileFormatError(path, f"a salt needs at least {MIN_SALT_BYTES} bytes")
+    return salt
 
 
 def commitment(salt: bytes, key: str, target: Any) -> str:

@@ -100,6 +100,12 @@ def parse_enum(kind: type[_E], value: object, *, what: str | None = None) -> _E:
         raise InputError(f"unknown {label} {value!r} (expected one of: {allowed})") from None
 
 
+def is_count(value: object) -> bool:
+    """Is ``value`` a nonnegative ``int``? A bool is not one, though Python makes it an int (a JSON
+    ``true`` must not count as 1); neither is a float, even an integral one."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 class InvalidReason(StrEnum):
     """Why an agent unit ended without a valid answer. The reason is a value; what happened in
     words goes in a separate detail field (``invalid_detail``), never parsed back."""

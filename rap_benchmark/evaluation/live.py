@@ -36,7 +36,7 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.canonical import commitment, new_salt, to_plain
+from rap_benchmark.core.canonical import commitment, new_salt, read_salt, to_plain
 from rap_benchmark.core.errors import FileFormatError, InputError
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Split
@@ -70,17 +70,6 @@ def prediction_commitment(path: str | Path, salt: bytes) -> tuple[pd.DataFrame, 
     frame = frame.sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
     rows = [to_plain(r) for r in frame[list(REQUIRED_COLUMNS)].to_dict(orient="records")]
     return frame, commitment(salt, SEAL_KEY, rows)
-
-
-def read_salt(path: str | Path) -> bytes:
-    path = Path(path)
-    try:
-        salt = bytes.fromhex(path.read_text(encoding="ascii").strip())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise FileFormatError(path, f"not a hex salt ({exc})") from None
-    if len(salt) < 16:
-        raise FileFormatError(path, "a salt needs at least 16 bytes")
-    return salt
 
 
 def utc_stamp(moment: dt.datetime) -> str:

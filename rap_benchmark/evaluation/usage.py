@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.records import Condition
+from rap_benchmark.core.records import Condition, is_count
 from rap_benchmark.core.serial import Record
 
 USAGE_KEYS = ("source", "prices_as_of", "by_condition")
@@ -142,7 +143,7 @@ def usage_from_rows(
 
 
 def _count(value: Any) -> bool:
-    return value is None or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
+    return value is None or is_count(value)
 
 
 def _money(value: Any) -> bool:
@@ -250,7 +251,7 @@ def _implausible(
 
 def unknown(value: Any) -> bool:
     """A board cell with no value: None, pandas' NA or NaN (unknown is never shown as 0)."""
-    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+    return value is None or value is pd.NA or (isinstance(value, float | np.floating) and math.isnan(value))
 
 
 def fmt_usage(value: Any, digits: int = 0) -> str:

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.artifacts import Instance, codebook_to_dict, write_parquet
-from rap_benchmark.core.canonical import commitments, content_hash, new_salt, target_values
+from rap_benchmark.core.canonical import commitments, content_hash, new_salt, read_salt, target_values
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
@@ -78,7 +78,6 @@ from rap_benchmark.hub.layout import (
     ConfigTable,
     RepoTables,
     Withheld,
-    read_salt,
 )
 
 DEFAULT_ORG = "rap"
@@ -496,17 +495,14 @@ def write_repo(
 
 
 def _load_salt(salt_file: Path | None, private_dir: Path) -> bytes:
+    """The salt in ``salt_file``, else the one kept in ``private_dir`` (re-exports reuse their
+    commitments), else a fresh one; written only by :func:`_keep_salt`, once every check has passed."""
     path = salt_file or (private_dir / SALT_FILE)
     if path.is_file():
-        salt = read_salt(path)
-        if len(salt) < 16:
-            raise ValueError(f"{path}: a salt needs at least 16 bytes")
-        return salt
+        return read_salt(path)
     if salt_file is not None:
         raise FileNotFoundError(f"no salt file at {salt_file}")
-    salt = new_salt()
-    atomic_write_text(path, salt.hex() + "\n")
-    return salt
+    return new_salt()
 
 
 def _keep_salt(salt: bytes, private_dir: Path) -> None:
@@ -514,7 +510,7 @@ def _keep_salt(salt: bytes, private_dir: Path) -> None:
     path = private_dir / SALT_FILE
     if path.is_file():
         if read_salt(path) != salt:
-            raise ValueError(f"{path} holds another salt; export to a fresh folder or pass that salt")
+            raise InputError(f"{path} holds another salt; export to a fresh folder or pass that salt")
         return
     atomic_write_text(path, salt.hex() + "\n")
 

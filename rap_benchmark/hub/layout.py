@@ -6,7 +6,6 @@ so the hub's modules import it and never each other in a circle."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
@@ -24,11 +23,6 @@ COMMITMENT_COLUMN = "target_sha256"
 HELDOUT_SUFFIX = "_heldout"
 PENDING_SUFFIX = "_pending"
 """``<policy>_pending``: episodes of a living instance whose target window is not covered yet (no y)."""
-
-
-def read_salt(path: Path) -> bytes:
-    """The salt stored (as hex) in ``path``."""
-    return bytes.fromhex(path.read_text(encoding="ascii").strip())
 
 
 @dataclass(frozen=True)

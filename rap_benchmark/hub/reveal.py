@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from rap_benchmark.core.canonical import commitment, target_values
-from rap_benchmark.hub.layout import COMMITMENT_COLUMN, SALT_FILE, read_salt
+from rap_benchmark.core.canonical import commitment, read_salt, target_values
+from rap_benchmark.core.errors import FileFormatError
+from rap_benchmark.hub.layout import COMMITMENT_COLUMN, SALT_FILE
 from rap_benchmark.hub.load import read_manifest
 
 
@@ -36,7 +37,10 @@ def verify_reveal(repo_dir: str | Path, reveal_dir: str | Path) -> RevealReport:
     salt_path = reveal_dir / SALT_FILE
     if not salt_path.is_file():
         return RevealReport(0, (f"no {SALT_FILE} in {reveal_dir}",))
-    salt = read_salt(salt_path)
+    try:
+        salt = read_salt(salt_path)
+    except FileFormatError as exc:  # a reveal that is not one fails like a missing salt, not as a crash
+        return RevealReport(0, (str(exc),))
     repo_name = manifest["repo"].split("/", 1)[1]
     problems: list[str] = []
     checked = 0

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.evaluation.report.tables import display, fmt, fmt_interval
+from rap_benchmark.evaluation.report.tables import display, fmt, interval_cell
 from rap_benchmark.evaluation.usage import fmt_cost, fmt_usage, unknown
 
 NO_SUBMISSIONS = "No accepted submissions.\n"
@@ -26,16 +26,6 @@ def fmt_rank(row: dict[str, Any]) -> str:
     if unknown(lo) or unknown(hi):
         return str(int(rank))
     return f"{int(rank)} ({int(lo)}-{int(hi)})" if int(lo) != int(hi) else f"{int(rank)} ({int(lo)})"
-
-
-def fmt_score(row: dict[str, Any], prefix: str = "spearman") -> str:
-    est = row.get(prefix)
-    if unknown(est):
-        return ""
-    lo, hi = row.get(f"{prefix}_lo"), row.get(f"{prefix}_hi")
-    if unknown(lo) or unknown(hi):
-        return fmt(float(est))
-    return fmt_interval(float(est), float(lo), float(hi))
 
 
 def fmt_stratum(row: dict[str, Any], stratum: str) -> str:
@@ -55,7 +45,7 @@ DISPLAY: tuple[tuple[str, Any, str], ...] = (
     ("cond.", "condition", "condition"),
     ("target", "target", "target"),
     ("coverage", "coverage", "coverage"),
-    ("Spearman [95% block CI]", fmt_score, "spearman"),
+    ("Spearman [95% block CI]", interval_cell, "spearman"),
     ("TV", "tv", "tv"),
     ("JSD", "jsd", "jsd"),
     ("State as Forecast", "state_as_forecast", "state_as_forecast"),

@@ -29,6 +29,7 @@ from rap_benchmark.evaluation.report.aggregates import (
     state_table,
 )
 from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, episode_arrays, reliability, score_predictions
+from rap_benchmark.evaluation.usage import unknown
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
@@ -156,17 +157,19 @@ def fmt(value: Any, digits: int = 3) -> str:
 
 
 def fmt_interval(est: Any, lo: Any, hi: Any, digits: int = 3, *, signed: bool = False) -> str:
-    """``0.803 [0.790, 0.815]`` (``signed``, for contrasts: ``+0.012 [-0.004, +0.030]``); empty
-    when the estimate is missing."""
-    if est is None or (isinstance(est, float) and math.isnan(est)):
+    """``0.803 [0.790, 0.815]`` (``signed``, for contrasts: ``+0.012 [-0.004, +0.030]``); the bare
+    estimate (``0.803``) when a bound is missing, and empty when the estimate is (None, NA, NaN)."""
+    if unknown(est):
         return ""
-    if signed:
-        return f"{float(est):+.{digits}f} [{float(lo):+.{digits}f}, {float(hi):+.{digits}f}]"
-    return f"{fmt(est, digits)} [{fmt(lo, digits)}, {fmt(hi, digits)}]"
+    cell = (lambda v: f"{float(v):+.{digits}f}") if signed else (lambda v: fmt(v, digits))
+    if unknown(lo) or unknown(hi):
+        return cell(est)
+    return f"{cell(est)} [{cell(lo)}, {cell(hi)}]"
 
 
 def interval_cell(row: Mapping[str, Any], prefix: str = "spearman", *, signed: bool = False) -> str:
-    """A row's ``prefix`` estimate with its ``prefix_lo``/``prefix_hi`` interval as one cell."""
+    """A row's ``prefix`` estimate with its ``prefix_lo``/``prefix_hi`` interval as one cell (the
+    report's tables and the board's ``Spearman [95% block CI]`` column)."""
     return fmt_interval(row.get(prefix), row.get(f"{prefix}_lo"), row.get(f"{prefix}_hi"), signed=signed)
 
 
