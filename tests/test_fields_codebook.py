@@ -229,17 +229,3 @@ def test_field_names_are_whole_phrases_and_never_a_larger_fields_name_respelled(
     assert names[2] not in {"Retrieval-augmented generation", "retrieval-augmented generation"}
     assert names[2] == "software repositories"
     assert definitions[2] == "Research on software repositories, including Retrieval-augmented generation."
-
-
-def test_a_fields_directions_do_not_move_when_other_fields_are_renumbered(corpus: MiniCorpus) -> None:
-    """A field's directions are seeded from its own papers, not from its number: dropping or
-    renaming another field (which renumbers the rest) leaves them as they were."""
-    fids = ["f001", "f002"]
-    mem = corpus.memberships.loc[corpus.memberships["field_id"].isin(fids)]
-    both, protos_both, _ = build_codebooks(corpus.papers, mem, {f: corpus.field_info[f] for f in fids}, SPEC)
-    alone_mem = mem.loc[mem["field_id"] == "f002"].assign(field_id="f000")
-    alone, protos_alone, _ = build_codebooks(
-        corpus.papers, alone_mem, {"f000": dataclasses.replace(corpus.field_info["f002"], field_id="f000")}, SPEC
-    )
-    assert [dataclasses.replace(cb, field_id="f002") for cb in alone] == [cb for cb in both if cb.field_id == "f002"]
-    np.testing.assert_array_equal(protos_alone.centroids["f000"], protos_both.centroids["f002"])

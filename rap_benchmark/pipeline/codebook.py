@@ -20,7 +20,6 @@ any text is tokenised.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -166,13 +165,6 @@ def eight_directions(y: np.ndarray, seed: Sequence[int], *, min_size: int, n_ini
     raise FieldUnfit(f"no eight directions of at least {min_size} papers after {REBALANCE_ROUNDS} rounds")
 
 
-def _field_salt(ids: np.ndarray) -> int:
-    """A number drawn from a field's pre-cutoff paper ids (their order aside), which seeds its
-    directions: renaming or renumbering other fields leaves them as they are."""
-    digest = hashlib.blake2b("\n".join(sorted(map(str, ids))).encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big")
-
-
 def build_codebooks(
     papers: pd.DataFrame,
     memberships: pd.DataFrame,
@@ -205,18 +197,16 @@ def build_codebooks(
     spaces: dict[str, LocalSpace] = {}
     centroids: dict[str, np.ndarray] = {}
     unfit: dict[str, str] = {}
-    for fid in tqdm(sorted(field_info), desc="codebooks", disable=not progress):
+    for i, fid in enumerate(tqdm(sorted(field_info), desc="codebooks", disable=not progress)):
         rows = rows_by_field.get(fid, np.zeros(0, np.int64))
         min_size = max(1, int(np.ceil(MIN_DIRECTION_SHARE * rows.size)))
         if rows.size < N_DIRECTIONS * min_size or rows.size <= LOCAL_DIMS:
             unfit[fid] = f"{rows.size} pre-cutoff papers cannot hold eight directions"
             continue
-        salt = _field_salt(ids[rows])
-        seed = int(np.random.SeedSequence([spec.seed, 3, salt]).generate_state(1)[0])
-        space = LocalSpace.fit(counts[rows], dims=LOCAL_DIMS, seed=seed)
+        space = LocalSpace.fit(counts[rows], dims=LOCAL_DIMS, seed=spec.seed + i)
         y = space.embed(counts[rows])
         try:
-            cents = eight_directions(y, (spec.seed, 3, salt), min_size=min_size)
+            cents = eight_directions(y, (spec.seed, 3, i), min_size=min_size)
         except FieldUnfit as exc:
             unfit[fid] = str(exc)
             continue
