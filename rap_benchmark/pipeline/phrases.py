@@ -124,15 +124,14 @@ def spellings(key: str) -> tuple[str, str]:
     """The phrase ``key`` in singular form twice: with hyphenated words split and joined ("multi-modal
     models" -> "multi modal model", "multimodal model"). Two phrases sharing a form, or one form
     nested in the other's, say the same thing."""
-    words = key.split(" ")
     split = " ".join(_singular(w) for w in key.replace("-", " ").split(" "))
-    return split, " ".join(_singular(w.replace("-", "")) for w in words)
+    return split, " ".join(_singular(w.replace("-", "")) for w in key.split(" "))
 
 
 def word_set(key: str) -> frozenset[str]:
-    """The phrase's words in singular form, hyphens dropped (two phrases with the same set say the
-    same thing: "multi-modal models", "multimodal model")."""
-    return frozenset(_singular(w.replace("-", "")) for w in key.split(" "))
+    """The words of the phrase's joined spelling (:func:`spellings`): singular, hyphens dropped (two
+    phrases with the same set say the same thing: "multi-modal models", "multimodal model")."""
+    return frozenset(spellings(key)[1].split(" "))
 
 
 def _breaks(word: str) -> bool:
