@@ -171,3 +171,45 @@ def test_an_unreachable_server_is_one_line_and_writes_nothing(citecast_embedded_
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("rap citecast leak-probe: cannot reach the CiteCast server at http://127.0.0.1:9"), line
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("status", "ctype", "body"),
+    [
+        (404, "application/json", b'{"detail": "Not Found"}'),  # a model server's answer to /tasks
+        (200, "text/html", b"<html><body>a web page</body></html>"),
+        (200, "application/json", b'{"models": []}'),
+    ],
+    ids=["404-json", "html", "json-without-tasks"],
+)
+def test_a_url_that_is_not_a_citecast_server_is_one_line_and_writes_nothing(
+    citecast_embedded_dir: Path, tmp_path: Path, capsys, status: int, ctype: str, body: bytes
+):
+    """Regression: a --url answering, but not as a CiteCast server (say the model server's URL
+    pasted there), ended in an EnvError, JSONDecodeError or KeyError traceback."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Other(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("content-type", ctype)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Other)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    out = tmp_path / "probe.jsonl"
+    try:
+        assert main(["citecast", "leak-probe", str(citecast_embedded_dir), "--url", url, "--out", str(out)]) != 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"rap citecast leak-probe: {url} is not a CiteCast server ("), line
+    assert not out.exists()

@@ -264,7 +264,7 @@ def _server(url: str, api_key: str | None):
     import httpx
 
     from rap_benchmark.citecast.client import HttpClient
-    from rap_benchmark.citecast.errors import Unauthorized
+    from rap_benchmark.citecast.errors import EnvError, Unauthorized
     from rap_benchmark.core.errors import InputError, ServiceError
 
     key = api_key or os.environ.get(API_KEY_ENV) or None
@@ -278,6 +278,8 @@ def _server(url: str, api_key: str | None):
     except Unauthorized as exc:
         given = "the --api-key" if api_key else f"${API_KEY_ENV}" if key else "a request without a key"
         raise ServiceError(f"{url} refused {given}: {exc} (give --api-key or set ${API_KEY_ENV})") from exc
+    except (EnvError, ValueError, KeyError, TypeError) as exc:  # it answered, but not as a CiteCast server does
+        raise ServiceError(f"{url} is not a CiteCast server ({type(exc).__name__}: {exc})") from exc
     return client
 
 
@@ -309,8 +311,8 @@ def _run(args: argparse.Namespace) -> int:
 
     shard = parse_shard(args.shard)
     prices = load_prices(args.prices)
+    client, instance = _client(args), args.url or manifest_hash(args.instance_dir)  # before a model loads
     backend, model = _backend(args)
-    client, instance = _client(args), args.url or manifest_hash(args.instance_dir)
     stats, path = cc.run_citecast(
         client,
         backend,
