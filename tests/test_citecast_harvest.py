@@ -110,6 +110,18 @@ def test_s2_batch_parse_nulls_and_snapshot_date() -> None:
         parse_s2_batch(read("s2_batch.json"), ids[:2], SNAP)  # misaligned
 
 
+@pytest.mark.parametrize("count", [True, 3.5, 3.0, "3", -1])
+def test_s2_batch_refuses_a_count_that_is_not_a_nonnegative_integer(count: object) -> None:
+    """Regression: the harvester cast citationCount with int(), so JSON true counted as 1 and 3.5 as
+    3, before the record's own count check could see it."""
+    payload = json.dumps([{"paperId": "p1", "title": "T", "citationCount": count}]).encode()
+    with pytest.raises(HarvestError, match="not a nonnegative integer"):
+        parse_s2_batch(payload, ["2601.01234"], SNAP)
+    assert (
+        parse_s2_batch(payload.replace(json.dumps(count).encode(), b"3"), ["2601.01234"], SNAP)[0].citation_count == 3
+    )
+
+
 def test_s2_request_format_and_batching() -> None:
     req = s2_batch_request(["2601.01234"], api_key="k")
     assert req.method == "POST" and req.url.endswith("/graph/v1/paper/batch")

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rap_benchmark.citecast.records import ARXIV_2601, CitationRecord, PaperMeta
+from rap_benchmark.core.records import is_count
 
 ARXIV_API = "https://export.arxiv.org/api/query"
 S2_BATCH_API = "https://api.semanticscholar.org/graph/v1/paper/batch"
@@ -287,12 +288,14 @@ def parse_s2_batch(payload: bytes, arxiv_ids: Sequence[str], snapshot_date: dt.d
             rows.append(CitationRecord(aid, None, None, None, snapshot_date))
             continue
         count = item.get("citationCount")
+        if count is not None and not is_count(count):  # JSON true or 3.5 is no count, not 1 or 3
+            raise HarvestError(f"{aid}: citationCount {count!r} is not a nonnegative integer")
         rows.append(
             CitationRecord(
                 arxiv_id=aid,
                 paper_id=item.get("paperId"),
                 title=item.get("title"),
-                citation_count=int(count) if count is not None else None,
+                citation_count=count,
                 snapshot_date=snapshot_date,
             )
         )
