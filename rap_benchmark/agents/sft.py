@@ -84,7 +84,7 @@ def export_sft(
     store: RunStore,
     out: str | Path,
     *,
-    conditions: Iterable[Condition] = (Condition.A1, Condition.A3),
+    conditions: Iterable[Condition] = SEARCH_FORECAST,
     fields: Iterable[str] | None = None,
     origins: Iterable[str] | None = None,
     policy: Policy = Policy.CANONICAL,
@@ -169,7 +169,7 @@ def sft_gate(
     candidate: RunStore,
     base: RunStore,
     *,
-    conditions: Iterable[Condition] = (Condition.A1, Condition.A3),
+    conditions: Iterable[Condition] = SEARCH_FORECAST,
     policy: Policy = Policy.CANONICAL,
 ) -> GateResult:
     """The validation gate on the cells both runs share (paired, differenced before aggregation)."""
