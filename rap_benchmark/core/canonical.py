@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.errors import FileFormatError
+from rap_benchmark.core.fsio import atomic_write_text
 
 SALT_BYTES = 32
 MIN_SALT_BYTES = 16
@@ -93,6 +94,11 @@ def read_salt(path: str | Path) -> bytes:
     if len(salt) < MIN_SALT_BYTES:
         raise FileFormatError(path, f"a salt needs at least {MIN_SALT_BYTES} bytes")
     return salt
+
+
+def write_salt(path: str | Path, salt: bytes) -> None:
+    """Store ``salt`` as hex in ``path`` (atomically), as :func:`read_salt` reads it."""
+    atomic_write_text(Path(path), salt.hex() + "\n")
 
 
 def commitment(salt: bytes, key: str, target: Any) -> str:

@@ -36,9 +36,8 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.canonical import commitment, new_salt, read_salt, to_plain
+from rap_benchmark.core.canonical import commitment, new_salt, read_salt, to_plain, write_salt
 from rap_benchmark.core.errors import FileFormatError, InputError
-from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import Split
 from rap_benchmark.core.schemas import pending_mask
 from rap_benchmark.evaluation.predictions import KEY_COLUMNS, REQUIRED_COLUMNS, PredictionFileError, read_predictions
@@ -102,7 +101,7 @@ def seal(
     if salt is None:
         salt = new_salt()
         frame, digest = prediction_commitment(pred_path, salt)
-        atomic_write_text(salt_path, salt.hex() + "\n")
+        write_salt(salt_path, salt)
     row = {
         "seal_version": SEAL_VERSION,
         "commitment": digest,

@@ -54,7 +54,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.artifacts import Instance, codebook_to_dict, write_parquet
-from rap_benchmark.core.canonical import commitments, content_hash, new_salt, read_salt, target_values
+from rap_benchmark.core.canonical import commitments, content_hash, new_salt, read_salt, target_values, write_salt
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
@@ -512,7 +512,7 @@ def _keep_salt(salt: bytes, private_dir: Path) -> None:
         if read_salt(path) != salt:
             raise InputError(f"{path} holds another salt; export to a fresh folder or pass that salt")
         return
-    atomic_write_text(path, salt.hex() + "\n")
+    write_salt(path, salt)
 
 
 def _foreign_entry(hub_dir: Path) -> Path | None:
