@@ -49,7 +49,8 @@ def token_ids(texts: Iterable[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
     ``vocab``: text ``d`` is ``vocab[ids[start:start + lengths[d]]]`` (int64 lengths, int32 ids).
 
     What :func:`tokenize` gives, text by text, but each word is hashed in C (pandas' factorize)
-    and stop words are dropped by id once, not checked word by word in Python."""
+    and stop words are dropped by id, a chunk at a time, not checked word by word in Python: the
+    numbers kept per token are its int32 id only."""
     import pandas as pd
 
     index: dict[str, int] = {}  # word -> id, in first-seen order
@@ -61,18 +62,17 @@ def token_ids(texts: Iterable[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
         flat = np.fromiter(chain.from_iterable(batch), dtype=object, count=int(n.sum()))
         del batch
         codes, uniques = pd.factorize(flat)
-        ids = np.fromiter((index.setdefault(w, len(index)) for w in uniques.tolist()), dtype=np.int64)
-        parts.append(ids[codes])
-        sizes.append(n)
-    seen = list(index)
-    vocab = sorted(w for w in seen if w not in STOPWORDS)
+        del flat
+        seen = uniques.tolist()
+        ids = np.fromiter((index.setdefault(w, len(index)) for w in seen), dtype=np.int32, count=len(seen))
+        kept = ~np.fromiter((w in STOPWORDS for w in seen), dtype=bool, count=len(seen))[codes]
+        parts.append(ids[codes[kept]])  # only this chunk's words are ever held word by word
+        sizes.append(np.bincount(np.repeat(np.arange(n.size), n)[kept], minlength=n.size))
+    vocab = sorted(w for w in index if w not in STOPWORDS)
     rank = {w: i for i, w in enumerate(vocab)}
-    remap = np.fromiter((rank.get(w, -1) for w in seen), dtype=np.int32, count=len(seen))
-    lengths = np.concatenate(sizes) if sizes else np.zeros(0, dtype=np.int64)
-    ids = remap[np.concatenate(parts)] if parts else np.zeros(0, dtype=np.int32)
-    kept = ids >= 0
-    doc_of = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-    return vocab, np.bincount(doc_of[kept], minlength=len(lengths)).astype(np.int64), ids[kept]
+    remap = np.fromiter((rank.get(w, -1) for w in index), dtype=np.int32, count=len(index))
+    lengths = np.concatenate(sizes).astype(np.int64) if sizes else np.zeros(0, dtype=np.int64)
+    return vocab, lengths, remap[np.concatenate(parts)] if parts else np.zeros(0, dtype=np.int32)
 
 
 def query_terms(query: str) -> list[str]:
