@@ -80,20 +80,6 @@ def direction_weights(assignments: pd.DataFrame, policy: Policy) -> np.ndarray:
     return weights
 
 
-def policy_counts(assignments: pd.DataFrame, policy: Policy, by: list[str]) -> pd.DataFrame:
-    """Summed direction mass per group: columns ``by`` + ``D0..D7`` + ``n`` (counted mass).
-
-    Groups with no rows do not appear; groups whose rows all count zero appear with zeros.
-    """
-    weights = direction_weights(assignments, policy)
-    frame = assignments[by].copy()
-    for i, key in enumerate(DIRECTION_KEYS):
-        frame[key] = weights[:, i]
-    out = frame.groupby(by, sort=True, dropna=False)[list(DIRECTION_KEYS)].sum().reset_index()
-    out["n"] = out[list(DIRECTION_KEYS)].sum(axis=1)
-    return out
-
-
 def composition(counts: np.ndarray) -> np.ndarray:
     """Rows of counts -> rows on the simplex; rows with zero mass become all-NaN."""
     counts = np.asarray(counts, dtype=np.float64)
