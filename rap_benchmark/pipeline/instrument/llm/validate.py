@@ -59,31 +59,12 @@ def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
     return rest.strip(), reasoning
 
 
+_STRING_OR_TRAILING_COMMA = re.compile(r'("(?:\\.|[^"\\])*")|,([ \t\r\n]*[}\]])')
+
+
 def _drop_trailing_commas(text: str) -> str:
     """``text`` without commas that directly precede ``}`` or ``]`` outside strings."""
-    out: list[str] = []
-    in_string = escaped = False
-    n = len(text)
-    for i, ch in enumerate(text):
-        if in_string:
-            out.append(ch)
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            continue
-        if ch == '"':
-            in_string = True
-        elif ch == ",":
-            j = i + 1
-            while j < n and text[j] in " \t\r\n":
-                j += 1
-            if j < n and text[j] in "}]":
-                continue
-        out.append(ch)
-    return "".join(out)
+    return _STRING_OR_TRAILING_COMMA.sub(lambda m: m.group(1) or m.group(2), text)
 
 
 def _first_object(text: str) -> tuple[Any, str | None]:
