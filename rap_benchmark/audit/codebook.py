@@ -92,21 +92,15 @@ def names_verbatim(
     or abstract of a pre-cutoff paper whose frozen primary is that direction)."""
     text = papers.set_index("arxiv_id")
     pre = assignments.loc[assignments["date"].astype(str) < cutoff, ["arxiv_id", "field_id", "primary"]]
+    ids = {k: g["arxiv_id"] for k, g in pre.groupby(["field_id", "primary"], sort=True)}
     rows = []
-    for (fid, key), g in pre.groupby(["field_id", "primary"], sort=True):
-        if fid not in codebooks or key not in DIRECTION_KEYS:
-            continue
-        name = codebooks[fid].directions[DIRECTION_KEYS.index(key)].name
-        sub = text.loc[g["arxiv_id"]]
-        hit = bool(
-            (sub["title"].str.contains(name, regex=False) | sub["abstract"].str.contains(name, regex=False)).any()
-        )
-        rows.append({"field_id": fid, "key": key, "name": name, "verbatim": hit})
-    seen = {(r["field_id"], r["key"]) for r in rows}
     for fid, cb in codebooks.items():
         for d in cb.directions:
-            if (fid, d.key) not in seen:
-                rows.append({"field_id": fid, "key": d.key, "name": d.name, "verbatim": False})
+            sub = text.loc[ids[fid, d.key]] if (fid, d.key) in ids else text.iloc[:0]
+            hit = (
+                sub["title"].str.contains(d.name, regex=False) | sub["abstract"].str.contains(d.name, regex=False)
+            ).any()
+            rows.append({"field_id": fid, "key": d.key, "name": d.name, "verbatim": bool(hit)})
     return pd.DataFrame(rows).sort_values(["field_id", "key"]).reset_index(drop=True)
 
 

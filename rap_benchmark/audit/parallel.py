@@ -103,17 +103,9 @@ def parallel_agreement(
         fit = pre & fit_half(g["arxiv_id"].to_numpy())
         res = cross_fit(frozen, slots, fit)
         a = res.agree
-        rows.append(
-            {
-                "field_id": field_id,
-                "n_fit": res.n_fit,
-                "n_scored": int(np.isfinite(a).sum()),
-                "agree_pre": finite_mean(a[pre]),
-                "agree_post": finite_mean(a[~pre]),
-                "agree_all": finite_mean(a),
-            }
-        )
-    table = pd.DataFrame(rows)
+        scored = int(np.isfinite(a).sum())
+        rows.append((field_id, res.n_fit, scored, finite_mean(a[pre]), finite_mean(a[~pre]), finite_mean(a)))
+    table = pd.DataFrame(rows, columns=["field_id", "n_fit", "n_scored", "agree_pre", "agree_post", "agree_all"])
     table["change"] = table["agree_post"] - table["agree_pre"]
     summary = {
         name: field_resampled(table[col].to_numpy(dtype=float), n_resamples=n_resamples, seed=seed)

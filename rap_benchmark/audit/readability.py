@@ -62,20 +62,8 @@ def direction_sheet(
         for d in cb.directions:
             known = d.exemplar_titles or tuple(titles.get(a, "") for a in d.exemplars)
             shown = [t for a, t in zip(d.exemplars, known, strict=False) if t and a not in hide]
-            rows.append(
-                {
-                    "field_id": fid,
-                    "field_name": cb.name,
-                    "field_definition": cb.definition,
-                    "key": d.key,
-                    "name": d.name,
-                    "definition": d.definition,
-                    "inclusion": d.inclusion,
-                    "exclusion": d.exclusion,
-                    "exemplars": "\n".join(shown),
-                    "rating": "",
-                }
-            )
+            texts = (d.key, d.name, d.definition, d.inclusion, d.exclusion, "\n".join(shown))
+            rows.append((fid, cb.name, cb.definition, *texts, ""))  # RATING_COLUMNS
     return pd.DataFrame(rows, columns=list(RATING_COLUMNS))
 
 
