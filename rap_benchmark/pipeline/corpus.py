@@ -23,6 +23,7 @@ accounts for every record read and lists each malformed one with its line (or ro
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import email.utils
 import gzip
@@ -89,18 +90,9 @@ class CorpusReport:
         )
 
     def to_dict(self, max_malformed: int | None = None) -> dict[str, Any]:
-        listed = self.malformed if max_malformed is None else self.malformed[:max_malformed]
-        return {
-            "source": self.source,
-            "n_read": self.n_read,
-            "n_kept": self.n_kept,
-            "n_filtered_date": self.n_filtered_date,
-            "n_filtered_category": self.n_filtered_category,
-            "n_duplicates": self.n_duplicates,
-            "n_malformed": self.n_malformed,
-            "n_blank": self.n_blank,
-            "malformed": [{"source": m.source, "line": m.line, "reason": m.reason} for m in listed],
-        }
+        out = dataclasses.asdict(self) | {"n_malformed": self.n_malformed}
+        out["malformed"] = out["malformed"][:max_malformed]
+        return out
 
     def summary(self) -> str:
         return (
