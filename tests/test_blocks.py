@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rap_benchmark.core.records import Block, Split
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.blocks import (
-    blocks_from_table,
     dependency_blocks,
     dev_seed_fields,
     overlap_fraction,
@@ -173,3 +173,14 @@ def test_seed_draw_depends_only_on_split_seed():
     assert dev_seed_fields(fields, spec) == dev_seed_fields(list(reversed(fields)), spec)
     rng = np.random.default_rng(11)
     assert dev_seed_fields(fields, spec) == tuple(sorted(fields[k] for k in rng.choice(50, 7, replace=False)))
+
+
+def blocks_from_table(table: pd.DataFrame) -> list[Block]:
+    """``blocks.parquet`` rows -> one frozen Block per block id (sorted)."""
+    out = []
+    for block_id, group in table.sort_values(["block_id", "field_id"]).groupby("block_id", sort=True):
+        splits = set(group["split"])
+        if len(splits) != 1:
+            raise ValueError(f"block {block_id} is split across {sorted(splits)}")
+        out.append(Block(str(block_id), tuple(group["field_id"].astype(str)), Split(splits.pop())))
+    return out

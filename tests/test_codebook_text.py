@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from phrase_oracle import extract_phrases
 from sources import garble_after
 
 from rap_benchmark.audit.codebook import codebook_only_primary, direction_shares, names_distinct, names_verbatim
@@ -21,7 +22,7 @@ from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.codebook import MIN_DIRECTION_SHARE, build_codebooks
 from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.offline import assign_offline
-from rap_benchmark.pipeline.phrases import extract_phrases, maximal_phrases, phrase_table
+from rap_benchmark.pipeline.phrases import maximal_phrases, phrase_table
 
 CUTOFF = "2024-07-01"
 SPEC = BenchmarkSpec(name="t", codebook_cutoff=CUTOFF, eligibility_end="2026-01-01", seed=11)

@@ -11,12 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rap_benchmark.core.dates import add_months
-from rap_benchmark.core.records import DIRECTION_KEYS, AssignmentType, Policy, Regime
+from rap_benchmark.core.dates import add_months, parse_date
+from rap_benchmark.core.records import DIRECTION_KEYS, AssignmentType, Episode, Policy, Regime
 from rap_benchmark.core.schemas import EPISODES, conform
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.episodes import (
-    episode_records,
     episode_table,
     search_manifest,
     shard_hash,
@@ -181,3 +180,24 @@ def test_search_manifest_universes(rows):
     expanding = manifest.loc[manifest["regime"] == "expanding"].set_index(["field_id", "origin"])
     assert (fixed["n_papers"] <= expanding["n_papers"]).all()
     assert (fixed["start"] == [add_months(dt.date.fromisoformat(o), -6).isoformat() for _, o in fixed.index]).all()
+
+
+def episode_records(table: pd.DataFrame) -> list[Episode]:
+    """``episodes.parquet`` rows -> frozen Episode records (in table order)."""
+
+    def vec(value: object) -> tuple[float, ...] | None:
+        return None if value is None else tuple(float(v) for v in value)  # type: ignore[union-attr]
+
+    return [
+        Episode(
+            field_id=str(row.field_id),
+            origin=parse_date(row.origin),
+            policy=Policy(row.policy),
+            x=vec(row.x),
+            history=tuple(vec(hv) for hv in row.history),
+            y=vec(row.y),
+            n_x=float(row.n_x),
+            n_y=float(row.n_y),
+        )
+        for row in table.itertuples(index=False)
+    ]

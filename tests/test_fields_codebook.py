@@ -16,7 +16,7 @@ from sources import garble_after
 from rap_benchmark.core.records import DIRECTION_KEYS
 from rap_benchmark.core.spec import mini_spec
 from rap_benchmark.core.text import tokenize
-from rap_benchmark.pipeline.clusters import spherical_kmeans
+from rap_benchmark.pipeline.clusters import spherical_kmeans_dense
 from rap_benchmark.pipeline.codebook import build_codebooks, codebooks_from_blueprint
 from rap_benchmark.pipeline.fields import TfidfSpace, build_fields, tokenize_papers
 from rap_benchmark.pipeline.synth import MiniCorpus, generate_mini
@@ -91,13 +91,13 @@ def test_spherical_kmeans_recovers_separated_clusters_and_is_seeded() -> None:
     truth = np.repeat(np.arange(3), 40)
     x = centres[truth] + rng.normal(0, 0.05, (120, 6)).clip(-0.04, None)
     x /= np.linalg.norm(x, axis=1, keepdims=True)
-    labels, cents = spherical_kmeans(sp.csr_matrix(x), 3, np.random.default_rng(1))
+    labels, cents = spherical_kmeans_dense(x, 3, np.random.default_rng(1))
     table = np.zeros((3, 3))
     np.add.at(table, (labels, truth), 1)
     r, c = linear_sum_assignment(-table)
     assert table[r, c].sum() == 120
     np.testing.assert_allclose(np.linalg.norm(cents, axis=1), 1.0)
-    again, _ = spherical_kmeans(sp.csr_matrix(x), 3, np.random.default_rng(1))
+    again, _ = spherical_kmeans_dense(x, 3, np.random.default_rng(1))
     assert (again == labels).all()
 
 

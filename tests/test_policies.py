@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rap_benchmark.core.records import DIRECTION_KEYS, AssignmentType, Policy
-from rap_benchmark.pipeline.policies import composition, direction_weights, policy_counts
+from rap_benchmark.pipeline.policies import composition, direction_weights
 
 KEYS = list(DIRECTION_KEYS)
 
@@ -112,3 +112,17 @@ def test_composition_normalises_and_marks_empty():
     comp = composition(np.array([[1.0, 3.0] + [0.0] * 6, [0.0] * 8]))
     np.testing.assert_allclose(comp[0, :2], [0.25, 0.75])
     assert np.isnan(comp[1]).all()
+
+
+def policy_counts(assignments: pd.DataFrame, policy: Policy, by: list[str]) -> pd.DataFrame:
+    """Summed direction mass per group: columns ``by`` + ``D0..D7`` + ``n`` (counted mass).
+
+    Groups with no rows do not appear; groups whose rows all count zero appear with zeros.
+    """
+    weights = direction_weights(assignments, policy)
+    frame = assignments[by].copy()
+    for i, key in enumerate(DIRECTION_KEYS):
+        frame[key] = weights[:, i]
+    out = frame.groupby(by, sort=True, dropna=False)[list(DIRECTION_KEYS)].sum().reset_index()
+    out["n"] = out[list(DIRECTION_KEYS)].sum(axis=1)
+    return out

@@ -14,14 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS
+from rap_benchmark.core.records import N_DIRECTIONS
+from rap_benchmark.pipeline.policies import direction_index
 
-_INDEX = {k: i for i, k in enumerate(DIRECTION_KEYS)}
-
-
-def direction_index(labels: np.ndarray | list[str]) -> np.ndarray:
-    """Map D0..D7 to 0..7 and anything else (``other``, None) to -1."""
-    return np.fromiter((_INDEX.get(str(v), -1) if v is not None else -1 for v in labels), dtype=np.int64)
+__all__ = ["CrossFitResult", "contingency", "cross_fit", "direction_index", "fit_half", "hungarian_map"]
 
 
 def contingency(a: np.ndarray, b: np.ndarray, n: int = N_DIRECTIONS) -> np.ndarray:

@@ -6,14 +6,10 @@
   package tokenizer, IDF from the codebook texts; the exclusion text counts against the direction
   it is written for). Its agreement with the frozen primary on ``single`` papers is the offline
   analogue of the paper's human audit (34/62 exact on single items).
-* :func:`direction_shares`: each direction's share of its field's pre-cutoff memberships.
-* :func:`names_verbatim`: whether each direction's name occurs verbatim in the title or abstract
-  of a pre-cutoff paper whose frozen primary it is.
-* :func:`names_distinct`: whether a field's eight names are distinct (case-insensitive).
-* :func:`name_fit`: how well each name picks out its direction's papers: precision (of the
-  field's pre-cutoff papers whose title or abstract contains the name, the share whose frozen
-  primary is the direction), coverage (of the direction's pre-cutoff papers, the share that
-  contain its name) and the share of all the field's pre-cutoff papers that contain it (a name
+* :func:`direction_shares`, :func:`names_verbatim`, :func:`names_distinct`;
+* :func:`name_fit`: how well each name picks out its direction's pre-cutoff papers: precision
+  (of the field's papers containing it, the share in the direction), coverage (of the
+  direction's papers, the share containing it) and the field's share containing it (a name
   found in much of the field separates nothing).
 """
 
@@ -96,21 +92,15 @@ def names_verbatim(
     or abstract of a pre-cutoff paper whose frozen primary is that direction)."""
     text = papers.set_index("arxiv_id")
     pre = assignments.loc[assignments["date"].astype(str) < cutoff, ["arxiv_id", "field_id", "primary"]]
+    ids = {k: g["arxiv_id"] for k, g in pre.groupby(["field_id", "primary"], sort=True)}
     rows = []
-    for (fid, key), g in pre.groupby(["field_id", "primary"], sort=True):
-        if fid not in codebooks or key not in DIRECTION_KEYS:
-            continue
-        name = codebooks[fid].directions[DIRECTION_KEYS.index(key)].name
-        sub = text.loc[g["arxiv_id"]]
-        hit = bool(
-            (sub["title"].str.contains(name, regex=False) | sub["abstract"].str.contains(name, regex=False)).any()
-        )
-        rows.append({"field_id": fid, "key": key, "name": name, "verbatim": hit})
-    seen = {(r["field_id"], r["key"]) for r in rows}
     for fid, cb in codebooks.items():
         for d in cb.directions:
-            if (fid, d.key) not in seen:
-                rows.append({"field_id": fid, "key": d.key, "name": d.name, "verbatim": False})
+            sub = text.loc[ids[fid, d.key]] if (fid, d.key) in ids else text.iloc[:0]
+            hit = (
+                sub["title"].str.contains(d.name, regex=False) | sub["abstract"].str.contains(d.name, regex=False)
+            ).any()
+            rows.append({"field_id": fid, "key": d.key, "name": d.name, "verbatim": bool(hit)})
     return pd.DataFrame(rows).sort_values(["field_id", "key"]).reset_index(drop=True)
 
 
@@ -125,8 +115,7 @@ def name_fit(
     papers: pd.DataFrame, assignments: pd.DataFrame, codebooks: dict[str, Codebook], cutoff: str
 ) -> pd.DataFrame:
     """One row per direction: field_id, key, name, precision, coverage, field_share (see the module
-    docstring; case-insensitive, on pre-cutoff memberships; precision is NaN when no paper of the
-    field contains the name)."""
+    docstring; case-insensitive; NaN when nothing to divide by)."""
     text = papers.set_index("arxiv_id")
     pre = assignments.loc[assignments["date"].astype(str) < cutoff, ["arxiv_id", "field_id", "primary"]]
     rows = []

@@ -3,17 +3,13 @@
 Three pieces, each pure over tables:
 
 - ``design_sample``: per audited field, draws from the four construction cells (single vs
-  boundary x before vs from the cutoff), population-positive draws (uniform over the field's
-  memberships) and retrieved non-primary draws (papers that a direction's own query retrieves
-  but whose frozen primary is another direction). Returns the blind sheet (what the annotator
-  sees: title, abstract, field definition, eight directions; never the frozen label, stratum or
-  scoring rule) and a private key.
-  It also writes the direction sheet (:mod:`rap_benchmark.audit.readability`): every direction of
-  every sampled field, to be rated coherent / partly / not a direction.
+  boundary x before vs from the cutoff), population draws and retrieved non-primary draws
+  (papers a direction's own query retrieves whose frozen primary is another direction). Returns
+  the blind sheet (never the frozen label, stratum or scoring rule), a private key and the
+  direction sheet (:mod:`rap_benchmark.audit.readability`).
 - ``analyse``: joins annotations with the key; membership reproduction, exact primary match,
-  match within the instrument's declared pair, corpus-reweighted estimates sum_c pi_c zbar_c
-  (and the Forecast version renormalised over the cells from the cutoff), field-resampled
-  intervals.
+  match within the declared pair, corpus-reweighted estimates sum_c pi_c zbar_c (and the
+  Forecast version over the cells from the cutoff), field-resampled intervals.
 - ``tv_permutation_test``: the exchangeable-disagreement permutation null for the total-variation
   distance between two labellers' marginals over the eight direction slots.
 """
@@ -30,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.audit.align import direction_index
-from rap_benchmark.audit.intervals import Estimate, field_bootstrap
+from rap_benchmark.audit.intervals import Estimate, field_bootstrap, finite_mean
 from rap_benchmark.audit.readability import RATINGS, direction_sheet
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Codebook
@@ -94,7 +90,7 @@ def design_sample(
     """Draw the stratified sample. ``retrieve(field_id, query)`` returns ranked arxiv ids."""
     rng = np.random.default_rng(seed)
     paper = papers.set_index("arxiv_id")
-    key_rows: list[dict[str, object]] = []
+    key_rows: list[tuple[object, ...]] = []  # KEY_COLUMNS without item_id
     for field_id in fields:
         rows = assignments[assignments["field_id"] == field_id].sort_values(["date", "arxiv_id"])
         rows = rows.assign(cell=cell_of(rows["type"], rows["date"], cutoff))
@@ -107,17 +103,7 @@ def design_sample(
             pick = cands.iloc[np.sort(rng.choice(len(cands), size=min(k, len(cands)), replace=False))]
             for r in pick.itertuples(index=False):
                 taken.add(r.arxiv_id)
-                key_rows.append(
-                    {
-                        "field_id": field_id,
-                        "arxiv_id": r.arxiv_id,
-                        "stratum": stratum,
-                        "cell": r.cell,
-                        "primary": r.primary,
-                        "secondary": r.secondary,
-                        "type": r.type,
-                    }
-                )
+                key_rows.append((field_id, r.arxiv_id, stratum, r.cell, r.primary, r.secondary, r.type))
 
         for cell in CELLS:
             take(rows[rows["cell"] == cell], per_cell, f"cell:{cell}")
@@ -241,18 +227,11 @@ label{{display:block;margin:.3em 0}} pre{{white-space:pre-wrap;background:#f6f6f
 
 
 def _reweighted(z: np.ndarray, cells: np.ndarray, pi: dict[str, float], keep: tuple[str, ...]) -> float:
-    weights = {c: pi.get(c, 0.0) for c in keep}
-    total = sum(w for c, w in weights.items() if np.isfinite(z[cells == c]).any())
+    weights = {c: pi.get(c, 0.0) for c in keep if np.isfinite(z[cells == c]).any()}
+    total = sum(weights.values())
     if total == 0:
         return float("nan")
-    return float(
-        sum(w * np.nanmean(z[cells == c]) for c, w in weights.items() if np.isfinite(z[cells == c]).any()) / total
-    )
-
-
-def _mean(z: np.ndarray) -> float:
-    """Mean of the finite entries (NaN when there are none)."""
-    return float(np.nanmean(z)) if np.isfinite(z).any() else float("nan")
+    return float(sum(w * np.nanmean(z[cells == c]) for c, w in weights.items()) / total)
 
 
 def corpus_cell_shares(assignments: pd.DataFrame, cutoff: str) -> dict[str, float]:
@@ -295,9 +274,9 @@ def analyse(
     exact_single = np.where(single, exact, np.nan)
     stats: dict[str, Callable[[np.ndarray], float]] = {
         "membership_reproduction": lambda i: float(np.mean(member[i])) if i.size else float("nan"),
-        "exact_primary_match": lambda i: _mean(exact[i]),
-        "exact_primary_match_single": lambda i: _mean(exact_single[i]),
-        "within_pair_match": lambda i: _mean(in_pair[i]),
+        "exact_primary_match": lambda i: finite_mean(exact[i]),
+        "exact_primary_match_single": lambda i: finite_mean(exact_single[i]),
+        "within_pair_match": lambda i: finite_mean(in_pair[i]),
         "exact_match_reweighted": lambda i: _reweighted(exact[i], cells[i], pi, all_cells),
         "exact_match_reweighted_forecast": lambda i: _reweighted(exact[i], cells[i], pi, post_cells),
         "membership_reweighted": lambda i: _reweighted(member[i], cells[i], pi, all_cells),
@@ -337,13 +316,8 @@ def tv_permutation_test(a: np.ndarray, b: np.ndarray, *, n_permutations: int = 9
     swap = rng.random((n_permutations, n)) < 0.5
     # per-permutation difference of counts: each swapped item moves its (a, b) contribution
     diff = np.bincount(a, minlength=N_DIRECTIONS) - np.bincount(b, minlength=N_DIRECTIONS)
-    delta = np.zeros((n_permutations, N_DIRECTIONS))
-    rows = np.repeat(np.arange(n_permutations), n).reshape(n_permutations, n)
-    sa = np.where(swap, a, -1)
-    sb = np.where(swap, b, -1)
-    ok_a, ok_b = sa >= 0, sb >= 0
-    np.add.at(delta, (rows[ok_a], sa[ok_a]), -2.0)
-    np.add.at(delta, (rows[ok_b], sb[ok_b]), 2.0)
+    onehot = np.eye(N_DIRECTIONS)
+    delta = 2.0 * (swap.astype(np.float64) @ (onehot[b] - onehot[a]))
     null = 0.5 * np.abs(diff[None, :] + delta).sum(axis=1) / n
     p = (1.0 + np.count_nonzero(null >= observed - 1e-12)) / (1.0 + n_permutations)
     return PermutationResult(float(observed), float(p), float(np.quantile(null, 0.95)), n, n_permutations)
@@ -355,13 +329,10 @@ def save_sample(sample: AuditSample, out_dir) -> dict[str, str]:
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    with atomic_path(out / "sheet.csv") as tmp:
-        sample.sheet.to_csv(tmp, index=False)
-    with atomic_path(out / "directions.csv") as tmp:
-        sample.directions.to_csv(tmp, index=False)
+    for name, frame in (("sheet", sample.sheet), ("directions", sample.directions), ("key.private", sample.key)):
+        with atomic_path(out / f"{name}.csv") as tmp:
+            frame.to_csv(tmp, index=False)
     atomic_write_text(out / "sheet.html", sheet_html(sample.sheet, sample.directions))
-    with atomic_path(out / "key.private.csv") as tmp:
-        sample.key.to_csv(tmp, index=False)
     meta = {
         "n_items": len(sample.sheet),
         "n_directions": len(sample.directions),

@@ -7,7 +7,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Estimate", "field_bootstrap"]
+__all__ = ["Estimate", "field_bootstrap", "finite_mean"]
+
+
+def finite_mean(z: np.ndarray) -> float:
+    """Mean of the finite entries (NaN when there are none)."""
+    return float(np.nanmean(z)) if np.isfinite(z).any() else float("nan")
 
 
 @dataclass(frozen=True)

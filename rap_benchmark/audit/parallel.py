@@ -1,23 +1,19 @@
 """Parallel-instrument agreement (the paper's parallel instruments: "independently drafted Opus instrument").
 
-The second instrument is built independently of the frozen one: its own text representation
-(scikit-learn's word tokenizer and English stop words on the raw title and abstract, unigram
-TF-IDF without sublinear scaling, where the frozen instrument uses the package tokenizer with
-unigrams and bigrams), its own seed, its own eight directions per field (spherical k-means in
-the field's LSA space fitted on the field's pre-cutoff papers), and every membership goes to its
-nearest direction. It never reads the frozen codebook or labels; its slots are aligned to the
-frozen directions only by the Hungarian fit on a hash-chosen half of the pre-cutoff papers, so
-both periods are scored out of sample.
+The second instrument never reads the frozen codebook or labels: its own text representation
+(scikit-learn's tokenizer, English stop words, unigram TF-IDF), its own seed, its own eight
+directions per field (spherical k-means in the field's pre-cutoff LSA space), each membership at
+its nearest one. Its slots are aligned to the frozen directions by the Hungarian fit on a
+hash-chosen half of the pre-cutoff papers, so both periods are scored out of sample.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from rap_benchmark.audit.align import cross_fit, direction_index, fit_half
+from rap_benchmark.audit.intervals import Estimate, finite_mean
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS
 
 SECOND_DIMS = 8
@@ -31,13 +27,9 @@ REPRESENTATIONS = ("unigram", "bigram")
 def second_instrument(
     papers: pd.DataFrame, assignments: pd.DataFrame, cutoff: str, *, seed: int, representation: str = "unigram"
 ) -> pd.DataFrame:
-    """Label every membership with a second-instrument slot (0..7) per field (see module docstring).
-
-    ``representation``: ``unigram`` (the audit's instrument) or ``bigram`` (unigrams and bigrams,
-    sublinear TF, no stop-word list: a third, differently represented instrument, used to measure
-    how far two independent text instruments can agree at all). Returns columns arxiv_id,
-    field_id, slot. Slot numbers are arbitrary.
-    """
+    """Columns arxiv_id, field_id, slot (0..7, arbitrary order): every membership's slot.
+    ``representation``: ``unigram`` (the audit's) or ``bigram`` (sublinear, no stop words: a third
+    instrument, to measure how far two independent text instruments can agree at all)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.utils.extmath import randomized_svd
 
@@ -70,13 +62,6 @@ def second_instrument(
     return pd.concat(out, ignore_index=True)
 
 
-@dataclass(frozen=True)
-class Interval:
-    estimate: float
-    lo: float
-    hi: float
-
-
 def slots_as_primary(assignments: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
     """``assignments`` with ``primary`` replaced by another instrument's slots (D0..D7), so that two
     independent instruments can be compared with :func:`parallel_agreement` as if one were frozen."""
@@ -86,15 +71,15 @@ def slots_as_primary(assignments: pd.DataFrame, second: pd.DataFrame) -> pd.Data
     return out
 
 
-def field_resampled(values: np.ndarray, *, n_resamples: int, seed: int) -> Interval:
-    """Percentile interval of the mean over fields, resampling fields with replacement."""
+def field_resampled(values: np.ndarray, *, n_resamples: int, seed: int) -> Estimate:
+    """The mean of per-field ``values`` (finite ones) with a field-resampled 95% percentile interval."""
     values = values[np.isfinite(values)]
     if values.size == 0:
-        return Interval(float("nan"), float("nan"), float("nan"))
+        return Estimate(float("nan"), float("nan"), float("nan"), 0)
     rng = np.random.default_rng(seed)
     stats = values[rng.integers(0, values.size, size=(n_resamples, values.size))].mean(axis=1)
     lo, hi = np.percentile(stats, [2.5, 97.5])
-    return Interval(float(values.mean()), float(lo), float(hi))
+    return Estimate(float(values.mean()), float(lo), float(hi), values.size)
 
 
 def parallel_agreement(
@@ -105,7 +90,7 @@ def parallel_agreement(
     *,
     n_resamples: int,
     seed: int,
-) -> tuple[pd.DataFrame, dict[str, Interval]]:
+) -> tuple[pd.DataFrame, dict[str, Estimate]]:
     """Per-field out-of-sample agreement before vs from the cutoff, and field-resampled summaries.
 
     ``second`` has columns arxiv_id, field_id, slot (0..7). Returns the per-field table and the
@@ -120,17 +105,9 @@ def parallel_agreement(
         fit = pre & fit_half(g["arxiv_id"].to_numpy())
         res = cross_fit(frozen, slots, fit)
         a = res.agree
-        rows.append(
-            {
-                "field_id": field_id,
-                "n_fit": res.n_fit,
-                "n_scored": int(np.isfinite(a).sum()),
-                "agree_pre": float(np.nanmean(a[pre])) if np.isfinite(a[pre]).any() else np.nan,
-                "agree_post": float(np.nanmean(a[~pre])) if np.isfinite(a[~pre]).any() else np.nan,
-                "agree_all": float(np.nanmean(a)) if np.isfinite(a).any() else np.nan,
-            }
-        )
-    table = pd.DataFrame(rows)
+        scored = int(np.isfinite(a).sum())
+        rows.append((field_id, res.n_fit, scored, finite_mean(a[pre]), finite_mean(a[~pre]), finite_mean(a)))
+    table = pd.DataFrame(rows, columns=["field_id", "n_fit", "n_scored", "agree_pre", "agree_post", "agree_all"])
     table["change"] = table["agree_post"] - table["agree_pre"]
     summary = {
         name: field_resampled(table[col].to_numpy(dtype=float), n_resamples=n_resamples, seed=seed)

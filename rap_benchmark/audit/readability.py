@@ -1,18 +1,10 @@
 """Is each direction a research direction? The readers' ratings, and how far two readers agree.
 
-The human audit (:mod:`rap_benchmark.audit.human`) asks a reader to sort papers into a field's
-eight directions. This module adds the question the sorting cannot answer: does each direction,
-read from its name, definition, boundaries and exemplars, describe one research programme a
-domain expert recognises? A sheet lists every direction of every sampled field; the reader rates
-each ``coherent``, ``partly`` or ``not a direction``.
-
-- :func:`direction_sheet`: the blind rating sheet (one row per direction; ``rating`` blank).
-- :func:`read_ratings`: a returned sheet, checked (known fields and keys, known ratings).
-- :func:`rating_shares`: with one reader, the shares rated coherent, partly and not a direction;
-  with two, the share rated coherent by both, the share rated not a direction by either, and how
-  often their ratings agree. Intervals resample whole fields.
-- :func:`reader_agreement`: two readers' primaries on the same items: exact agreement overall,
-  on ``single`` memberships and on the others.
+Beside the human audit's sorting of papers (:mod:`rap_benchmark.audit.human`), a reader rates
+every direction of every sampled field, read from its name, definition, boundaries and
+exemplars, ``coherent``, ``partly`` or ``not a direction`` (:func:`direction_sheet`,
+:func:`read_ratings`, :func:`rating_shares`); :func:`reader_agreement` compares two readers'
+primaries on the same items. Intervals resample whole fields.
 """
 
 from __future__ import annotations
@@ -22,7 +14,7 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.audit.intervals import Estimate, field_bootstrap
+from rap_benchmark.audit.intervals import Estimate, field_bootstrap, finite_mean
 from rap_benchmark.core.records import Codebook
 
 __all__ = [
@@ -70,20 +62,8 @@ def direction_sheet(
         for d in cb.directions:
             known = d.exemplar_titles or tuple(titles.get(a, "") for a in d.exemplars)
             shown = [t for a, t in zip(d.exemplars, known, strict=False) if t and a not in hide]
-            rows.append(
-                {
-                    "field_id": fid,
-                    "field_name": cb.name,
-                    "field_definition": cb.definition,
-                    "key": d.key,
-                    "name": d.name,
-                    "definition": d.definition,
-                    "inclusion": d.inclusion,
-                    "exclusion": d.exclusion,
-                    "exemplars": "\n".join(shown),
-                    "rating": "",
-                }
-            )
+            texts = (d.key, d.name, d.definition, d.inclusion, d.exclusion, "\n".join(shown))
+            rows.append((fid, cb.name, cb.definition, *texts, ""))  # RATING_COLUMNS
     return pd.DataFrame(rows, columns=list(RATING_COLUMNS))
 
 
@@ -114,11 +94,9 @@ def _share(flags: np.ndarray) -> object:
 
 
 def rating_shares(ratings: Sequence[pd.DataFrame], *, n_resamples: int = 2000, seed: int = 0) -> dict[str, Estimate]:
-    """Shares of directions by rating (see the module docstring), field-resampled 95% intervals.
-
-    ``ratings``: one or two :func:`read_ratings` tables. With two, only the directions both
-    readers rated count.
-    """
+    """Shares of directions by rating, field-resampled 95% intervals. ``ratings``: one reader's
+    :func:`read_ratings` table (shares per rating) or two (coherent by both, not a direction by
+    either, rated alike; only the directions both rated count)."""
     if not 1 <= len(ratings) <= 2:
         raise ValueError("rating_shares takes one or two readers' ratings")
     if len(ratings) == 1:
@@ -161,7 +139,7 @@ def reader_agreement(
 
     def mean_where(mask: np.ndarray) -> object:
         z = np.where(mask, same, np.nan)
-        return lambda i: float(np.nanmean(z[i])) if np.isfinite(z[i]).any() else float("nan")
+        return lambda i: finite_mean(z[i])
 
     stats = {
         "readers_primary_agree": mean_where(np.ones(len(df), dtype=bool)),

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.core.dates import parse_date
-from rap_benchmark.core.records import Block, Split
+from rap_benchmark.core.records import Split
 from rap_benchmark.core.spec import BenchmarkSpec
 
 
@@ -128,14 +128,3 @@ def split_table(assignments: pd.DataFrame, field_ids: list[str], spec: Benchmark
             ),
         }
     )
-
-
-def blocks_from_table(table: pd.DataFrame) -> list[Block]:
-    """``blocks.parquet`` rows -> one frozen Block per block id (sorted)."""
-    out = []
-    for block_id, group in table.sort_values(["block_id", "field_id"]).groupby("block_id", sort=True):
-        splits = set(group["split"])
-        if len(splits) != 1:
-            raise ValueError(f"block {block_id} is split across {sorted(splits)}")
-        out.append(Block(str(block_id), tuple(group["field_id"].astype(str)), Split(splits.pop())))
-    return out

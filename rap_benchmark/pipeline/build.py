@@ -5,15 +5,10 @@ next to ``out`` and moves it into place only when the whole build succeeded, so 
 either the previous complete instance or the new one. The build is deterministic: the same spec
 and source give byte-identical files and so an identical ``SHA256SUMS``.
 
-Two routes:
-
-* ``source=None``: the synthetic generator (:func:`rap_benchmark.pipeline.synth.generate_mini`), codebooks
-  from its blueprints, the offline instrument, plus ``truth.parquet`` (the latent labels);
-* ``source=PATH``: :func:`rap_benchmark.pipeline.corpus.read_corpus` (parquet folder, snapshot JSON lines
-  or Atom feed), offline fields and codebooks from the text, the offline instrument; or, with
-  ``instrument=LLMInstrument(...)``, the offline candidate fields named, merged, codified and
-  labelled by the LLM construction (:mod:`rap_benchmark.pipeline.instrument.llm`).
-
+Two routes: ``source=None``, the synthetic generator (:mod:`.synth`) with codebooks from its
+blueprints and ``truth.parquet`` (the latent labels); ``source=PATH``, a corpus read by
+:mod:`.corpus` with fields and codebooks from its text. Both label with the offline instrument,
+or, for a source, with ``instrument=LLMInstrument(...)`` (:mod:`.instrument.llm`).
 :func:`instance_info` summarises a built instance (what ``rap info`` prints).
 """
 
@@ -111,31 +106,22 @@ def _source_inputs(
     freeze: bool = False,
     cache: bool = True,
 ) -> dict[str, Any]:
-    from rap_benchmark.pipeline.corpus import read_corpus
+    from rap_benchmark.pipeline.corpus import corpus_format, read_corpus
 
     papers, report = read_corpus(source, spec, progress=progress)
     papers = normalise_papers(papers)
-    corpus = {"route": "source", "format": _format_name(source), **report.to_dict(MAX_LEDGER_MALFORMED)}
+    corpus = {"route": "source", "format": corpus_format(source), **report.to_dict(MAX_LEDGER_MALFORMED)}
+    inputs = {"papers": papers, "truth": None, "corpus": corpus}
     if instrument is not None:
         from rap_benchmark.pipeline.fields import fit_fields
 
         memberships, field_info, _ = fit_fields(papers, spec, progress=progress)
         result, entry = instrument.run(papers, memberships, field_info, spec, progress=progress)
-        return {
-            "papers": papers,
-            "codebooks": result.codebooks,
-            "assignments": result.assignments,
-            "truth": None,
-            "corpus": corpus,
-            "instrument": entry,
-        }
+        return inputs | {"codebooks": result.codebooks, "assignments": result.assignments, "instrument": entry}
     frozen, codebooks, assignments = _offline_instrument(papers, spec, progress, cache)
-    return {
-        "papers": papers,
+    return inputs | {
         "codebooks": codebooks,
         "assignments": assignments,
-        "truth": None,
-        "corpus": corpus,
         "frozen": frozen if freeze else None,
         "fields_summary": frozen.summary,
     }
@@ -199,10 +185,22 @@ def _fit_offline_instrument(
     return frozen, codebooks, assignments
 
 
-def _format_name(source: Path) -> str:
-    from rap_benchmark.pipeline.corpus import corpus_format
+def _split_counts(blocks: pd.DataFrame, canonical: pd.DataFrame) -> dict[str, dict[str, int]]:
+    """Per split (enum order): its fields, blocks and canonical episodes."""
+    out = {}
+    for split in Split:
+        rows = blocks.loc[blocks["split"] == split.value]
+        out[split.value] = {
+            "fields": int(rows["field_id"].nunique()),
+            "blocks": int(rows["block_id"].nunique()),
+            "episodes": int((canonical["split"] == split.value).sum()),
+        }
+    return out
 
-    return corpus_format(source)
+
+def _flag_counts(canonical: pd.DataFrame) -> dict[str, int]:
+    flags = pd.Series([f for fl in canonical["flags"] for f in fl], dtype=object).value_counts()
+    return {str(k): int(v) for k, v in sorted(flags.items())}
 
 
 def _derived(
@@ -212,30 +210,24 @@ def _derived(
     assignments: pd.DataFrame,
     blocks: pd.DataFrame,
     episodes: pd.DataFrame,
-    corpus: dict[str, Any],
-    instrument: dict[str, Any] | None = None,
-    fields_summary: dict[str, Any] | None = None,
+    inputs: dict[str, Any],
 ) -> dict[str, Any]:
     from rap_benchmark.pipeline.blocks import dev_seed_fields
 
-    split_fields = blocks.groupby("split")["field_id"].nunique().to_dict()
-    split_blocks = blocks.groupby("split")["block_id"].nunique().to_dict()
     canonical = episodes.loc[episodes["policy"] == Policy.CANONICAL.value]
-    flags = pd.Series([f for fl in canonical["flags"] for f in fl], dtype=object).value_counts()
-    extra = {} if instrument is None else {"instrument": instrument}
+    splits = _split_counts(blocks, canonical)
+    instrument, fields_summary = inputs.get("instrument"), inputs.get("fields_summary")
     return {
-        **extra,
-        "corpus": corpus,
+        **({} if instrument is None else {"instrument": instrument}),
+        "corpus": inputs["corpus"],
         "n_papers": len(papers),
         "n_fields": len(codebooks),
         "n_memberships": len(assignments),
         "assignment_type_shares": type_shares(assignments),
         "n_blocks": int(blocks["block_id"].nunique()),
         "dev_seed_fields": list(dev_seed_fields(blocks["field_id"].tolist(), spec)),
-        "n_fields_by_split": {s.value: int(split_fields.get(s.value, 0)) for s in Split},
-        "n_blocks_by_split": {s.value: int(split_blocks.get(s.value, 0)) for s in Split},
-        "n_episodes_by_split": {s.value: int((canonical["split"] == s.value).sum()) for s in Split},
-        "canonical_episode_flags": {str(k): int(v) for k, v in sorted(flags.items())},
+        **{f"n_{kind}_by_split": {s: c[kind] for s, c in splits.items()} for kind in ("fields", "blocks", "episodes")},
+        "canonical_episode_flags": _flag_counts(canonical),
         **({"fields": fields_summary} if fields_summary else {}),
     }
 
@@ -252,13 +244,10 @@ def build_instance(
 ) -> Path:
     """Build every artifact of an instance into ``out`` (replaced atomically); return ``out``.
 
-    ``source=None`` generates the synthetic corpus from ``spec`` (the mini route); otherwise
-    ``source`` is read with :func:`rap_benchmark.pipeline.corpus.read_corpus`. ``instrument``:
-    None for the offline instrument, or an ``LLMInstrument`` (source route only).
-    ``freeze_instrument`` also writes the frozen offline instrument (``instrument/``, see
-    :mod:`rap_benchmark.pipeline.instrument.frozen`) that ``rap extend`` labels new papers with.
-    ``cache``: reuse an offline instrument fitted before on the same inputs (source route, see
-    :mod:`rap_benchmark.pipeline.instrument.cache`); the artifacts are the same bytes either way.
+    ``instrument``: None for the offline one, or an ``LLMInstrument`` (source route only).
+    ``freeze_instrument`` also writes the frozen offline instrument that ``rap extend`` labels
+    with (:mod:`.instrument.frozen`); ``cache`` reuses an offline instrument fitted before on the
+    same inputs (:mod:`.instrument.cache`; the same bytes either way).
     """
     if instrument is not None and source is None:
         raise ValueError("the LLM instrument needs a source corpus (the mini route uses its blueprints)")
@@ -322,17 +311,7 @@ def build_instance(
         if inputs["truth"] is not None:
             write_table(tmp, "truth", inputs["truth"])
         ledger = spec.ledger()
-        ledger["derived"] = _derived(
-            spec,
-            papers,
-            codebooks,
-            assignments,
-            blocks,
-            episodes,
-            inputs["corpus"],
-            inputs.get("instrument"),
-            inputs.get("fields_summary"),
-        )
+        ledger["derived"] = _derived(spec, papers, codebooks, assignments, blocks, episodes, inputs)
         if inputs.get("frozen") is not None:
             from rap_benchmark.pipeline.instrument.frozen import instrument_hash, save
 
@@ -348,9 +327,8 @@ def build_instance(
 
 
 BUILD_STEPS = {"inputs": 95, "blocks": 1, "episodes": 2, "manifest": 1, "write": 0.5, "sums": 0.5}
-"""Each build stage's share of a build's time, in percent (arxiv-sample on 2 cores: reading the
-corpus, the fields and the assignments are nearly all of it), so the outer bar's ETA is the
-remaining share, not five more steps as long as the first (it said 49:40 for a 10-minute build)."""
+"""Each build stage's share of a build's time, in percent (arxiv-sample on 2 cores), so the outer
+bar's ETA is the remaining share."""
 
 BUILD_BAR = "{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]"
 
@@ -369,15 +347,6 @@ def instance_info(instance: Instance) -> dict[str, Any]:
     canonical = episodes.loc[episodes["policy"] == Policy.CANONICAL.value]
     blocks = instance.blocks
     directions = pd.Series([len(cb.directions) for cb in instance.codebooks.values()], dtype=np.int64)
-    splits: dict[str, dict[str, int]] = {}
-    for split in Split:
-        rows = blocks.loc[blocks["split"] == split.value]
-        splits[split.value] = {
-            "fields": int(rows["field_id"].nunique()),
-            "blocks": int(rows["block_id"].nunique()),
-            "episodes": int((canonical["split"] == split.value).sum()),
-        }
-    flags = pd.Series([f for fl in canonical["flags"] for f in fl], dtype=object).value_counts()
     fields_summary = instance.ledger.get("derived", {}).get("fields", {})
     split_of = dict(zip(blocks["field_id"], blocks["split"], strict=True))
     return {
@@ -395,11 +364,11 @@ def instance_info(instance: Instance) -> dict[str, Any]:
         "memberships": len(instance.assignments),
         "assignment_type_shares": type_shares(instance.assignments),
         "blocks": int(blocks["block_id"].nunique()),
-        "split": splits,
+        "split": _split_counts(blocks, canonical),
         "episodes": int(len(canonical)),
         "episode_rows": int(len(episodes)),
         "papers_per_window": {"n_x": _spread(canonical["n_x"]), "n_y": _spread(canonical["n_y"])},
-        "canonical_flags": {str(k): int(v) for k, v in sorted(flags.items())},
+        "canonical_flags": _flag_counts(canonical),
         "search_universes": int(len(instance.search_manifest)),
         "papers_per_universe": {
             str(regime): _spread(group["n_papers"])

@@ -1,5 +1,5 @@
-"""Row normalisation and seeded spherical k-means, on sparse TF-IDF rows (field discovery) and on
-dense LSA rows (directions, the parallel instrument)."""
+"""Row normalisation and seeded spherical k-means on dense LSA rows (fields, directions, the
+parallel instrument)."""
 
 from __future__ import annotations
 
@@ -11,73 +11,6 @@ def l2_normalise_rows(mat: sp.csr_matrix) -> sp.csr_matrix:
     norms = np.sqrt(np.asarray(mat.multiply(mat).sum(axis=1)).ravel())
     inv = np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
     return sp.csr_matrix(sp.diags(inv) @ mat)
-
-
-def spherical_kmeans(
-    x: sp.csr_matrix,
-    k: int,
-    rng: np.random.Generator,
-    *,
-    n_init: int = 1,
-    n_iter: int = 40,
-    tol: float = 1e-6,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Cluster L2-normalised rows of ``x`` by cosine; return (labels, centroids k x terms).
-
-    Seeded k-means++ start (cosine distance ``1 - cos``), Lloyd iterations until the objective
-    (sum of each row's cosine to its centroid) improves by less than ``tol`` (relative). With
-    ``n_init > 1`` the best of that many seeded starts is kept (the first on exact ties). Ties in
-    the argmax go to the lowest cluster index. Empty clusters are re-seeded with the row
-    farthest from its centroid.
-    """
-    n = x.shape[0]
-    if n < k:
-        raise ValueError(f"cannot form {k} clusters from {n} rows")
-    x = sp.csr_matrix(x)
-    best_fit: tuple[float, np.ndarray, np.ndarray] | None = None
-    for _ in range(max(1, n_init)):
-        labels, centres = _lloyd(x, _kmeanspp(x, k, rng), n_iter, tol)
-        objective = float(np.asarray(x @ centres.T)[np.arange(n), labels].sum())
-        if best_fit is None or objective > best_fit[0]:
-            best_fit = (objective, labels, centres)
-    assert best_fit is not None
-    return best_fit[1], best_fit[2]
-
-
-def _lloyd(x: sp.csr_matrix, centres: np.ndarray, n_iter: int, tol: float) -> tuple[np.ndarray, np.ndarray]:
-    n, k = x.shape[0], centres.shape[0]
-    prev = -np.inf
-    for _ in range(n_iter):
-        sims = np.asarray(x @ centres.T)
-        labels = sims.argmax(axis=1)
-        best = sims[np.arange(n), labels]
-        objective = float(best.sum())
-        sums = np.asarray((sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(k, n)) @ x).todense())
-        sizes = np.bincount(labels, minlength=k)
-        for empty in np.flatnonzero(sizes == 0):
-            far = int(np.argmin(best))
-            sums[empty] = x[far].toarray().ravel()
-            best[far] = np.inf
-        centres = normalise_dense(sums)
-        if objective - prev <= tol * max(abs(objective), 1.0):
-            break
-        prev = objective
-    sims = np.asarray(x @ centres.T)
-    return sims.argmax(axis=1).astype(np.int64), centres
-
-
-def _kmeanspp(x: sp.csr_matrix, k: int, rng: np.random.Generator) -> np.ndarray:
-    n = x.shape[0]
-    first = int(rng.integers(n))
-    chosen = [first]
-    best = np.asarray(x @ x[first].T.toarray()).ravel()
-    for _ in range(1, k):
-        dist = np.clip(1.0 - best, 0.0, None)
-        total = dist.sum()
-        nxt = int(rng.choice(n, p=dist / total)) if total > 0 else int(rng.integers(n))
-        chosen.append(nxt)
-        best = np.maximum(best, np.asarray(x @ x[nxt].T.toarray()).ravel())
-    return normalise_dense(x[chosen].toarray())
 
 
 def normalise_dense(mat: np.ndarray) -> np.ndarray:

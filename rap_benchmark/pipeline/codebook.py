@@ -1,20 +1,17 @@
 """Offline codebooks: exactly eight directions per field from pre-cutoff text (the paper's codebook construction).
 
-Two constructions share one output (a list of :class:`~rap_benchmark.core.records.Codebook` sorted
-by field id, and :class:`Prototypes` for the offline assignment instrument):
+Two constructions share one output (codebooks sorted by field id, and the prototypes the offline
+assignment instrument compares papers against):
 
-* :func:`build_codebooks` (real text): a TF-IDF space fitted on all papers dated before
-  ``spec.codebook_cutoff``; per field, seeded spherical k-means of the field's pre-cutoff
-  papers into eight clusters; a direction's name is its most distinctive terms (centroid weight
-  minus the field's mean centroid), its definition, inclusion and exclusion are written from those
-  terms (the exclusion names the nearest other direction), and its exemplars are the (up to) five
-  pre-cutoff papers nearest its centroid. Directions are ordered by pre-cutoff size (largest is
-  D0; ties by name).
-* :func:`codebooks_from_blueprint` (mini): the generator's own directions (D_k = true direction
+* :func:`build_codebooks` (real text): per field, an LSA space of its pre-cutoff papers
+  (:class:`~rap_benchmark.pipeline.features.LocalSpace`), eight seeded spherical k-means groups
+  of at least ``MIN_DIRECTION_SHARE`` each (:func:`eight_directions`), ordered by size (D0 the
+  largest), written out by :mod:`rap_benchmark.pipeline.codebook_text`.
+* :func:`codebooks_from_blueprint` (mini): the generator's own directions (Dk = true direction
   k), prototypes fitted on the pre-cutoff papers' true labels, exemplars nearest the prototype.
 
-Both never read a paper dated on or after the cutoff: every pre-cutoff filter happens before
-any text is tokenised.
+Neither reads a paper dated on or after the cutoff: every pre-cutoff filter happens before any
+text is tokenised.
 """
 
 from __future__ import annotations

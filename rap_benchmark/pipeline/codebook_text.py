@@ -2,25 +2,14 @@
 
 Given a field's pre-cutoff papers grouped into eight directions, each direction gets
 
-* a **name**: a verbatim phrase of its papers. Candidates are its phrases ranked by class-based
-  TF-IDF against its seven siblings (:func:`rap_benchmark.pipeline.phrases.rank_phrases`),
-  completed to the longer phrase its papers actually use ("Segment Anything Model", not "Anything
-  Model": :func:`~rap_benchmark.pipeline.phrases.maximal_phrases`), and kept only when they are
-  noun phrases (:func:`~rap_benchmark.pipeline.phrases.names_a_thing`: no "shown remarkable", "may
-  help") used by at most ``GENERIC_SHARE`` of the field's papers, not common to the corpus's
-  fields (:func:`common_phrases`: "future research", "deep learning") and with at least
-  ``MIN_CONCENTRATION`` of the corpus's users in the field ("success rate" is everyone's). The
-  name is the candidate that best picks out the group within the field: the F-score (beta 0.5,
-  precision first) of its precision (of the field's papers using it, the share in the group) and
-  its coverage (of the group, the share using it), distinct from (and not nested in, singular or
-  plural, hyphenated or not) the names of larger siblings and the field's own name;
-* a **definition** built from its next distinguishing phrases and its most representative title;
-* an **inclusion** listing the direction's distinguishing phrases, taken by maximal marginal
-  relevance so they do not repeat one another, and naming the phrase that best separates it from
-  its nearest sibling (closest prototype), and an **exclusion** naming that sibling's name and
-  separating phrase (never a phrase the whole field uses);
-* five **exemplars**: papers central to the group (from the closer half of its papers to its
-  prototype, the ones that use its name first), with ids and titles.
+* a **name**: a verbatim noun phrase of its papers, ranked by class-based TF-IDF against its
+  siblings, completed to the longer phrase its papers use, filtered (:func:`_usable`) and chosen
+  by how well it picks out the group within the field (F-score, beta 0.5, of precision and
+  coverage), distinct from larger siblings' names and the field's own (:func:`_pick_names`);
+* a **definition** from its next distinguishing phrases and its most representative title;
+* an **inclusion** listing its distinguishing phrases (maximal marginal relevance) and the phrase
+  that separates it from its nearest sibling, and an **exclusion** naming that sibling;
+* five **exemplars** central to the group (:func:`_exemplars`), with ids and titles.
 """
 
 from __future__ import annotations
@@ -33,6 +22,7 @@ import numpy as np
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Direction
 from rap_benchmark.pipeline.phrases import (
     PhraseTable,
+    listing,
     maximal_phrases,
     names_a_thing,
     rank_phrases,
@@ -65,13 +55,6 @@ MMR_OVERLAP = 0.5
 """Inclusion phrases sharing this much of their words (Jaccard) with an earlier one are skipped."""
 EXEMPLAR_POOL = 4 * N_EXEMPLARS
 """Exemplars come from the closer half of a direction's papers to its prototype, and at least this many."""
-
-
-def _listing(items: Sequence[str]) -> str:
-    items = list(items)
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _nested(a: str, b: str) -> bool:
@@ -215,10 +198,10 @@ def write_directions(
         own = _separating(table, members[k], members[near], exclude=exclude, usable=usable)
         theirs = _separating(table, members[near], members[k], exclude=exclude, usable=usable)
         definition = f"Work in {field_name} on {names[k]}"
-        definition += f", notably {_listing(phrases)}." if phrases else "."
+        definition += f", notably {listing(phrases)}." if phrases else "."
         definition += f" Representative: \u201c{ex_titles[0]}\u201d." if ex_titles else ""
         inclusion = f"Include papers whose main contribution concerns {names[k]}"
-        inclusion += f", such as work on {_listing(listed)}" if listed else ""
+        inclusion += f", such as work on {listing(listed)}" if listed else ""
         inclusion += f"; {own} sets it apart from its nearest sibling, {DIRECTION_KEYS[near]}." if own else "."
         exclusion = f"Exclude papers centred on {names[near]}"
         exclusion += f" or {theirs}" if theirs else ""

@@ -14,18 +14,16 @@ Formats, chosen by :func:`read_corpus` from the path:
 * a folder of parquet files in the layout of the shared arXiv sample (``arxiv_id``, ``date``,
   ``title``, ``abstract``, ``categories``, ``authors``), read batch by batch with pyarrow.
 
-Every record is normalised (ids lose their version suffix, old-style ids such as
-``hep-th/9901001`` are kept, text is whitespace-normalised), filtered to v1 dates in
-``[spec.date_start, spec.date_end)`` and categories intersecting ``spec.categories``, and
-deduplicated by id keeping the earliest date. Nothing is dropped silently: the
-:class:`CorpusReport` accounts for every record read,
-``n_read == n_kept + n_filtered_date + n_filtered_category + n_duplicates + n_malformed``,
-and lists each malformed record with its line (or row) number and the reason. ``strict=True``
-raises :class:`CorpusError` at the first malformed record instead.
+Every record is normalised (ids lose their version suffix, text its extra whitespace), filtered
+to v1 dates in ``[spec.date_start, spec.date_end)`` and categories intersecting
+``spec.categories``, and deduplicated by id keeping the earliest date. The :class:`CorpusReport`
+accounts for every record read and lists each malformed one with its line (or row) and reason;
+``strict=True`` raises :class:`CorpusError` at the first instead.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import email.utils
 import gzip
@@ -68,14 +66,9 @@ class Malformed:
 
 @dataclass
 class CorpusReport:
-    """What happened to every record read from a source.
-
-    Buckets are exclusive: a malformed record is only malformed; a well-formed record outside
-    the categories is counted under ``n_filtered_category`` even when its date is also out of
-    range; a record in the categories but outside the date window under ``n_filtered_date``;
-    an in-window record whose id was already seen (or whose id has an earlier copy dated before
-    the window) under ``n_duplicates``.
-    """
+    """What happened to every record read from a source, in exclusive buckets checked in this
+    order: malformed, outside the categories, outside the date window, a duplicate id (an
+    earlier copy, in the window or before it)."""
 
     source: str
     n_read: int = 0
@@ -97,18 +90,9 @@ class CorpusReport:
         )
 
     def to_dict(self, max_malformed: int | None = None) -> dict[str, Any]:
-        listed = self.malformed if max_malformed is None else self.malformed[:max_malformed]
-        return {
-            "source": self.source,
-            "n_read": self.n_read,
-            "n_kept": self.n_kept,
-            "n_filtered_date": self.n_filtered_date,
-            "n_filtered_category": self.n_filtered_category,
-            "n_duplicates": self.n_duplicates,
-            "n_malformed": self.n_malformed,
-            "n_blank": self.n_blank,
-            "malformed": [{"source": m.source, "line": m.line, "reason": m.reason} for m in listed],
-        }
+        out = dataclasses.asdict(self) | {"n_malformed": self.n_malformed}
+        out["malformed"] = out["malformed"][:max_malformed]
+        return out
 
     def summary(self) -> str:
         return (
@@ -167,14 +151,18 @@ def parse_snapshot_date(created: str) -> dt.date:
     return dt.datetime.fromtimestamp(stamp, tz=dt.UTC).date()
 
 
-def _text_field(obj: dict[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise _Bad(f"{key} missing or not a string")
+def _nonempty(value: Any, key: str) -> str:
     text = normalize_text(value)
     if not text:
         raise _Bad(f"{key} is empty")
     return text
+
+
+def _text_field(obj: dict[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise _Bad(f"{key} missing or not a string")
+    return _nonempty(value, key)
 
 
 def _checked_id(raw: Any) -> str:
@@ -191,12 +179,8 @@ def _checked_id(raw: Any) -> str:
 
 class _Collector:
     """Applies the category filter, the date window and id deduplication, counting everything.
-
-    Memory stays bounded by the kept papers: records dated at or after the window end are
-    only counted (any in-window copy of the same id is earlier anyway); for records dated before
-    the window only the id is remembered, so an in-window copy of it can be dropped at the end
-    (its v1 date precedes the window).
-    """
+    Memory stays bounded by the kept papers: of a record dated before the window only the id is
+    remembered (an in-window copy of it is dropped at the end), a later one is only counted."""
 
     def __init__(self, spec: BenchmarkSpec, source: str, strict: bool) -> None:
         self.start = parse_date(spec.date_start)
@@ -388,18 +372,16 @@ def _iter_atom_entries(path: Path) -> Iterator[_AtomEntry]:
     parser.EndElementHandler = end
     parser.CharacterDataHandler = chars
     with path.open("rb") as fh:
-        while chunk := fh.read(1 << 16):
+        while True:
+            chunk = fh.read(1 << 16)
             try:
-                parser.Parse(chunk, False)
+                parser.Parse(chunk, not chunk)
             except xml.parsers.expat.ExpatError as exc:
                 raise CorpusError(f"{path.name} line {exc.lineno}: XML is not well-formed ({exc})") from None
             yield from done
             done.clear()
-        try:
-            parser.Parse(b"", True)
-        except xml.parsers.expat.ExpatError as exc:
-            raise CorpusError(f"{path.name} line {exc.lineno}: XML is not well-formed ({exc})") from None
-        yield from done
+            if not chunk:
+                return
 
 
 def _atom_record(entry: _AtomEntry) -> _Record:
@@ -422,13 +404,15 @@ def _atom_record(entry: _AtomEntry) -> _Record:
     categories = list(dict.fromkeys(([entry.primary] if entry.primary else []) + entry.categories))
     if not categories:
         raise _Bad("no category terms")
-    title = normalize_text(one("title"))
-    abstract = normalize_text(one("summary"))
-    if not title:
-        raise _Bad("title is empty")
-    if not abstract:
-        raise _Bad("summary is empty")
-    return _Record(arxiv_id, day, title, abstract, tuple(categories), tuple(a for a in entry.authors if a))
+    title, abstract = one("title"), one("summary")
+    return _Record(
+        arxiv_id,
+        day,
+        _nonempty(title, "title"),
+        _nonempty(abstract, "summary"),
+        tuple(categories),
+        tuple(a for a in entry.authors if a),
+    )
 
 
 def _read_atom(path: Path, collector: _Collector, progress: bool) -> None:
@@ -486,12 +470,7 @@ def _read_parquet_dir(path: Path, collector: _Collector, progress: bool) -> None
                         day = parse_date(raw_date)
                     except ValueError as exc:
                         raise _Bad(str(exc)) from None
-                    title = normalize_text(raw_title or "")
-                    abstract = normalize_text(raw_abstract or "")
-                    if not title:
-                        raise _Bad("title is empty")
-                    if not abstract:
-                        raise _Bad("abstract is empty")
+                    title, abstract = _nonempty(raw_title or "", "title"), _nonempty(raw_abstract or "", "abstract")
                     categories = _as_str_list(raw_cats)
                     if not categories:
                         raise _Bad("categories missing or empty")

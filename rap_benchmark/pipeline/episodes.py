@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 
 from rap_benchmark.core.dates import add_months, parse_date, to_days
-from rap_benchmark.core.records import N_DIRECTIONS, Episode, Policy, Regime
+from rap_benchmark.core.records import N_DIRECTIONS, Policy, Regime
 from rap_benchmark.core.schemas import EPISODES
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.core.sums import shard_hash
@@ -136,27 +136,6 @@ def episode_table(assignments: pd.DataFrame, blocks: pd.DataFrame, spec: Benchma
             for col, values in records.items()
         }
     )
-
-
-def episode_records(table: pd.DataFrame) -> list[Episode]:
-    """``episodes.parquet`` rows -> frozen Episode records (in table order)."""
-
-    def vec(value: object) -> tuple[float, ...] | None:
-        return None if value is None else tuple(float(v) for v in value)  # type: ignore[union-attr]
-
-    return [
-        Episode(
-            field_id=str(row.field_id),
-            origin=parse_date(row.origin),
-            policy=Policy(row.policy),
-            x=vec(row.x),
-            history=tuple(vec(hv) for hv in row.history),
-            y=vec(row.y),
-            n_x=float(row.n_x),
-            n_y=float(row.n_y),
-        )
-        for row in table.itertuples(index=False)
-    ]
 
 
 def universe_bounds(origin: dt.date, regime: Regime, spec: BenchmarkSpec) -> tuple[dt.date, dt.date]:

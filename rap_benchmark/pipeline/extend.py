@@ -3,16 +3,11 @@
 ``extend_instance(parent, source, origin)`` writes a new version of a built instance with one
 more origin T:
 
-* the parent folder is only read. ``codebooks.json``, ``blocks.parquet`` and ``instrument/`` are
-  copied byte for byte (fields, codebooks, blocks and each field's split never change), and the
-  parent's rows of ``papers``, ``assignments``, ``episodes`` and ``search_manifest`` are kept as
-  they are; the new rows follow them;
-* new papers are read from ``source`` with the corpus readers, deduplicated against the parent
-  by arXiv id, and only those dated from the parent's ``date_end`` on are added (a paper dated
-  earlier that a newer snapshot adds would change windows the parent already froze; it is
-  counted, never added). They are labelled with the parent's frozen instrument
-  (:mod:`rap_benchmark.pipeline.instrument.frozen`): memberships and assignments exactly as the
-  parent's build would have made them;
+* the parent folder is only read: ``codebooks.json``, ``blocks.parquet`` and ``instrument/`` are
+  copied byte for byte and the parent's table rows kept as they are; the new rows follow them;
+* new papers (by arXiv id) dated from the parent's ``date_end`` on are read from ``source`` and
+  labelled by the parent's frozen instrument (:mod:`rap_benchmark.pipeline.instrument.frozen`);
+  earlier ones a newer snapshot adds are counted, never added (the parent froze those windows);
 * ``x`` and the history of T are computed; ``y`` stays *pending* (null, ``y_counts`` zero,
   flag ``y_pending``) until the data cover [T, T+6mo), i.e. until the newest paper read is dated
   on or after the window's last day;

@@ -1,16 +1,11 @@
 """Fields from real text: TF-IDF, seeded spherical k-means and multi-membership (the paper's codebook construction).
 
-The offline deterministic path. A field is a cluster of papers dated before
-``spec.eligibility_end`` (the paper's retrospective frame): TF-IDF of title + abstract
-(:func:`rap_benchmark.core.text.tokenize`), spherical k-means with a seeded k-means++ start, then
-every paper (any date) joins each field whose frozen centroid it is close enough to (cosine at
-least ``MEMBERSHIP_RATIO`` times its best field's cosine, and at least ``MIN_MEMBERSHIP_COS``).
+A field is a cluster of papers dated before ``spec.eligibility_end`` (the paper's retrospective
+frame), found by seeded spherical k-means over the LSA of title + abstract TF-IDF; every paper
+(any date) then joins each field whose frozen centroid it is close enough to (:class:`FieldModel`).
 Fields are kept when they have ``spec.min_field_papers`` memberships before ``eligibility_end``
-and enough papers before the codebook cutoff for eight directions; kept fields are renumbered
-``f000``, ``f001``, ... in order of their name (top terms), then of their centroid's ids.
-
-This module also holds the TF-IDF space and the spherical k-means used by the codebooks and
-the offline assignment instrument.
+and enough papers before the codebook cutoff for eight directions, and are numbered ``f000``,
+``f001``, ... in order of their name. The TF-IDF space here also serves codebooks and instrument.
 """
 
 from __future__ import annotations
@@ -27,7 +22,7 @@ import scipy.sparse as sp
 from rap_benchmark.core.records import N_DIRECTIONS
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.core.text import token_ids
-from rap_benchmark.pipeline.clusters import l2_normalise_rows, normalise_dense, spherical_kmeans, spherical_kmeans_dense
+from rap_benchmark.pipeline.clusters import l2_normalise_rows, normalise_dense, spherical_kmeans_dense
 
 __all__ = [
     "FieldInfo",
@@ -36,9 +31,7 @@ __all__ = [
     "TokenizedCorpus",
     "build_fields",
     "fit_fields",
-    "spherical_kmeans",
     "tokenize_papers",
-    "top_terms",
 ]
 
 
@@ -103,11 +96,8 @@ _TOKEN_CACHE: dict[str, TokenizedCorpus] = {}
 
 
 def tokenize_papers(papers: pd.DataFrame) -> TokenizedCorpus:
-    """Tokenise each paper's ``title + " " + abstract`` (``rap_benchmark.core.text.tokenize``).
-
-    The last two results are cached by a hash of the papers' ids and text (tokenising 190k
-    abstracts takes ~20 s and fields, codebooks and assignments all need them).
-    """
+    """Tokenise each paper's ``title + " " + abstract``. The last two results are cached by a hash
+    of the papers' ids and text (fields, codebooks and assignments all need them)."""
     frame = papers[["arxiv_id", "title", "abstract"]]
     key = hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
     if key in _TOKEN_CACHE:
@@ -144,11 +134,8 @@ class TfidfSpace:
         max_df_ratio: float = 0.5,
         max_terms: int | None = None,
     ) -> TfidfSpace:
-        """Vocabulary of terms in at least ``min_df`` and at most ``max_df_ratio`` of the docs.
-
-        With ``max_terms`` only the most frequent terms (by document frequency, ties by term)
-        are kept. Terms are sorted, so the space depends only on the documents' content.
-        """
+        """Vocabulary of terms in at least ``min_df`` and at most ``max_df_ratio`` of the docs (the
+        ``max_terms`` most frequent, ties by term), sorted: the space depends only on the content."""
         n = corpus.n_docs
         if n == 0:
             raise ValueError("cannot fit a TF-IDF space on zero documents")
@@ -199,25 +186,14 @@ class TfidfSpace:
         return l2_normalise_rows(sp.csr_matrix(mat))
 
 
-def top_terms(weights: np.ndarray, terms: Sequence[str], n: int) -> list[str]:
-    """The ``n`` terms with the largest weights (ties by term)."""
-    order = np.lexsort((np.asarray(terms, dtype=object), -np.asarray(weights)))
-    return [terms[i] for i in order[:n] if weights[i] > 0]
-
-
 # --------------------------------------------------------------------------------------------
 # Fields (real text)
 # --------------------------------------------------------------------------------------------
 
-MEMBERSHIP_RATIO = 0.90
-"""A paper joins every field whose centroid cosine is at least this share of its best field's."""
+MEMBERSHIP_RATIO = 0.90  # share of the best field's cosine a further field needs (see FieldModel)
 MIN_MEMBERSHIP_COS = 0.30
-"""... and at least this cosine (papers below it join only their best field)."""
-SYNONYM_COS = 0.90
-"""Two clusters whose centroids are at least this close are one field (same-granularity merge)."""
-MIN_PRECUTOFF_PER_DIRECTION = 5
-"""A kept field needs at least ``8 x`` this many papers before the codebook cutoff (the spec's
-``extra["min_precutoff_papers"]`` may ask for more)."""
+SYNONYM_COS = 0.90  # two clusters whose centroids are at least this close are one field
+MIN_PRECUTOFF_PER_DIRECTION = 5  # a kept field needs 8 x this many pre-cutoff papers (or extra["min_precutoff_papers"])
 NAME_PHRASES = 4
 
 
@@ -248,12 +224,11 @@ def _merge_synonyms(centres: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 class FieldModel:
     """The frozen field-membership rule: everything needed to place a new paper in fields.
 
-    ``space``: the TF-IDF space; ``projection``: LSA axes (dims x terms) applied after it, or
-    None (the TF-IDF space itself); ``centres``: every cluster's L2-normalised centroid in that
-    space (kept or not: a paper's best cluster is taken over all of them); ``kept``: the cluster
-    of ``f000``, ``f001``, ... A paper joins every cluster whose cosine is at least
-    ``MEMBERSHIP_RATIO`` times its best and at least ``MIN_MEMBERSHIP_COS``, and always its best
-    one (when positive). A paper's memberships depend on its own text only.
+    ``projection``: LSA axes (dims x terms) applied after the TF-IDF space, or None;
+    ``centres``: every cluster's centroid (kept or not: a paper's best cluster is taken over all);
+    ``kept``: the cluster of ``f000``, ``f001``, ... A paper joins its best cluster (when
+    positive) and every cluster whose cosine is at least ``membership_ratio`` times the best and
+    at least ``min_membership_cos``: its memberships depend on its own text only.
     """
 
     space: TfidfSpace
@@ -278,11 +253,8 @@ class FieldModel:
         return member
 
     def dropping(self, field_ids: Sequence[str]) -> FieldModel:
-        """The same rule without the kept fields ``field_ids`` (the others renumbered in order).
-
-        A dropped field's cluster stays among the centres, so a paper that was closest to it
-        still joins no other field it was not close enough to before.
-        """
+        """The same rule without the kept fields ``field_ids`` (the others renumbered in order). A
+        dropped field's cluster stays among the centres, so no paper moves to another field."""
         gone = {int(f[1:]) for f in field_ids}
         kept = tuple(c for j, c in enumerate(self.kept) if j not in gone)
         return dataclasses.replace(self, kept=kept)
@@ -313,14 +285,12 @@ def build_fields(
 def fit_fields(
     papers: pd.DataFrame, spec: BenchmarkSpec, *, progress: bool = False
 ) -> tuple[pd.DataFrame, dict[str, FieldInfo], FieldModel]:
-    """Fields from real text (see the module docstring): (memberships, field_info, the frozen
-    :class:`FieldModel` that gives any paper, later ones included, the same memberships).
+    """Fields from real text: (memberships of ALL papers sorted by (field_id, arxiv_id),
+    field_info, the :class:`FieldModel` that gives any later paper its memberships the same way).
 
-    ``memberships`` has columns arxiv_id, field_id for ALL papers (any date), sorted by
-    (field_id, arxiv_id). ``spec.n_fields`` is the number of k-means clusters (kept fields are
-    at most that many). ``spec.extra`` may set ``field_fit_sample`` (how many eligible papers,
-    drawn with the seed, fit the space and the clusters; default 60,000), ``field_max_terms``
-    (vocabulary cap, default 40,000), ``field_lsa_dims`` (default 100) and
+    ``spec.n_fields`` is the number of k-means clusters. ``spec.extra`` may set
+    ``field_fit_sample`` (eligible papers, drawn with the seed, that fit the space and clusters;
+    default 60,000), ``field_max_terms`` (40,000), ``field_lsa_dims`` (100) and
     ``min_precutoff_papers``.
     """
     from tqdm import tqdm
@@ -388,18 +358,12 @@ def fit_fields(
 def _field_names(
     papers: pd.DataFrame, member: np.ndarray, keep: np.ndarray, pre_mask: np.ndarray
 ) -> tuple[dict[int, str], dict[int, str]]:
-    """A distinct verbatim phrase naming each kept field, and a one-sentence definition.
-
-    Phrases are ranked by class-based TF-IDF of the field's pre-cutoff papers against all other
-    pre-cutoff papers (:mod:`rap_benchmark.pipeline.phrases`), each completed to the longer phrase
-    the field's papers use ("named entity recognition", not "named entity":
-    :func:`~rap_benchmark.pipeline.phrases.maximal_phrases`), noun phrases only
-    (:func:`~rap_benchmark.pipeline.phrases.names_a_thing`); a field takes its best phrase that no
-    larger field took already, singular or plural, hyphenated or not (fields pick in order of
-    pre-cutoff size).
+    """A distinct verbatim phrase naming each kept field, and a one-sentence definition: its best
+    completed noun phrase by class-based TF-IDF against all other pre-cutoff papers
+    (:mod:`rap_benchmark.pipeline.phrases`) that no larger field took in any spelling.
     """
 
-    from rap_benchmark.pipeline.phrases import maximal_phrases, names_a_thing, phrase_table, rank_phrases
+    from rap_benchmark.pipeline.phrases import listing, maximal_phrases, names_a_thing, phrase_table, rank_phrases
 
     pre_rows = np.flatnonzero(pre_mask)
     texts = (papers["title"].iloc[pre_rows] + ". " + papers["abstract"].iloc[pre_rows]).tolist()
@@ -429,21 +393,13 @@ def _field_names(
         names[c] = table.surface(name_key, docs)
         others = [table.surface(key, docs) for key in [k for k in ranked if k != name_key][: NAME_PHRASES - 1]]
         definitions[c] = (
-            f"Research on {names[c]}, including {_listing(others)}." if others else f"Research on {names[c]}."
+            f"Research on {names[c]}, including {listing(others)}." if others else f"Research on {names[c]}."
         )
     return names, definitions
 
 
 def _spellings(key: str) -> set[frozenset[str]]:
-    """The phrase's words in singular form, with hyphenated words split and joined: phrases that
-    share one name the same thing ("language model", "language models"; "multi-modal", "multimodal";
-    "retrieval-augmented generation", "retrieval augmented generation")."""
+    """The phrase's word sets in its singular spellings: phrases that share one name the same thing."""
     from rap_benchmark.pipeline.phrases import spellings
 
     return {frozenset(form.split(" ")) for form in spellings(key)}
-
-
-def _listing(items: list[str]) -> str:
-    if len(items) <= 1:
-        return "".join(items)
-    return ", ".join(items[:-1]) + " and " + items[-1]

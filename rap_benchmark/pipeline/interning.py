@@ -1,9 +1,8 @@
 """Rows of strings as integer ids in CSR form, numbered in sorted-vocabulary order.
 
-The phrase table (:mod:`rap_benchmark.pipeline.phrases`) holds a row of phrases per paper; as ids
-in one int32 array they take a fraction of the memory of Python strings, and numbering them in
-sorted order keeps every count and tie-break what sorting the strings would give. (The tokenised
-corpus is numbered the same way by :func:`rap_benchmark.core.text.token_ids`.)
+The phrase table (:mod:`rap_benchmark.pipeline.phrases`) holds a row of phrases per paper: as
+int32 ids they take a fraction of the memory of strings, and sorted numbering keeps every count
+and tie-break what sorting the strings would give.
 """
 
 from __future__ import annotations

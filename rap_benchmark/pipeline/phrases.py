@@ -30,9 +30,9 @@ from rap_benchmark.pipeline.interning import intern_rows
 
 __all__ = [
     "PhraseTable",
-    "extract_phrases",
     "first_surface",
     "forget_tables",
+    "listing",
     "maximal_phrases",
     "names_a_thing",
     "phrase_keys",
@@ -98,9 +98,8 @@ _NOUN_ED = frozenset("speed seed need feed bed embed breed shed weed".split())
 
 
 def names_a_thing(key: str) -> bool:
-    """Whether the phrase ``key`` (lower case) can be a noun phrase: its first word is none of
-    :data:`EDGE_WORDS`, its last none of :data:`END_WORDS`, no adverb (``-ally``, ``-ively``, ``-ously``, ...) starts or ends it, and it does not end on a
-    past participle in ``-ed`` (``based``, ``driven``-style fragments)."""
+    """Whether the phrase ``key`` (lower case) can be a noun phrase: no edge word, adverb or (last)
+    end word or ``-ed`` participle at its ends."""
     words = key.split(" ")
     first, last = words[0], words[-1]
     if first in EDGE_WORDS or last in END_WORDS or first.endswith(_ADVERB_ENDS) or last.endswith(_ADVERB_ENDS):
@@ -121,17 +120,22 @@ def _singular(word: str) -> str:
 
 
 def spellings(key: str) -> tuple[str, str]:
-    """The phrase ``key`` in singular form twice: with hyphenated words split and joined ("multi-modal
-    models" -> "multi modal model", "multimodal model"). Two phrases sharing a form, or one form
-    nested in the other's, say the same thing."""
+    """The phrase ``key`` in singular form, hyphenated words split and joined ("multi-modal models"
+    -> "multi modal model", "multimodal model"): phrases sharing a form say the same thing."""
     split = " ".join(_singular(w) for w in key.replace("-", " ").split(" "))
     return split, " ".join(_singular(w.replace("-", "")) for w in key.split(" "))
 
 
 def word_set(key: str) -> frozenset[str]:
-    """The words of the phrase's joined spelling (:func:`spellings`): singular, hyphens dropped (two
-    phrases with the same set say the same thing: "multi-modal models", "multimodal model")."""
+    """The words of the phrase's joined spelling (:func:`spellings`)."""
     return frozenset(spellings(key)[1].split(" "))
+
+
+def listing(items: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def _breaks(word: str) -> bool:
@@ -182,18 +186,8 @@ def _spans(run: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
             yield a, run[j - 1][1]
 
 
-def extract_phrases(text: str) -> dict[str, str]:
-    """Candidate phrases of ``text``: key (lower case) -> first surface form read."""
-    out: dict[str, str] = {}
-    for run in _runs(text):
-        for a, b in _spans(run):
-            surface = text[a:b]
-            out.setdefault(surface.lower(), surface)
-    return out
-
-
 def phrase_keys(text: str) -> set[str]:
-    """The keys of :func:`extract_phrases` (without the surface forms)."""
+    """The candidate phrases of ``text``, lower case."""
     low = text.lower() if text.isascii() else None  # ASCII: lower-casing commutes with slicing
     if low is not None:
         return {low[a:b] for run in _runs(text) for a, b in _spans(run)}
@@ -211,13 +205,9 @@ def _continues_word(text: str, i: int, step: int) -> bool:
 
 
 def first_surface(text: str, key: str) -> str | None:
-    """The surface form :func:`extract_phrases` reads for ``key`` in ``text`` (None if unused):
-    its leftmost occurrence as a phrase.
-
-    ASCII text (nearly every abstract) is searched for the key itself: an occurrence is a phrase
-    when no word runs into it from either side (:func:`_continues_word`), since the key's own
-    words are single-spaced and none of them breaks a run.
-    Other text is read run by run."""
+    """The surface form of ``key`` in ``text`` (None if unused): its leftmost occurrence as a
+    phrase. ASCII text is searched for the key itself (an occurrence
+    with no word running into it from either side); other text is read run by run."""
     n = key.count(" ") + 1
     if not MIN_WORDS <= n <= MAX_WORDS:
         return None
@@ -243,12 +233,9 @@ def first_surface(text: str, key: str) -> str | None:
 
 @dataclass(frozen=True, eq=False)
 class PhraseTable:
-    """The texts and, per text, the candidate phrase keys it uses.
-
-    ``vocab`` holds every key once, sorted (so a key's id orders as the key does); row ``d`` of the
-    CSR pair (``indptr``, ``ids``) lists the ids of the keys text ``d`` uses, each once. Counting
-    over a set of texts is then a count over integer ids, not over per-text sets of strings.
-    """
+    """The texts and, per text, the candidate phrase keys it uses: ``vocab`` holds every key once,
+    sorted (ids order as keys do); row ``d`` of the CSR pair (``indptr``, ``ids``) lists the ids
+    of the keys text ``d`` uses, each once."""
 
     texts: tuple[str, ...]
     vocab: tuple[str, ...]
@@ -265,15 +252,6 @@ class PhraseTable:
         """The id of ``key`` in ``vocab``, -1 if no text uses it."""
         i = bisect.bisect_left(self.vocab, key)
         return i if i < len(self.vocab) and self.vocab[i] == key else -1
-
-    def row(self, d: int) -> np.ndarray:
-        """The key ids text ``d`` uses."""
-        return self.ids[self.indptr[d] : self.indptr[d + 1]]
-
-    def uses(self, key: str, d: int) -> bool:
-        """Whether text ``d`` uses ``key``."""
-        i = self.key_id(key)
-        return i >= 0 and bool((self.row(int(d)) == i).any())
 
     def _gather(self, docs: Sequence[int] | np.ndarray) -> np.ndarray:
         """The key ids of all of ``docs`` (a text listed twice counts twice)."""
@@ -343,11 +321,8 @@ class PhraseTable:
 
 
 def phrase_table(texts: Sequence[str]) -> PhraseTable:
-    """Extract the candidate phrases of every text as key ids (see :class:`PhraseTable`).
-
-    The last table is cached by a hash of the texts (fields and codebooks read the same ones);
-    :func:`forget_tables` drops it.
-    """
+    """The :class:`PhraseTable` of ``texts``; the last one is cached by a hash of the texts (fields
+    and codebooks read the same ones) until :func:`forget_tables`."""
     digest = hashlib.sha256("\x00".join(texts).encode("utf-8")).hexdigest()
     if digest in _CACHE:
         return _CACHE[digest]
@@ -413,15 +388,10 @@ MAXIMAL_KEEP = 0.75
 
 
 def maximal_phrases(table: PhraseTable, docs: Sequence[int], *, keep: float = MAXIMAL_KEEP) -> Callable[[str], str]:
-    """A function taking a phrase key of ``docs`` to the longest phrase that completes it there.
-
-    Sub-phrases are always at least as frequent as the phrases containing them, so a frequency
-    ranking prefers "anything model" to "segment anything model". A key is a fragment when at
-    least ``keep`` of the papers of ``docs`` using it also use a longer key containing it
-    (contiguous words), counting every such completion together ("convolutional neural" is
-    completed by "... network" in some papers and "... networks" in others); it is then replaced
-    by its most used completion (ties: longer, then alphabetical), repeatedly. The result is a
-    key used by ``docs``, so its surface is verbatim.
+    """A function taking a phrase key of ``docs`` to the longest phrase that completes it there
+    ("anything model" -> "segment anything model"). A key is a fragment when at least ``keep`` of
+    its users in ``docs`` also use some longer key containing it; it is then replaced by its most
+    used completion (ties: longer, then alphabetical), repeatedly.
     """
     docs = np.asarray(list(docs) if not isinstance(docs, np.ndarray) else docs, dtype=np.int64)
     counts = table.counts(docs)

@@ -13,14 +13,10 @@ policy             single      boundary                     bridge      other /
 ``secondary``      1 primary   1 secondary                  1 primary   0
 =================  ==========  ===========================  ==========  ===========
 
-Reading of the seed for ``bridge``: the paper separates "boundary ties" (42.60%) from "genuine
-bridges" (1.58%) and describes the three alternative policies only in terms of boundary mass
-("splitting boundary mass equally", "retaining only single-direction papers", "assigning all
-boundary mass to the secondary direction"). A bridge therefore keeps its canonical primary unit
-under ``split_boundary`` and ``secondary``, and, not being a single-direction paper, is dropped
-under ``single_only``. ``other`` and ``low_evidence`` never count; a row whose primary is
-``other`` contributes nothing whatever its type, and a boundary row without a secondary keeps its
-mass on the primary under the policies that would move it.
+The paper describes the alternative policies only in terms of boundary mass, so a bridge keeps
+its primary unit under ``split_boundary`` and ``secondary`` and, not being single-direction, is
+dropped under ``single_only``. A row whose primary is ``other`` counts nothing whatever its type;
+a boundary row without a secondary keeps its mass on the primary.
 """
 
 from __future__ import annotations
@@ -78,20 +74,6 @@ def direction_weights(assignments: pd.DataFrame, policy: Policy) -> np.ndarray:
     weights[rows[counted], primary[counted]] = to_primary[counted]  # one cell per row: no collisions
     weights[rows[boundary], secondary[boundary]] += to_secondary[boundary]
     return weights
-
-
-def policy_counts(assignments: pd.DataFrame, policy: Policy, by: list[str]) -> pd.DataFrame:
-    """Summed direction mass per group: columns ``by`` + ``D0..D7`` + ``n`` (counted mass).
-
-    Groups with no rows do not appear; groups whose rows all count zero appear with zeros.
-    """
-    weights = direction_weights(assignments, policy)
-    frame = assignments[by].copy()
-    for i, key in enumerate(DIRECTION_KEYS):
-        frame[key] = weights[:, i]
-    out = frame.groupby(by, sort=True, dropna=False)[list(DIRECTION_KEYS)].sum().reset_index()
-    out["n"] = out[list(DIRECTION_KEYS)].sum(axis=1)
-    return out
 
 
 def composition(counts: np.ndarray) -> np.ndarray:

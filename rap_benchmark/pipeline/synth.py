@@ -21,6 +21,7 @@ share a few papers. Everything is a pure function of ``spec.seed``.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ import pandas as pd
 
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS
+from rap_benchmark.core.resources import DATA_DIR
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.pipeline.fields import FieldInfo
 
@@ -64,15 +66,10 @@ class FieldBlueprint:
 
 @dataclass(frozen=True)
 class MiniCorpus:
-    """What :func:`generate_mini` returns.
-
-    ``papers``: the ``papers.parquet`` columns (arxiv_id, date, title, abstract, categories,
-    authors), sorted by (date, arxiv_id). ``memberships``: arxiv_id, field_id (sorted).
-    ``truth``: arxiv_id, field_id, true_direction (``D0``..``D7``), one row per membership.
-    ``field_info``: field id -> :class:`FieldInfo`. ``blueprints``: the generator's fields and
-    directions (names, vocabularies). ``shares``: the latent monthly direction shares, columns
-    field_id, month (``YYYY-MM-01``), D0..D7, volume (expected papers that month).
-    """
+    """What :func:`generate_mini` returns: ``papers`` (the ``papers.parquet`` columns, sorted by
+    date and id), ``memberships``, ``truth`` (one ``true_direction`` per membership), the fields'
+    info and blueprints, and ``shares`` (latent monthly direction shares and expected volume:
+    field_id, month, D0..D7, volume)."""
 
     papers: pd.DataFrame
     memberships: pd.DataFrame
@@ -82,181 +79,10 @@ class MiniCorpus:
     shares: pd.DataFrame
 
 
-# --------------------------------------------------------------------------------------------
-# Vocabulary. One line per direction: "name: words". Words are single tokens of rap_benchmark.core.text
-# (no stop words); a direction's words are distinct within its field.
-# --------------------------------------------------------------------------------------------
-
-_FIELDS_TEXT: tuple[tuple[str, str, str, str, str], ...] = (
-    (
-        "speech recognition",
-        "Automatic speech recognition and spoken language processing from audio signals.",
-        "cs.CL cs.LG",
-        "speech audio acoustic spoken asr utterance utterances transcription speaker waveform",
-        """streaming asr: streaming latency chunk online causal lookahead realtime endpointing
-        self-supervised speech representations: wav2vec hubert masked pretraining unlabeled representations quantized codebook
-        multilingual and low-resource asr: multilingual lowresource languages crosslingual dialect accented transfer adaptation
-        speech translation: translation translate target language cascade bilingual interlingual subtitles
-        speaker diarization and verification: diarization verification speakers embedding xvector overlapping clustering identity
-        noise-robust speech enhancement: enhancement denoising noisy reverberation dereverberation separation microphone array
-        end-to-end sequence models: transducer ctc attention conformer encoder decoder rnnt
-        spoken language understanding: intent slot understanding dialogue semantic parsing commands""",
-    ),
-    (
-        "machine translation",
-        "Translating text between natural languages with neural models.",
-        "cs.CL",
-        "translation translations bleu source target language languages parallel corpus bilingual",
-        """low-resource translation: lowresource backtranslation monolingual unsupervised scarce pivot
-        document-level translation: document discourse coherence context sentences longrange consistency
-        multilingual translation models: multilingual zeroshot many massively languagespecific adapters sharing
-        llm-based translation: prompting incontext gpt instruction llms fewshot demonstrations
-        translation quality estimation: estimation comet metrics human judgments referencefree scoring
-        simultaneous translation: simultaneous wait latency streaming interpreting incremental
-        terminology and domain adaptation: terminology domain medical legal glossary constraints
-        bias and gender in translation: gender bias stereotypes pronoun fairness inclusive""",
-    ),
-    (
-        "retrieval-augmented generation",
-        "Augmenting language models with retrieved documents for question answering and grounding.",
-        "cs.CL cs.AI",
-        "retrieval retrieved documents passages corpus knowledge question answering grounding evidence",
-        """dense retrievers: dense retriever embeddings contrastive bi-encoder negatives index
-        reranking: reranker reranking crossencoder listwise pointwise relevance
-        multi-hop question answering: multihop hops reasoning chains decomposition subquestions
-        long-context versus retrieval: longcontext window million tokens lostinthemiddle compression
-        rag evaluation and faithfulness: faithfulness hallucination attribution citations factuality
-        knowledge graph augmentation: graph triples entities relations kg structured
-        query rewriting and planning: query rewriting expansion reformulation planner iterative
-        domain-specific rag: biomedical clinical financial enterprise legaldocs scientific""",
-    ),
-    (
-        "language model alignment",
-        "Aligning large language models with human preferences and instructions.",
-        "cs.CL cs.LG cs.AI",
-        "alignment aligned preference preferences human feedback llms instruction helpful",
-        """rlhf with reward models: rlhf reward ppo policy optimization annotators
-        direct preference optimization: dpo direct offline pairwise chosen rejected ipo
-        instruction tuning data: instruction tuning finetuning curated synthetic selection quality
-        constitutional and ai feedback: constitutional rlaif critique principles selfcritique revise
-        reward hacking and overoptimization: hacking overoptimization goodhart proxy exploitation misspecification
-        pluralistic alignment: pluralistic diverse values cultural demographic personalization
-        alignment evaluation: evaluation arena judges judge win rate mtbench
-        weak-to-strong generalization: weaktostrong supervision superalignment scalable oversight debate""",
-    ),
-    (
-        "reasoning in language models",
-        "Multi-step reasoning of large language models in mathematics, logic and planning.",
-        "cs.CL cs.AI",
-        "reasoning reason llms steps problems solving intermediate multistep logical",
-        """chain-of-thought prompting: chainofthought cot prompting rationales stepbystep exemplars
-        mathematical reasoning: mathematical math gsm8k arithmetic theorem proofs olympiad
-        self-consistency and verification: selfconsistency verifier verification majority voting sampling
-        tool use and program-aided reasoning: tool tools program code interpreter calculator api
-        tree search and planning: tree search mcts planning lookahead branches
-        reinforcement learning for reasoning: rlvr verifiable rewards grpo rollout outcome process
-        reasoning faithfulness: faithful unfaithful explanations causal intervention postshoc
-        commonsense and logical puzzles: commonsense puzzles deductive syllogism riddles abductive""",
-    ),
-    (
-        "diffusion image generation",
-        "Generating and editing images with diffusion and related generative models.",
-        "cs.CV cs.LG",
-        "image images generation generative diffusion denoising synthesis visual pixels",
-        """text-to-image models: texttoimage prompt captions stable latent unet
-        image editing: editing edit inversion inpainting instructpix2pix localized
-        personalization and subject-driven generation: personalization subject dreambooth identity customization concepts
-        controllable generation: controlnet control layout pose sketch conditioning
-        fast sampling and distillation: sampling steps distillation consistency solver accelerating
-        video generation: video temporal frames motion clips animation
-        3d generation: 3d nerf gaussian splatting multiview mesh
-        safety and watermarking of generated images: watermark watermarking unlearning erasing nsfw copyright""",
-    ),
-    (
-        "object detection and segmentation",
-        "Localising and delineating objects in images and video.",
-        "cs.CV",
-        "detection detector segmentation objects object bounding boxes masks localization scenes",
-        """open-vocabulary detection: openvocabulary vocabulary categories novel grounding zeroshotdet
-        segment anything and promptable segmentation: sam promptable clicks interactive foundation anything
-        detection transformers: detr queries matching hungarian endtoenddet decoderdet
-        3d and lidar detection: lidar pointcloud 3ddet autonomous driving bev
-        semantic segmentation: semantic pixelwise dense labels miou cityscapes
-        small object and aerial detection: small aerial remote sensing satellite tiny
-        video object segmentation and tracking: tracking tracker videoseg propagation identities mot
-        weakly and semi-supervised detection: weakly semisupervised pseudolabels annotations teacher student""",
-    ),
-    (
-        "graph neural networks",
-        "Learning on graphs with message passing and graph transformers.",
-        "cs.LG cs.AI",
-        "graph graphs nodes node edges edge gnn gnns message passing",
-        """oversmoothing and depth: oversmoothing oversquashing deep layers rewiring curvature
-        graph transformers: transformer positional encodings laplacian global attentiongraph
-        expressivity and weisfeiler-lehman: expressivity weisfeiler lehman isomorphism substructures wl
-        heterophily: heterophily homophily heterophilous neighbors filters spectral
-        scalable graph learning: scalable sampling minibatch billion partition sparsegraph
-        molecular graph learning: molecular molecules property drug chemistry atoms
-        temporal and dynamic graphs: temporal dynamic evolving timestamps continuoustime streamsgraph
-        graph foundation models and llms: foundation llm textattributed prompt pretrained zeroshotgraph""",
-    ),
-    (
-        "reinforcement learning",
-        "Sequential decision making with reinforcement learning agents.",
-        "cs.LG cs.AI",
-        "reinforcement agent agents policy reward environment environments rl actions decision",
-        """offline reinforcement learning: offline conservative dataset behaviour extrapolation cql
-        model-based rl: modelbased world dynamics imagined planning dreamer
-        multi-agent rl: multiagent cooperative competitive decentralized marl communication
-        exploration: exploration curiosity intrinsic novelty bonus sparse
-        safe rl: safe constraints constrained violations shielding risk
-        sample efficiency and representation: sample efficiency representations augmentation pixels atari
-        hierarchical and goal-conditioned rl: hierarchical goal goals options subgoals skills
-        rl for robotics: robotics robot manipulation locomotion simtoreal grasping""",
-    ),
-    (
-        "efficient deep learning",
-        "Making training and inference of deep networks cheaper: compression and systems.",
-        "cs.LG",
-        "efficient efficiency memory compute inference latency throughput hardware gpu cost",
-        """quantization: quantization quantized bits int4 int8 postquantization
-        pruning and sparsity: pruning sparsity sparse unstructured structured magnitude
-        knowledge distillation: distillation teacherdistill studentdistill logits compact smaller
-        parameter-efficient fine-tuning: lora adapters peft lowrank prefix finetuningeff
-        efficient attention: flashattention linear kernel subquadratic sparseattention
-        mixture of experts: mixture experts moe routing router gating
-        speculative decoding and serving: speculative decoding draft serving kvcache batching
-        distributed training systems: distributed parallelism pipeline sharding communicationcost cluster""",
-    ),
-    (
-        "vision-language models",
-        "Models that jointly understand images and text.",
-        "cs.CV cs.CL",
-        "visionlanguage multimodal vlm vlms images text visual textual language captioning",
-        """contrastive image-text pretraining: clip contrastivevl imagetext pairs zeroshotvl alignmentvl
-        visual instruction tuning: llava instructionvl visualinstruction conversations mllm projector
-        visual question answering: vqa questions answers visualqa chartqa docvqa
-        multimodal hallucination: hallucinationvl objects hallucinated pope grounding faithfulvl
-        video understanding: videovl longvideo temporalvl clipsvl understanding
-        document and chart understanding: ocr document charts tables layoutvl screenshots
-        embodied and robotic vlms: embodied navigation robotvl actionvl vla
-        multimodal benchmarks: benchmarkvl evaluationvl mmmu leaderboard capabilities""",
-    ),
-    (
-        "adversarial robustness and ai safety",
-        "Attacks on and defences of machine learning systems, including jailbreaks of language models.",
-        "cs.LG cs.AI cs.CL",
-        "adversarial attack attacks defense defenses robustness safety security threat harmful",
-        """jailbreak attacks on llms: jailbreak jailbreaking prompts harmfulprompts bypass refusal
-        prompt injection: injection indirect agentsec untrusted instructionsinj exfiltration
-        certified robustness: certified smoothing randomized provable bounds lipschitz
-        adversarial training: adversarialtraining pgd perturbations minmax epsilon
-        backdoor and data poisoning: backdoor poisoning trigger trojan poisoned
-        membership inference and privacy: membership privacy inference differential leakage extraction
-        red teaming: redteaming automated redteam adversarialprompts probing
-        out-of-distribution detection: outofdistribution ood detectionood uncertainty shift""",
-    ),
-)
+# Vocabulary: ``data/mini_fields.json``, one object per field (name, definition, categories,
+# words, and eight directions as "name: words"). Words are single tokens of
+# rap_benchmark.core.text (no stop words); a direction's words are distinct within its field.
+FIELDS_FILE = DATA_DIR / "mini_fields.json"
 
 _SHARED_WORDS: tuple[str, ...] = tuple(
     """model models framework performance benchmark benchmarks dataset datasets experiments evaluation
@@ -308,20 +134,20 @@ _CHILD_VOLUME = 0.62  # a strongly linked child field's volume relative to a pla
 
 def _parse_blueprints() -> tuple[FieldBlueprint, ...]:
     out = []
-    for i, (name, definition, cats, words, dirs_text) in enumerate(_FIELDS_TEXT):
+    for i, field in enumerate(json.loads(FIELDS_FILE.read_text(encoding="utf-8"))):
         directions = []
-        for k, line in enumerate(line.strip() for line in dirs_text.strip().splitlines()):
+        for k, line in enumerate(field["directions"]):
             dname, _, dwords = line.partition(":")
             directions.append(DirectionBlueprint(DIRECTION_KEYS[k], dname.strip(), tuple(dwords.split())))
         if len(directions) != N_DIRECTIONS:
-            raise AssertionError(f"blueprint {name!r} has {len(directions)} directions")
+            raise AssertionError(f"blueprint {field['name']!r} has {len(directions)} directions")
         out.append(
             FieldBlueprint(
                 field_id=f"f{i:03d}",
-                name=name,
-                definition=definition,
-                categories=tuple(cats.split()),
-                words=tuple(words.split()),
+                name=field["name"],
+                definition=field["definition"],
+                categories=tuple(field["categories"].split()),
+                words=tuple(field["words"].split()),
                 directions=tuple(directions),
             )
         )

@@ -1,23 +1,14 @@
 """A disk cache of the fitted offline instrument, keyed by everything it was fitted from.
 
-Fitting fields and codebooks is the heavy part of a real build (minutes on two cores), and it
-reads only the papers dated before ``spec.eligibility_end`` (fields, their eligibility, the tie
-calibration) and, among them, those before ``spec.codebook_cutoff`` (codebooks). Two builds whose
-inputs agree there fit the same instrument: a rebuild with a new ``--out``, or a build of the same
-data cut at ``eligibility_end`` (the living-RAP parent), whatever their origins and end dates.
+Fitting fields and codebooks is the heavy part of a real build, and it reads only the papers
+dated before ``spec.eligibility_end``. Two builds whose inputs agree there fit the same
+instrument (a rebuild with a new ``--out``, or a living-RAP parent cut at ``eligibility_end``).
 
-The cache stores the fitted instrument as a :class:`~.frozen.FrozenInstrument` (the same
-hashed, pickle-free format as ``rap build --freeze-instrument``), in a folder named by
-:func:`instrument_key`: sha256 over
-
-* this cache's format version and the source of every module under ``rap_benchmark/pipeline``
-  and ``rap_benchmark/core`` (any code change is a new key, so a stale entry is never used);
-* the spec, less the fields that cannot change the fit (name, description, origins, date_end);
-* the eligible papers (id, date, title, abstract, categories, in build order).
-
-A hit labels the papers with the cached instrument (``FrozenInstrument.label``, which
-``tests/test_living.py`` proves equal to the build's own labels); the build's artifacts are
-byte-identical either way (``tests/test_instrument_cache.py``).
+Entries are :class:`~.frozen.FrozenInstrument` folders named by :func:`instrument_key`: sha256
+over this cache's format, the source of every module under ``rap_benchmark/pipeline`` and
+``rap_benchmark/core`` (a code change is a new key), the spec less the fields that cannot change
+the fit, and the eligible papers. A hit only labels the papers; the build's artifacts are
+byte-identical either way.
 
 Where: ``$RAP_CACHE_DIR/instrument/`` if set, else ``$XDG_CACHE_HOME/rap_benchmark/instrument/``
 (``~/.cache`` when unset). ``RAP_CACHE_DIR=off`` (or ``rap build --no-cache``) turns it off.

@@ -1,14 +1,9 @@
 """The frozen offline instrument as an artifact: label a new paper exactly as the build did.
 
-A :class:`FrozenInstrument` holds everything the offline instrument used, fitted once by the
-build and never refitted: the field-membership rule (:class:`~rap_benchmark.pipeline.fields.FieldModel`:
-the TF-IDF vocabulary and IDF weights, the LSA projection when there is one, every cluster
-centroid, which clusters are the kept fields, the membership thresholds), the direction
-prototypes (:class:`~rap_benchmark.pipeline.codebook.Prototypes` or ``LocalPrototypes``), the
-margin rules (:class:`~rap_benchmark.pipeline.instrument.offline.AssignRules`) and their
-calibration (``r*``, each field's level ``m_f`` and distinct-pair table), and the codebooks.
-:meth:`FrozenInstrument.label` turns papers (id, date, title, abstract) into assignment rows
-with no other input: no corpus, no refit.
+A :class:`FrozenInstrument` holds everything the offline instrument fitted, never refitted: the
+field-membership rule (:class:`~rap_benchmark.pipeline.fields.FieldModel`), the direction
+prototypes, the margin rules and their calibration, and the codebooks. :meth:`FrozenInstrument.label`
+turns papers (id, date, title, abstract) into assignment rows with no other input.
 
 On disk (``<instance>/instrument/``, written by ``rap build --freeze-instrument``):
 
@@ -17,9 +12,8 @@ On disk (``<instance>/instrument/``, written by ``rap build --freeze-instrument`
   shape and byte offset of array i in ``arrays.bin``;
 * ``arrays.bin``: the arrays' raw little-endian bytes, back to back.
 
-Both files are deterministic, so the artifact's hash (:func:`instrument_hash`: sha256 over the
-two files) identifies the instrument; the instance's ``SHA256SUMS`` lists them too. Only
-classes of ``rap_benchmark`` modules are reconstructed; nothing is unpickled.
+Both files are deterministic, so :func:`instrument_hash` (sha256 over the two) identifies the
+instrument. Only classes of ``rap_benchmark`` modules are reconstructed; nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -55,25 +49,14 @@ class FrozenInstrument:
     calibration: Any  # Calibration
     codebooks: tuple[dict[str, Any], ...]
     codebook_cutoff: str
-    summary: dict[str, Any] = dataclasses.field(default_factory=dict)
-    """What the build reports about its fields (the candidates dropped and why, the least cohesive
-    kept ones), so a build labelled from the cache reports the same."""
-
-    @property
-    def field_ids(self) -> tuple[str, ...]:
-        return tuple(f"f{j:03d}" for j in range(len(self.fields.kept)))
-
-    def memberships(self, papers: pd.DataFrame) -> pd.DataFrame:
-        """The fields each paper joins: columns arxiv_id, field_id."""
-        return self.fields.memberships(papers)
+    summary: dict[str, Any] = dataclasses.field(default_factory=dict)  # the build's fields summary, for cache hits
 
     def label(self, papers: pd.DataFrame) -> pd.DataFrame:
         """Assignment rows (``assignments.parquet`` columns) of ``papers``, as the build labelled them."""
         from rap_benchmark.pipeline.instrument.offline import direction_similarities, label_memberships
 
         papers = papers.reset_index(drop=True)
-        memberships = self.memberships(papers)
-        m, sims, known = direction_similarities(papers, memberships, self.prototypes)
+        m, sims, known = direction_similarities(papers, self.fields.memberships(papers), self.prototypes)
         return label_memberships(m, sims, known, self.calibration, self.rules)
 
 

@@ -22,23 +22,15 @@ evidence, frozen with the codebook), the rules are applied in this order:
 ``single``
     otherwise (no secondary).
 
-The tie ratio ``r*`` is calibrated once, on pre-cutoff evidence: it is the ``1 - tie_rate``
-quantile of ``s2 / s1`` pooled over every field's pre-cutoff memberships with enough evidence,
-so that a share ``tie_rate`` of those memberships are ties (boundary or bridge). The default
-``tie_rate`` is the paper's instrument's tie share (42.60% boundary + 1.58% bridge); a relative
-margin that is right for one corpus is wrong for another (real abstracts give much flatter
-similarity profiles than the synthetic mini corpus), while the calibrated rate transfers. Later
-papers are then labelled with the frozen ``r*``, so post-cutoff tie shares can drift. With
-``tie_calibration = "eligibility"`` the calibration rows are instead every membership dated before
-``spec.eligibility_end`` (the retrospective frame the fields were chosen in), so the tie share
-holds over the frame rather than only before the cutoff; no forecasting outcome is consulted
-either way.
-
-The bridge strength is fixed (``bridge_strength``) unless ``bridge_rate`` is set: then it is
-calibrated like ``r*``, on the same calibration rows and without outcomes, as the quantile of
-``s2 / m_f`` among the calibration ties between distinct directions that makes a share
-``bridge_rate`` of the calibration rows bridges (the paper's instrument: 1.58%). The calibrated
-value is frozen with the calibration.
+The tie ratio ``r*`` is the ``1 - tie_rate`` quantile of ``s2 / s1`` over the calibration rows
+(memberships with enough evidence dated before the codebook cutoff, or before
+``spec.eligibility_end`` with ``tie_calibration = "eligibility"``), so that a share ``tie_rate``
+of them are ties. The default is the paper's instrument's tie share (42.60% boundary + 1.58%
+bridge): a fixed margin does not transfer between corpora (real abstracts give much flatter
+similarity profiles than mini), a calibrated rate does. With ``bridge_rate`` set, the bridge
+strength is calibrated the same way: the quantile of ``s2 / m_f`` among calibration ties between
+distinct directions that makes that share of the calibration rows bridges. No forecasting
+outcome is consulted; later papers are labelled with the frozen values.
 
 The rule constants are :class:`AssignRules`; ``spec.extra["assign_rules"]`` may override them
 (so the parameter ledger records what was used).
@@ -77,13 +69,8 @@ class AssignRules:
     other_ratio: float = 0.39
     tie_rate: float = 0.4418
     bridge_strength: float = 0.80
-    bridge_rate: float | None = None
-    """When set, ``bridge_strength`` is calibrated so that this share of the calibration rows are
-    bridges (see the module docstring); None keeps the fixed ``bridge_strength``."""
-    tie_calibration: str = "pre_cutoff"
-    """Which memberships calibrate ``r*`` and the field levels: ``pre_cutoff`` (dated before the
-    codebook cutoff) or ``eligibility`` (dated before ``spec.eligibility_end``, the frame the
-    fields were chosen in). Neither looks at any forecasting outcome."""
+    bridge_rate: float | None = None  # None: the fixed bridge_strength
+    tie_calibration: str = "pre_cutoff"  # or "eligibility": which rows calibrate r* and m_f
 
     @classmethod
     def from_spec(cls, spec: BenchmarkSpec) -> AssignRules:
@@ -192,9 +179,7 @@ def calibrate_and_assign(
     if absent:
         raise KeyError(f"no codebook for fields {', '.join(absent[:5])}")
     m, sims, known = direction_similarities(papers, memberships, prototypes)
-    n = len(m)
-    best = np.argsort(-sims, axis=1, kind="stable")[:, 0]
-    s1 = sims[np.arange(n), best]
+    s1 = sims.max(axis=1)
     fids = m["field_id"].to_numpy().astype(str)
     calib_end = spec.codebook_cutoff if rules.tie_calibration == "pre_cutoff" else spec.eligibility_end
     pre = m["date"].to_numpy().astype(str) < calib_end
@@ -231,6 +216,21 @@ def label_memberships(
     return out.reset_index(drop=True)
 
 
+def _top_two(sims: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: the best and second direction (ties to the lower key) and their cosines s1, s2."""
+    order = np.argsort(-sims, axis=1, kind="stable")
+    best, second = order[:, 0], order[:, 1]
+    rows = np.arange(sims.shape[0])
+    return best, second, sims[rows, best], sims[rows, second]
+
+
+def _calibration_rows(known: np.ndarray, s1: np.ndarray, pre: np.ndarray, rules: AssignRules) -> np.ndarray:
+    """Rows with enough evidence and a positive best cosine, dated in the calibration frame (all
+    such rows when none is)."""
+    ok = (known >= rules.min_known_tokens) & (s1 > 0)
+    return ok & pre if (ok & pre).any() else ok
+
+
 def runner_up_ratio(sims: np.ndarray) -> np.ndarray:
     """``s2 / s1`` per row (0 where ``s1 <= 0``)."""
     top = -np.sort(-sims, axis=1)[:, :2]
@@ -240,12 +240,10 @@ def runner_up_ratio(sims: np.ndarray) -> np.ndarray:
 def calibrate_tie_ratio(sims: np.ndarray, known: np.ndarray, pre: np.ndarray, rules: AssignRules) -> float:
     """``r*``: the ``1 - tie_rate`` quantile of ``s2 / s1`` over pre-cutoff rows with enough
     evidence and a positive best similarity (all such rows when none is pre-cutoff)."""
-    ratio = runner_up_ratio(sims)
-    ok = (known >= rules.min_known_tokens) & (sims.max(axis=1, initial=0.0) > 0)
-    calib = ok & pre if (ok & pre).any() else ok
+    calib = _calibration_rows(known, sims.max(axis=1, initial=0.0), pre, rules)
     if not calib.any():
         return 1.0
-    return float(np.quantile(ratio[calib], 1.0 - rules.tie_rate))
+    return float(np.quantile(runner_up_ratio(sims)[calib], 1.0 - rules.tie_rate))
 
 
 def calibrate_bridge_strength(
@@ -262,12 +260,8 @@ def calibrate_bridge_strength(
     :func:`calibrate_tie_ratio` uses) bridges: a quantile of ``s2 / m_f`` over the calibration
     ties between distinct directions (0.0 when there are too few such ties to reach the share; just
     above the largest when the share is 0)."""
-    n = sims.shape[0]
-    order = np.argsort(-sims, axis=1, kind="stable")
-    best, second = order[:, 0], order[:, 1]
-    s1, s2 = sims[np.arange(n), best], sims[np.arange(n), second]
-    ok = (known >= rules.min_known_tokens) & (s1 > 0)
-    calib = ok & pre if (ok & pre).any() else ok
+    best, second, s1, s2 = _top_two(sims)
+    calib = _calibration_rows(known, s1, pre, rules)
     cand = calib & (s2 >= tie_ratio * s1) & tables[table, best, second] & (level > 0)
     want = float(rules.bridge_rate or 0.0) * int(calib.sum())
     if not cand.any() or want >= cand.sum():
@@ -306,10 +300,7 @@ def classify(
     (primary, secondary, type) object arrays.
     """
     n = sims.shape[0]
-    order = np.argsort(-sims, axis=1, kind="stable")
-    best, second = order[:, 0], order[:, 1]
-    s1 = sims[np.arange(n), best]
-    s2 = sims[np.arange(n), second]
+    best, second, s1, s2 = _top_two(sims)
     enough = known >= rules.min_known_tokens
     tie = s2 >= tie_ratio * s1
     apart = distinct[table, best, second]

@@ -1,11 +1,9 @@
 """The LLM instrument: the paper's codebook construction and assignment (its sections 3.2-3.3) through
 any OpenAI-compatible endpoint, resumable, concurrent, priced.
 
-Verbs (in :mod:`.instrument`): :func:`run_llm_instrument` (send, or answer from the store,
-every request of the pipeline in :mod:`.stages`, whose records are in :mod:`.records`) and
-:func:`estimate` (the dry run: typical stand-in replies, nothing sent, tokens and price per
-stage). Request handling is in :mod:`.client` and :mod:`.store`, validation in :mod:`.validate`,
-the review file in :mod:`.review`.
+Verbs (:mod:`.instrument`): :func:`run_llm_instrument` and :func:`estimate` (the dry run). The
+stages are in :mod:`.stages`, requests in :mod:`.client` and :mod:`.store`, validation in
+:mod:`.validate`, the review file in :mod:`.review`.
 """
 
 from rap_benchmark.pipeline.instrument.llm.client import EndpointsFailed, RequestRefused, SpendCapReached, StopRun

@@ -1,12 +1,9 @@
-"""Asking one unit of a stage (a field to name, a batch, a draft, papers to label): the one loop
-every stage of :mod:`.stages` goes through.
+"""Asking one unit of a stage (a field to name, a batch, a draft, papers to label).
 
-The prompt is sent; the reply is read leniently (the first JSON object, whatever wraps it:
-:func:`~.validate.parse_json_reply`) and judged strictly by the stage's validator. An invalid
-reply is asked again, quoting it and naming the fault (``max_attempts`` in all). A reply cut at
-max_tokens that does not pass is asked again once, as is, with twice the budget (capped); that
-re-ask is not one of the attempts, and cut again the unit fails. A refused request (the offline
-fallback) fails the unit at once.
+The reply is read leniently (:func:`~.validate.parse_json_reply`) and judged strictly by the
+stage's validator; an invalid one is asked again, quoted with its fault (``max_attempts`` in all).
+A reply cut at max_tokens is asked again once with twice the budget (not an attempt; cut again,
+the unit fails). A refused request (the offline fallback) fails the unit at once.
 """
 
 from __future__ import annotations
@@ -60,12 +57,10 @@ async def ask(
             continue
         attempt += 1
         tail = "" if settle is None else settle(fault, attempt)
+        again = f"Your reply was invalid: {fault}. Reply again with the JSON object only{tail}."
         messages = [
             *messages,
             {"role": "assistant", "content": reply.content or ""},
-            {
-                "role": "user",
-                "content": f"Your reply was invalid: {fault}. Reply again with the JSON object only{tail}.",
-            },
+            {"role": "user", "content": again},
         ]
     return Outcome(None, f"invalid after {cfg.max_attempts} attempts: {fault}", raw, cfg.max_attempts)

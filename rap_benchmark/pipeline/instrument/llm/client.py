@@ -1,28 +1,20 @@
 """Sending the pipeline's requests: keyed store, several endpoints, accounting, spend cap.
 
-:class:`LLMClient` sends chat requests (temperature 0) to one or more OpenAI-compatible
-endpoints (``URL``, or ``MODEL=URL`` for an endpoint that serves only MODEL, as a vLLM server
-does) through the package's one OpenAI-compatible client
-(:class:`rap_benchmark.llmclient.endpoints.EndpointPool`, the ``openai`` SDK). Every request is
-keyed by the sha256 of its canonical body (:func:`request_body`); a key already in the
-:class:`~.store.RequestStore` is answered from it and never sent, and two identical requests in
-flight are sent once. Each endpoint has at most ``max_in_flight`` requests open; a request goes
-to the open endpoint with the fewest in flight. A transport failure (refused connection, reset,
-timeout, HTTP 5xx or 429, a torn response body) is retried on another endpoint with backoff; an
-endpoint that fails three times in a row is rested for a while. A refused request (any other
-HTTP 4xx) stops the run (:class:`RequestRefused`) unless the offline fallback was asked for.
-Results never depend on which endpoint answered or in which order answers arrived: the
-pipeline reads them by request, not by arrival.
+:class:`LLMClient` sends chat requests (temperature 0) through
+:class:`rap_benchmark.llmclient.endpoints.EndpointPool` (failover, backoff, resting endpoints).
+Every request is keyed by the sha256 of its canonical body (:func:`request_body`): a key already
+in the :class:`~.store.RequestStore` is answered from it, two identical requests in flight are
+sent once. A refused request (HTTP 4xx other than 429) stops the run (:class:`RequestRefused`)
+unless the offline fallback was asked for. The pipeline reads answers by request, so results
+never depend on which endpoint answered or when.
 
-:class:`StandInClient` is the same :class:`Client` (records first, the same accounting) but
-sends nothing: it answers with :mod:`.standin`'s typical replies, so the dry run walks the real
-pipeline and renders every real prompt.
+:class:`StandInClient` answers what the store does not hold with :mod:`.standin`'s typical
+replies, so the dry run walks the real pipeline and renders every real prompt.
 
-Spend: cost is priced per answer from the price table (llmclient/pricing.py). With a cap, a
-request is sent only while the spend recorded in the store plus the worst case of everything in
-flight (estimated prompt tokens plus ``max_tokens`` of completion) stays within the cap; when it
-would not, the run stops cleanly (:class:`SpendCapReached`) after the requests in flight are
-answered and written, and a rerun with a higher cap resumes.
+Spend: each answer is priced from llmclient/pricing.py. With a cap, a request is sent only while
+the stored spend plus the worst case of everything in flight (estimated prompt tokens plus
+``max_tokens``) stays within it; otherwise the run stops cleanly (:class:`SpendCapReached`) once
+the requests in flight are stored, and a rerun with a higher cap resumes.
 """
 
 from __future__ import annotations
@@ -121,10 +113,6 @@ def request_body(
     return orjson.dumps(body, option=orjson.OPT_SORT_KEYS)
 
 
-def request_key(body: bytes) -> str:
-    return hashlib.sha256(body).hexdigest()
-
-
 @dataclass
 class Accounting:
     prices: PriceTable
@@ -134,12 +122,9 @@ class Accounting:
         return self.prices.cost_usd(model, prompt, completion)
 
     def record(self, stage: str, model: str, rec: dict[str, Any], *, cached: bool, retry: bool) -> None:
-        prompt, completion, truncated = (
-            rec["prompt_tokens"],
-            rec["completion_tokens"],
-            rec.get("finish_reason") == "length",
-        )
+        prompt, completion = rec["prompt_tokens"], rec["completion_tokens"]
         cost = self.cost(model, prompt, completion)
+        truncated = rec.get("finish_reason") == "length"
         self.stages[stage].add(prompt, completion, cost, cached=cached, retry=retry, truncated=truncated)
 
     def refused(self, stage: str) -> None:
@@ -164,13 +149,11 @@ class Client:
     async def complete(
         self, stage: str, model: str, messages: list[dict[str, str]], max_tokens: int, *, retry: bool = False
     ) -> Reply:
-        """The answer to one request: from the records, or by :meth:`_answer`.
-
-        ``retry`` marks a request that re-asks a unit (counted per stage). A refused request
-        (HTTP 4xx) raises :class:`RequestRefused`, unless the client was made with
-        ``fallback="offline"``: then it comes back as a Reply with ``error`` set (counted)."""
+        """The answer to one request, from the records or by :meth:`_answer`; ``retry`` marks a
+        re-ask (counted). A refused request raises :class:`RequestRefused`, or with
+        ``fallback="offline"`` comes back with ``error`` set."""
         body = request_body(model, messages, max_tokens, self.extra_body)
-        key = request_key(body)
+        key = hashlib.sha256(body).hexdigest()
         rec = self.records.get(key)
         cached = rec is not None
         if rec is None:
@@ -179,7 +162,8 @@ class Client:
             self.accounting.refused(stage)
             return Reply(None, rec["error"], 0, 0, False)
         self.accounting.record(stage, model, rec, cached=cached, retry=retry)
-        return reply_of(rec, cached)
+        tokens = rec["prompt_tokens"], rec["completion_tokens"]
+        return Reply(rec["content"], None, *tokens, cached, rec.get("finish_reason"), rec.get("reasoning"))
 
     async def _answer(
         self, stage: str, model: str, key: str, body: bytes, messages: list[dict[str, str]], max_tokens: int
@@ -218,10 +202,8 @@ class LLMClient(Client):
         self._flusher: asyncio.Task[None] | None = None
 
     def _stored_spend(self) -> float:
-        total = 0.0
-        for rec in self.records.values():
-            total += self.accounting.cost(rec["model"], rec["prompt_tokens"], rec["completion_tokens"]) or 0.0
-        return total
+        cost = self.accounting.cost
+        return sum(cost(r["model"], r["prompt_tokens"], r["completion_tokens"]) or 0.0 for r in self.records.values())
 
     async def __aenter__(self) -> LLMClient:
         self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
@@ -309,28 +291,14 @@ class LLMClient(Client):
         return rec
 
 
-def reply_of(rec: dict[str, Any], cached: bool) -> Reply:
-    return Reply(
-        rec["content"],
-        None,
-        rec["prompt_tokens"],
-        rec["completion_tokens"],
-        cached,
-        rec.get("finish_reason"),
-        rec.get("reasoning"),
-    )
-
-
 def _backoff(attempt: int) -> float:
     return min(0.01 * 3 ** (attempt - 1), 30.0)  # ~33 s over 8 retries
 
 
 def response_record(response: Any, key: str, stage: str, model: str) -> dict[str, Any]:
-    """The store record of a chat.completion (the SDK's ChatCompletion).
-
-    The reasoning of a thinking model is kept apart from the answer: vLLM's reasoning parsers
-    send it as ``reasoning_content`` (or ``reasoning``); without a parser it is the reply's
-    ``<think>`` block, cut out here. It is recorded in the store, never in the artifacts."""
+    """The store record of a chat.completion. A thinking model's reasoning (``reasoning_content``
+    from vLLM's parsers, else the reply's ``<think>`` block) is kept apart from the answer, in the
+    store only, never in the artifacts."""
     choice = response.choices[0]
     message = choice.message
     content = message.content if isinstance(message.content, str) else None
@@ -388,11 +356,8 @@ async def run_all(
     desc: str | None = None,
 ) -> list[Any]:
     """Run ``jobs`` with at most ``concurrency`` at a time; results in job order (a progress bar
-    named ``desc`` when given).
-
-    When the client stops (spend cap, no endpoint), no further job starts, the jobs running are
-    allowed to finish (their answers are stored), and the stop is raised.
-    """
+    named ``desc`` when given). When the client stops, no further job starts, the running ones
+    finish (their answers are stored) and the stop is raised."""
     from tqdm import tqdm
 
     results: list[Any] = [None] * len(jobs)

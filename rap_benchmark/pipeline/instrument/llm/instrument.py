@@ -218,13 +218,10 @@ def estimate(
     prices_path: str | None = None,
     tokenizer: str | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """The dry run: requests, tokens and price per stage, sending nothing.
-
-    Walks the real pipeline; answers already in the store (``store_dir``, read only) are used
-    and counted as ``from_store``; every other request is rendered exactly and answered with a
-    typical stand-in reply (:mod:`.standin`) so that the later prompts can be rendered too.
-    Tokens are counted with ``tokenizer`` (a Hugging Face tokenizer's name or folder) when
-    given, else with the pre-tokeniser count of :mod:`.tokens`.
+    """The dry run: requests, tokens and price per stage, sending nothing. The real pipeline is
+    walked; answers in the store (``store_dir``, read only) count as ``from_store``, every other
+    request is rendered and answered with a typical stand-in reply (:mod:`.standin`). Tokens are
+    counted with ``tokenizer`` (a Hugging Face name or folder) when given, else by :mod:`.tokens`.
     """
     records: dict[str, dict[str, Any]] = {}
     path = None if store_dir is None else Path(store_dir) / "requests.jsonl"

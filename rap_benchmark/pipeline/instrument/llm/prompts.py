@@ -15,11 +15,9 @@ from typing import Any
 
 from rap_benchmark.core import resources
 from rap_benchmark.core.records import Codebook
+from rap_benchmark.pipeline.phrases import listing
 
-PROMPT_VERSION = 2
-"""Version of the prompt set (recorded in the ledger beside each file's sha256). 2: field naming
-with distinctive phrases and the corpus's categories, merged fields renamed, named deduplication
-groups, revision counts that include the draft's own papers, ``not_in_field`` labels."""
+PROMPT_VERSION = 2  # of the prompt set, recorded in the ledger beside each file's sha256
 
 
 class Stage(StrEnum):
@@ -90,10 +88,7 @@ def direction_line(label: str, d: dict[str, Any], papers: int | None = None) -> 
 
 def corpus_description(categories: Sequence[str]) -> str:
     """The corpus as the field-naming prompt names it: the spec's arXiv categories."""
-    cats = list(categories)
-    if not cats:
-        return "any category"
-    return cats[0] if len(cats) == 1 else f"{', '.join(cats[:-1])} and {cats[-1]}"
+    return listing(list(categories)) or "any category"
 
 
 def merged_line(names: Sequence[tuple[str, str]]) -> str:

@@ -15,14 +15,12 @@
    is repaired deterministically (:func:`~.validate.repair_consolidation`) after the retries;
 9. ``assign``: every membership, several papers per request: primary, secondary, type.
 
-Every stage sends all its requests concurrently and reads answers back by request, so the
-result does not depend on completion order. Each unit is asked through :func:`~.ask.ask` (read
-leniently, validated strictly, re-asked with the fault named); what stays invalid is a lost unit
-of its stage, and a stage that loses more than ``max_drop_share`` of its units stops the
-construction (:class:`StageLost`).
-With the offline fallback the build goes on instead: a field keeps its offline name, a draft
-its unrevised form, a field without a valid consolidation is dropped, and a membership without
-a valid label is kept as ``low_evidence`` (never counted) and listed.
+Every stage sends its requests concurrently and reads answers by request (so completion order
+does not matter), each unit through :func:`~.ask.ask`. A unit that stays invalid is lost; a
+stage that loses more than ``max_drop_share`` of its units stops the construction
+(:class:`StageLost`). With the offline fallback the build goes on: a field keeps its offline
+name, a draft its unrevised form, a field without a valid consolidation is dropped, and a
+membership without a valid label is kept as ``low_evidence`` (never counted) and listed.
 """
 
 from __future__ import annotations
@@ -75,9 +73,8 @@ def _order(seed: int, salt: str, ids: Sequence[str]) -> list[str]:
 
 class DistinctivePhrases:
     """The most distinctive title phrases of a candidate field (or a merged group of them), for
-    the naming prompt: the class-based TF-IDF of :func:`rap_benchmark.pipeline.phrases.rank_phrases`
-    (share of the field's papers using a phrase, against its share among all other candidates'
-    papers)."""
+    the naming prompt (:func:`rap_benchmark.pipeline.phrases.rank_phrases` against all other
+    candidates' papers)."""
 
     TOP = 8
 
@@ -222,18 +219,8 @@ class Pipeline:
             {c: [p for p in members[c] if self._date[p] < self.spec.eligibility_end] for c in cids}, self._title
         )
 
-        named = await self._ask_all(
-            Stage.FIELD_NAME,
-            [
-                (
-                    c,
-                    cfg.model,
-                    self._naming_prompt(c, members[c], phrases.top((c,)), candidates[c].name),
-                    validate_field_name,
-                )
-                for c in cids
-            ],
-        )
+        prompts = {c: self._naming_prompt(c, members[c], phrases.top((c,)), candidates[c].name) for c in cids}
+        named = await self._ask_all(Stage.FIELD_NAME, [(c, cfg.model, prompts[c], validate_field_name) for c in cids])
         names: dict[str, FieldName] = {}
         for cid, out in named:
             if out.value is None:
@@ -245,15 +232,8 @@ class Pipeline:
         if len(cids) > 1:
             lines = "\n".join(f"{c}: {names[c].name}. {names[c].definition}" for c in cids)
             prompt = P.render(Stage.FIELD_MERGE, fields=lines)
-            out = await ask(
-                self.client,
-                Stage.FIELD_MERGE,
-                cfg.model,
-                prompt,
-                lambda o: validate_groups(o, cids, "merge"),
-                cfg,
-            )
-            self._count(Stage.FIELD_MERGE, [out])
+            check = lambda o: validate_groups(o, cids, "merge")  # noqa: E731
+            [(_, out)] = await self._ask_all(Stage.FIELD_MERGE, [(None, cfg.model, prompt, check)])
             if out.value is None:
                 self.notes.append(f"synonym merging failed ({out.reason}); no fields merged")
             else:
@@ -355,7 +335,7 @@ class Pipeline:
                 continue
             programs = "\n".join(f"- {p.name}: {p.description}" for p in r.programs) or "- (none found)"
             allowed = frozenset(sample)
-            for which, model in zip(("A", "B"), cfg.draft_models, strict=True):
+            for which, model in zip("AB", cfg.draft_models, strict=True):
                 shown = sample if which == "A" else _order(self.spec.seed, f"draft-b|{r.field_id}", sample)
                 prompt = P.render(
                     Stage.DRAFT,
@@ -382,7 +362,7 @@ class Pipeline:
             shown = set(self._draft_sample(r.field_id, pre[r.field_id]))
             rest = [p for p in _order(spec.seed, f"absorb|{r.field_id}", pre[r.field_id]) if p not in shown]
             extra[r.field_id] = rest[: cfg.absorb_papers]
-            for which in ("A", "B"):
+            for which, model in zip("AB", cfg.draft_models, strict=True):
                 draft = r.drafts.get(which)
                 if draft is None:
                     continue
@@ -397,7 +377,6 @@ class Pipeline:
                         directions=lines,
                         papers=P.paper_lines(self._rows(batch), cfg.abstract_chars),
                     )
-                    model = cfg.draft_models[0 if which == "A" else 1]
                     check = lambda o, b=batch, d=draft: validate_absorption(o, b, len(d))  # noqa: E731
                     asks.append(((r, which), model, prompt, check))
         absorbed_ids: dict[tuple[str, str], list[str]] = {}
@@ -414,7 +393,7 @@ class Pipeline:
         asks = []
         for r in reports:
             sample = self._draft_sample(r.field_id, pre[r.field_id])
-            for which in ("A", "B"):
+            for which, model in zip("AB", cfg.draft_models, strict=True):
                 draft = r.drafts.get(which)
                 if draft is None:
                     continue
@@ -433,7 +412,6 @@ class Pipeline:
                     unplaced=P.paper_lines(self._rows(unplaced), None) or "(none)",
                     papers=P.paper_lines(self._rows(exemplar_pool), None),
                 )
-                model = cfg.draft_models[0 if which == "A" else 1]
                 asks.append(((r, which), model, prompt, lambda o, a=frozenset(exemplar_pool): validate_draft(o, a)))
         for (r, which), out in await self._ask_all(Stage.REVISE, asks):
             if out.value is None:

@@ -1,11 +1,8 @@
 """Plausible, valid replies to every prompt of the pipeline, computed from the prompt alone.
 
-Two uses: the dry run answers with ``typical=True`` replies (fixed, typical sizes) to render the
-later prompts that depend on earlier answers; the scripted server of the rehearsal answers with
-``typical=False`` replies (sizes and choices varied deterministically by the prompt's hash).
-Replies are deterministic functions of the messages. Names come from the words of the titles
-shown; labels follow the paper's assignment-type shares (single 55.48%, boundary 42.60%,
-bridge 1.58%, other 0.34%).
+The dry run answers with ``typical=True`` replies (typical sizes) to render the later prompts;
+the rehearsal's scripted server with ``typical=False`` ones (varied by the prompt's hash). Names
+come from the titles shown; labels follow the paper's assignment-type shares.
 """
 
 from __future__ import annotations
@@ -13,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
+from itertools import accumulate
 from typing import Any
 
 import numpy as np
@@ -160,13 +158,8 @@ def _label(pid: str, prompt: str) -> dict[str, Any]:
     u = int.from_bytes(h[:4], "little") / 2**32
     primary = DIRECTION_KEYS[h[4] % 8]
     secondary = DIRECTION_KEYS[(h[4] + 1 + h[5] % 7) % 8]
-    acc = 0.0
-    kind = "low_evidence"
-    for name, share in TYPE_SHARES:
-        acc += share
-        if u < acc:
-            kind = name
-            break
+    edges = accumulate(share for _, share in TYPE_SHARES)
+    kind = next((name for (name, _), edge in zip(TYPE_SHARES, edges, strict=True) if u < edge), "low_evidence")
     if kind in ("other", "low_evidence"):
         return {"id": pid, "primary": "other", "secondary": None, "type": kind}
     return {"id": pid, "primary": primary, "secondary": None if kind == "single" else secondary, "type": kind}

@@ -11,17 +11,11 @@ Layout of a store folder::
     review.md        the maintainers' review of the codebook construction (written by the build)
     summary.json     requests, tokens and cost per stage (written by the build)
 
-The key is the sha256 of the canonical request body (model, messages, temperature,
-max_tokens and any --extra-body keys as compact JSON with sorted keys): the same request always has the same key, whatever
-the endpoint, the completion order or the process. Guarantees, as ``rap run``'s run store:
-
-* SIGKILL-safe: answers are appended in groups with one ``write`` and an ``fsync`` (group
-  commit); on open, a torn last line left by a kill is cut off, so the file always ends with a
-  whole record;
-* no answered request sent twice: the client looks a key up here before sending, and an answer
-  that reached the file is never lost; only answers still in memory at a kill are asked again;
-* invalid outputs are answers too (they were paid for): the retry is a different request (it
-  quotes the invalid reply), so the history of a unit replays exactly on resume.
+The key is the sha256 of the canonical request body, whatever the endpoint, order or process.
+Guarantees, as ``rap run``'s run store: SIGKILL-safe group commits (one ``write`` and ``fsync``;
+a torn last line is cut on open); an answer that reached the file is never asked again; invalid
+outputs are answers too (the retry quotes them, so it is another request), so a unit's history
+replays exactly on resume.
 """
 
 from __future__ import annotations

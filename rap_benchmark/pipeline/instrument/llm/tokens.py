@@ -1,14 +1,10 @@
 """Token counts without the served model's tokenizer: a pre-tokeniser count.
 
-Byte-pair tokenisers of current chat models split text into words (with their leading space),
-digit groups and punctuation runs, then rarely split a common English word further. Counting
-those pieces approximates their token counts on English prose and JSON. The dry run estimates
-with it, and the scripted server of the rehearsal reports usage with it (a stand-in for a real
-tokenizer), so the rehearsal's ``dry_run_token_error`` measures what the dry run cannot know
-before sending: the sizes of the replies and of the later prompts built from them.
-
-With the served model's tokenizer at hand, :func:`tokenizer_counters` counts exactly what the
-model will see (its chat template included); ``rap build --dry-run --tokenizer NAME_OR_PATH``.
+Byte-pair tokenisers split text into words (with their leading space), digit groups and
+punctuation runs, and rarely split a common English word further, so counting those pieces
+approximates their token counts on English prose and JSON. The dry run estimates with it and the
+rehearsal's scripted server reports usage with it. :func:`tokenizer_counters` counts exactly with
+the served model's tokenizer (``rap build --dry-run --tokenizer NAME_OR_PATH``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """Validation of every LLM reply of the construction pipeline (pure functions).
 
-Each validator takes the parsed JSON object and what the prompt showed (paper ids, field ids,
-candidate counts) and returns a typed value or raises :class:`InvalidOutput` whose message is the
-reason shown to the model on a retry and recorded when the retries run out. Unknown keys are
-rejected everywhere. :func:`repair_consolidation` is the deterministic repair of a consolidation
-that kept returning a number of directions other than eight.
+Each validator takes the parsed JSON object and what the prompt showed and returns a typed value
+or raises :class:`InvalidOutput`, whose message is shown to the model on a retry and recorded when
+the retries run out. Unknown keys are rejected everywhere.
 """
 
 from __future__ import annotations
@@ -40,10 +38,9 @@ MAX_JSON_STARTS = 64  # '{' positions tried before a reply is declared to hold n
 
 
 def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
-    """(answer, reasoning) of a reply whose reasoning is inline: ``<think>...</think>`` blocks are
-    cut out (any case); a reply with a closing ``</think>`` only (Qwen3's chat template opens the
-    block in the prompt) loses everything up to it; an unclosed ``<think>`` (cut while thinking)
-    leaves no answer. Replies without a think tag come back unchanged."""
+    """(answer, reasoning) of a reply with inline ``<think>`` blocks (any case). A lone closing
+    ``</think>`` (Qwen3's template opens the block in the prompt) cuts everything before it; an
+    unclosed ``<think>`` (cut while thinking) leaves no answer."""
     if text is None:
         return None, None
     parts = [m.group(0)[7:-8] for m in _THINK.finditer(text)]
@@ -62,31 +59,12 @@ def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
     return rest.strip(), reasoning
 
 
+_STRING_OR_TRAILING_COMMA = re.compile(r'("(?:\\.|[^"\\])*")|,([ \t\r\n]*[}\]])')
+
+
 def _drop_trailing_commas(text: str) -> str:
     """``text`` without commas that directly precede ``}`` or ``]`` outside strings."""
-    out: list[str] = []
-    in_string = escaped = False
-    n = len(text)
-    for i, ch in enumerate(text):
-        if in_string:
-            out.append(ch)
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-            continue
-        if ch == '"':
-            in_string = True
-        elif ch == ",":
-            j = i + 1
-            while j < n and text[j] in " \t\r\n":
-                j += 1
-            if j < n and text[j] in "}]":
-                continue
-        out.append(ch)
-    return "".join(out)
+    return _STRING_OR_TRAILING_COMMA.sub(lambda m: m.group(1) or m.group(2), text)
 
 
 def _first_object(text: str) -> tuple[Any, str | None]:
@@ -112,13 +90,9 @@ def _first_object(text: str) -> tuple[Any, str | None]:
 
 
 def parse_json_reply(text: str | None) -> dict[str, Any]:
-    """The reply's JSON object, read leniently and then returned for strict validation.
-
-    Real models wrap their answer: a fence in any case (```` ```json ````, ```` ```JSON ````, one
-    line or several), a preamble ("Here are the labels:"), a trailing note, a ``<think>`` block,
-    a trailing comma. The first complete JSON object in the reply is the answer; the validators
-    then judge it as strictly as ever.
-    """
+    """The reply's JSON object, read leniently for strict validation: the first complete object
+    is the answer, whatever wraps it (a fence, a preamble, a trailing note, a ``<think>`` block, a
+    trailing comma)."""
     answer, _ = split_reasoning(text)
     if answer is None or not answer.strip():
         if text is not None and _THINK_OPEN.search(text) and not _THINK_END.search(text):
@@ -349,23 +323,14 @@ def validate_codebook(
 ) -> Codebook:
     """A consolidated codebook: exactly the keys D0..D7, well-formed, distinctly named directions."""
     check_keys(obj, DIRECTION_KEYS, "codebook")
-    dirs = _directions_from_keyed(obj, allowed)
-    return to_codebook(dirs, field_id, name, definition)
+    return to_codebook(_directions_from_keyed(obj, allowed), field_id, name, definition)
 
 
 def to_codebook(dirs: Sequence[dict[str, Any]], field_id: str, name: str, definition: str) -> Codebook:
-    directions = tuple(
-        Direction(
-            key=key,
-            name=d["name"],
-            definition=d["definition"],
-            inclusion=d["inclusion"],
-            exclusion=d["exclusion"],
-            exemplars=tuple(d["exemplars"]),
-        )
-        for key, d in zip(DIRECTION_KEYS, dirs, strict=True)
+    directions = (
+        Direction(key, **{**d, "exemplars": tuple(d["exemplars"])}) for key, d in zip(DIRECTION_KEYS, dirs, strict=True)
     )
-    return Codebook(field_id, name, definition, directions)
+    return Codebook(field_id, name, definition, tuple(directions))
 
 
 def _name_tokens(name: str) -> frozenset[str]:
@@ -426,9 +391,8 @@ NOT_IN_FIELD = "not_in_field"
 
 @dataclass(frozen=True)
 class OutOfField:
-    """A membership the model judged wrong: the paper is not about the field at all. It is not
-    an assignment (neither ``other``, in the field but in no direction, nor ``low_evidence``):
-    the membership is left out of the instance and counted."""
+    """A membership the model judged wrong (the paper is not about the field; unlike ``other``, it
+    is not in the field at all): left out of the instance and counted."""
 
     arxiv_id: str
     field_id: str
@@ -468,8 +432,8 @@ NOT_LABELLED = "not labelled"
 
 @dataclass(frozen=True)
 class LabelCheck:
-    """One labels reply judged item by item: the valid labels, a reason per shown paper without
-    one, and the faults that belong to no shown paper (an id that was not shown)."""
+    """One labels reply judged item by item: the valid labels, a reason per paper without one, and
+    the faults that belong to no paper (an id that was not shown)."""
 
     good: dict[str, Assignment | OutOfField]
     bad: dict[str, str]
@@ -484,8 +448,7 @@ class LabelCheck:
         return "; ".join(parts)
 
     def reasons(self) -> dict[str, str]:
-        """The reason per paper without a valid label; a paper not labelled while a label went to
-        an id that was not shown is said to be so."""
+        """The reason per paper without a valid label (naming the unshown ids labelled instead)."""
         if not self.faults:
             return self.bad
         why = f"{NOT_LABELLED} ({'; '.join(self.faults)})"
@@ -497,12 +460,10 @@ def validate_label_batch(
 ) -> LabelCheck:
     """``{"labels": [{"id", "primary", "secondary", "type"}]}`` judged label by label.
 
-    ``ids`` are the papers to label, ``shown`` any further papers of the prompt (a follow-up asks
-    about some of a batch's papers; labels for the others are ignored). A batch with one bad
-    label keeps its good ones; a paper missing from the reply or labelled twice is a reason for
-    that paper, an id that was never shown a fault of the reply. The whole
-    reply is invalid (InvalidOutput) when it is not a ``labels`` list or a label cannot be tied
-    to a paper (no ``id`` key: a renamed key is named once, for the whole reply).
+    ``ids`` are the papers to label, ``shown`` further papers of the prompt whose labels are
+    ignored (a follow-up asks about some of a batch). Good labels are kept beside bad ones; a
+    missing or twice-labelled paper is a reason for that paper, an unshown id a fault of the reply.
+    InvalidOutput when it is not a ``labels`` list or a label has no string ``id``.
     """
     check_keys(obj, ("labels",), "labels")
     items = obj["labels"]
