@@ -243,14 +243,8 @@ def _score_origins(
     keep = [(f, o) in keys for f, o in zip(frame["field_id"], frame["origin"].astype(str), strict=True)]
     if not any(keep):
         return pd.DataFrame()
-    narrowed = replace(report.validation, frame=frame[keep].reset_index(drop=True))
-    board = score_submission(
-        SubmissionReport(report.path, report.meta, report.problems, narrowed),
-        inst,
-        split=split,
-        n_resamples=n_resamples,
-        seed=seed,
-    )
+    narrowed = replace(report, validation=replace(report.validation, frame=frame[keep].reset_index(drop=True)))
+    board = score_submission(narrowed, inst, split=split, n_resamples=n_resamples, seed=seed)
     n_expected = len(live.drop_duplicates(["field_id", "origin"]))
     board["coverage"] = f"{int(sum(keep))}/{n_expected}"
     board["origins"] = ",".join(sorted(origins))
