@@ -372,20 +372,14 @@ def revision_table(
         gi = g["_i"].to_numpy()
         ep_idx = idx_all[gi]
         pos = pd.Index(eps.keys[ep_idx])
+        own = eps.origin[ep_idx]
         for h in horizons:
             later = {o: add_months(parse_date(o), h).isoformat() for o in origins}
-            pairs_t = [o for o in origins if later[o] in origins]
-            if not pairs_t:
-                continue
-            a_rows, b_rows = [], []
-            for t in pairs_t:
-                at = np.flatnonzero(eps.origin[ep_idx] == t)
-                keys_b = np.char.add(np.char.add(eps.field_id[ep_idx[at]].astype(str), "@"), later[t])
-                loc = pos.get_indexer(keys_b)
-                ok = loc >= 0
-                a_rows.append(at[ok])
-                b_rows.append(loc[ok])
-            ia, ib = np.concatenate(a_rows), np.concatenate(b_rows)
+            keys_b = np.char.add(np.char.add(eps.field_id[ep_idx].astype(str), "@"), [later[o] for o in own])
+            loc = pos.get_indexer(keys_b)  # each row's episode h months later, -1 where there is none
+            ia = np.flatnonzero(loc >= 0)
+            ia = ia[np.argsort(own[ia], kind="stable")]  # pairs ordered by T, then as the rows come
+            ib = loc[ia]
             if split is not None:
                 keep = eps.split[ep_idx[ia]] == parse_enum(Split, split).value
                 ia, ib = ia[keep], ib[keep]
