@@ -320,8 +320,10 @@ def score_submission(
                 score_predictions(inst, state, target="y"), inst, split=split, forecast_only=False, **kwargs
             )
             if len(as_forecast):
-                as_forecast = as_forecast[["model", "condition", "spearman"]]
-                board = board.merge(as_forecast.rename(columns={"spearman": "state_as_forecast"}), how="left")
+                as_forecast = as_forecast[["model", "condition", "spearman"]].rename(
+                    columns={"spearman": "state_as_forecast"}
+                )
+                board = board.merge(as_forecast, on=["model", "condition"], how="left")
         if len(board):
             boards.append(board.assign(target=target))
     if not boards:
@@ -514,10 +516,11 @@ def split_by_model(
 ) -> list[Path]:
     """Split a multi-model prediction file (e.g. ``rap baselines``'s) into one submission per model.
 
-    Writes ``<out_dir>/<model slug>.jsonl`` and its :func:`meta_from_rows` sidecar for each model;
-    knowledge_cutoff, attempts, submitter, notes and benchmark_version come from ``meta`` (else
-    the file's own sidecar; benchmark_version is null unless stated). With ``only_if_mixed`` a
-    one-model file is returned as is. The file must read cleanly (:func:`read_predictions`).
+    Writes ``<out_dir>/<model slug>.jsonl`` and its :func:`meta_from_rows` sidecar for each model
+    (an :class:`InputError` when one model's rows come from several instances); knowledge_cutoff,
+    attempts, submitter, notes and benchmark_version come from ``meta`` (else the file's own
+    sidecar; benchmark_version is null unless stated). With ``only_if_mixed`` a one-model file is
+    returned as is. The file must read cleanly (:func:`read_predictions`).
     """
     frame = read_predictions(path)
     if only_if_mixed and frame["model"].nunique() <= 1:
