@@ -213,6 +213,9 @@ STATE_COLUMNS: tuple[tuple[str, Any], ...] = (
 )
 
 
+CONTRAST_HEADERS = {"spearman": "Δ Spearman", "tv_improvement": "TV impr.", "jsd_improvement": "JSD impr."}
+
+
 def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
     """One row per contrast: Spearman difference and TV/JSD improvements side by side."""
     if contrasts.empty:
@@ -221,11 +224,7 @@ def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
     for (model, contrast), g in contrasts.groupby(["model", "contrast"], sort=False):
         by = g.set_index("metric")
         row = {"model": model, "contrast": contrast}
-        for metric, header in (
-            ("spearman", "Δ Spearman"),
-            ("tv_improvement", "TV impr."),
-            ("jsd_improvement", "JSD impr."),
-        ):
+        for metric, header in CONTRAST_HEADERS.items():
             if metric in by.index:
                 r = by.loc[metric]
                 mark = " *" if bool(r["excludes_zero"]) else ""
@@ -326,24 +325,15 @@ def to_markdown(df: pd.DataFrame) -> str:
 # -- the closing note ------------------------------------------------------------------------
 
 
-def baseline_rows(tables: ReportTables) -> list[tuple[str, str]]:
-    """(label, "0.754 [0.689, 0.802]") for each statistical baseline on the leaderboard."""
-    board = tables.leaderboard
-    out = []
-    if board.empty:
-        return out
-    indexed = board[board["condition"] == "A0"].set_index("model")
-    for name, label in BASELINE_LABELS.items():
-        model = BASELINE_PREFIX + name
-        if model in indexed.index:
-            out.append((label, interval_cell(indexed.loc[model])))
-    return out
-
-
 def closing_note(tables: ReportTables, *, multiplicity: bool = True) -> str:
     """Plain-text closing paragraph: this instance's baselines and ceiling beside the paper's anchors."""
-    meta = tables.meta
-    parts = [f"{label} {value}" for label, value in baseline_rows(tables)]
+    meta, board = tables.meta, tables.leaderboard
+    a0 = board[board["condition"] == "A0"].set_index("model") if len(board) else board
+    parts = [  # "EWMA 0.754 [0.689, 0.802]" for each statistical baseline on the leaderboard
+        f"{label} {interval_cell(a0.loc[BASELINE_PREFIX + name])}"
+        for name, label in BASELINE_LABELS.items()
+        if BASELINE_PREFIX + name in a0.index
+    ]
     split = meta.get("split", "test")
     text = f"On {meta.get('instance', 'this instance')} ({split} split, field-macro Forecast Spearman, 95% block-bootstrap intervals): "
     text += "; ".join(parts) if parts else "no baseline predictions were scored"
