@@ -156,15 +156,24 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _number(v: Any, digits: int, signed: bool) -> str:
+    return f"{float(v):+.{digits}f}" if signed else fmt(v, digits)
+
+
+def fmt_bounds(lo: Any, hi: Any, digits: int = 3, *, signed: bool = False) -> str:
+    """``[0.790, 0.815]`` (``signed``: ``[-0.004, +0.030]``); empty when a bound is missing."""
+    if unknown(lo) or unknown(hi):
+        return ""
+    return f"[{_number(lo, digits, signed)}, {_number(hi, digits, signed)}]"
+
+
 def fmt_interval(est: Any, lo: Any, hi: Any, digits: int = 3, *, signed: bool = False) -> str:
     """``0.803 [0.790, 0.815]`` (``signed``, for contrasts: ``+0.012 [-0.004, +0.030]``); the bare
     estimate (``0.803``) when a bound is missing, and empty when the estimate is (None, NA, NaN)."""
     if unknown(est):
         return ""
-    cell = (lambda v: f"{float(v):+.{digits}f}") if signed else (lambda v: fmt(v, digits))
-    if unknown(lo) or unknown(hi):
-        return cell(est)
-    return f"{cell(est)} [{cell(lo)}, {cell(hi)}]"
+    bounds = fmt_bounds(lo, hi, digits, signed=signed)
+    return f"{_number(est, digits, signed)} {bounds}".rstrip()
 
 
 def interval_cell(row: Mapping[str, Any], prefix: str = "spearman", *, signed: bool = False) -> str:
@@ -190,7 +199,7 @@ LEADERBOARD_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("Spearman [95% block CI]", interval_cell),
     (
         "field-clustered CI",
-        lambda r: f"[{fmt(r.get('spearman_field_lo'))}, {fmt(r.get('spearman_field_hi'))}]",
+        lambda r: fmt_bounds(r.get("spearman_field_lo"), r.get("spearman_field_hi")),
     ),
     ("cent. cosine", "centred_cosine"),
     ("TV", "tv"),
@@ -230,7 +239,7 @@ def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
                 mark = " *" if bool(r["excludes_zero"]) else ""
                 row[f"{header} [95% block CI]"] = fmt_interval(r["estimate"], r["lo"], r["hi"], signed=True) + mark
                 if metric == "spearman":
-                    row["Δ Spearman field-clustered CI"] = f"[{float(r['field_lo']):+.3f}, {float(r['field_hi']):+.3f}]"
+                    row["Δ Spearman field-clustered CI"] = fmt_bounds(r["field_lo"], r["field_hi"], signed=True)
         row.update(cells=fmt(g["n_cells"].iloc[0]), fields=fmt(g["n_fields"].iloc[0]))
         rows.append(row)
     return pd.DataFrame(rows)
