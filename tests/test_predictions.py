@@ -17,8 +17,10 @@ from rap_benchmark.core.spec import mini_spec
 from rap_benchmark.evaluation.predictions import (
     REQUIRED_COLUMNS,
     PredictionFileError,
+    Problem,
     ProblemKind,
     Severity,
+    ValidationReport,
     load_predictions,
     read_predictions,
     validate_predictions,
@@ -28,6 +30,11 @@ from rap_benchmark.evaluation.predictions import (
 HASH = "a" * 64
 FIELDS = ("f00", "f01", "f02")
 ORIGINS = ("2024-01-01", "2024-07-01")
+
+
+def of_kind(report: ValidationReport, kind: ProblemKind) -> list[Problem]:
+    """The report's problems of one kind."""
+    return [p for p in report.problems if p.kind is kind]
 
 
 def _instance() -> Instance:
@@ -198,7 +205,7 @@ def test_bad_file_corpus_names_each_problem(tmp_path: Path, name: str) -> None:
     _, kind, phrase = BAD_FILES[name]
     report = validate_predictions(path, _instance())  # never raises
     assert not report.ok
-    matching = report.of_kind(kind)
+    matching = of_kind(report, kind)
     assert matching, f"{name}: expected {kind}, got {report.summary()}"
     assert any(phrase in p.message for p in matching), f"{name}: {phrase!r} not in {report.summary()}"
     assert all(p.message for p in report.problems)
@@ -215,7 +222,7 @@ def test_bad_weights_become_invalid_units_not_dropped(tmp_path: Path) -> None:
     assert len(report.frame) == len(rows)
     bad = report.frame[~report.frame["valid"]]
     assert len(bad) == 1 and bad["invalid_reason"].iloc[0].startswith("validator: ")
-    assert report.of_kind(ProblemKind.BAD_WEIGHTS)[0].lines == (2,)
+    assert of_kind(report, ProblemKind.BAD_WEIGHTS)[0].lines == (2,)
 
 
 def test_duplicates_are_all_dropped_and_counted_missing(tmp_path: Path) -> None:
@@ -233,7 +240,7 @@ def test_missing_episodes_counted_and_listed_per_model_and_condition(tmp_path: P
     assert report.ok  # missing episodes are a warning
     assert report.missing[("m", "A1")] == ("f01@2024-07-01",)
     assert len(report.missing[("m", "A0")]) == 5
-    msgs = [p.message for p in report.of_kind(ProblemKind.MISSING_EPISODES)]
+    msgs = [p.message for p in of_kind(report, ProblemKind.MISSING_EPISODES)]
     assert any("m / A1: 1 of 6" in m for m in msgs)
     # restricted to Test (f01, f02), and with an expected condition the file lacks entirely
     report = validate_predictions(
@@ -241,7 +248,7 @@ def test_missing_episodes_counted_and_listed_per_model_and_condition(tmp_path: P
     )
     assert report.missing[("m", "A1")] == ("f01@2024-07-01",)
     assert len(report.missing[("m", "A3")]) == 4
-    assert report.of_kind(ProblemKind.UNEXPECTED_CONDITION)  # the A0 row
+    assert of_kind(report, ProblemKind.UNEXPECTED_CONDITION)  # the A0 row
 
 
 def test_size_limit_refuses_huge_files_unread(tmp_path: Path) -> None:

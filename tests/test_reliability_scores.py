@@ -17,8 +17,10 @@ from hypothesis import strategies as st
 from rap_benchmark.core.records import DIRECTION_KEYS
 from rap_benchmark.evaluation.predictions import (
     MAX_LISTED,
+    Problem,
     ProblemKind,
     Severity,
+    ValidationReport,
     combine_validated,
     keep_first_owner,
     validate_predictions,
@@ -29,6 +31,11 @@ from rap_benchmark.evaluation.scoring import baseline_predictions, score_predict
 
 GOOD_MODEL = "baseline/ewma"
 K = ProblemKind
+
+
+def of_kind(report: ValidationReport, kind: ProblemKind) -> list[Problem]:
+    """The report's problems of one kind."""
+    return [p for p in report.problems if p.kind is kind]
 
 
 @pytest.fixture(scope="module")
@@ -244,7 +251,7 @@ def test_valid_false_without_reason_is_refused(mini, tmp_path):
     """Bug: valid: false with no invalid_reason was accepted without a message."""
     path = _write(tmp_path / "p.jsonl", [_line(_row(mini, 0, valid=False, **dict.fromkeys(DIRECTION_KEYS)))])
     report = validate_predictions(path, mini)
-    (p,) = report.of_kind(K.NO_REASON)
+    (p,) = of_kind(report, K.NO_REASON)
     assert p.severity is Severity.ERROR and not report.ok
 
 
@@ -254,7 +261,7 @@ def test_weights_of_1e308_are_out_of_range_without_a_numpy_warning(mini, tmp_pat
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         report = validate_predictions(path, mini)
-    (p,) = report.of_kind(K.BAD_WEIGHTS)
+    (p,) = of_kind(report, K.BAD_WEIGHTS)
     assert "out of range" in p.message and not report.frame["valid"].any()
 
 
@@ -262,14 +269,14 @@ def test_duplicate_keys_inside_a_row_are_named(mini, tmp_path):
     """Bug: duplicate keys inside one row were accepted; the last value silently won."""
     line = _line(_row(mini, 0)).replace(b'"D2": 12.5', b'"D2": 12.5, "D2": 80.0')
     report = validate_predictions(_write(tmp_path / "p.jsonl", [line]), mini)
-    (p,) = report.of_kind(K.DUPLICATE_KEY)
+    (p,) = of_kind(report, K.DUPLICATE_KEY)
     assert "'D2'" in p.message and report.frame.empty
 
 
 def test_nan_weight_is_reported_as_nan(mini, tmp_path):
     """Bug: a NaN weight was reported as "null or absent"."""
     line = _line(_row(mini, 0)).replace(b'"D1": 12.5', b'"D1": NaN')
-    (p,) = validate_predictions(_write(tmp_path / "p.jsonl", [line]), mini).of_kind(K.NON_STANDARD_JSON)
+    (p,) = of_kind(validate_predictions(_write(tmp_path / "p.jsonl", [line]), mini), K.NON_STANDARD_JSON)
     assert "NaN" in p.message and "null or absent" not in p.message
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -278,7 +285,7 @@ def test_nan_weight_is_reported_as_nan(mini, tmp_path):
     table = pa.table({k: pa.array([v], from_pandas=False) for k, v in row.items() if k != "D1"})
     table = table.append_column("D1", pa.array([float("nan")], pa.float64(), from_pandas=False))
     pq.write_table(table, tmp_path / "p.parquet")
-    (p,) = validate_predictions(tmp_path / "p.parquet", mini).of_kind(K.BAD_WEIGHTS)
+    (p,) = of_kind(validate_predictions(tmp_path / "p.parquet", mini), K.BAD_WEIGHTS)
     assert "NaN weight" in p.message
 
 
@@ -312,7 +319,7 @@ def test_huge_values_and_duplicates_give_bounded_messages(mini, tmp_path):
     report = validate_predictions(_write(tmp_path / "p.jsonl", [name, *dups]), mini)
     text = report.summary()
     assert len(text) < 5000, len(text)
-    assert report.of_kind(K.LINE_TOO_LONG) and report.of_kind(K.DUPLICATE)[0].count == 1
+    assert of_kind(report, K.LINE_TOO_LONG) and of_kind(report, K.DUPLICATE)[0].count == 1
     assert all(len(p.lines) <= MAX_LISTED for p in report.problems)
 
 

@@ -16,6 +16,7 @@ from rap_benchmark.cli import main
 from rap_benchmark.evaluation.board.display import display_board
 from rap_benchmark.evaluation.report.tables import (
     LEADERBOARD_COLUMNS,
+    _contrasts_wide,
     display,
     fmt_interval,
     interval_cell,
@@ -177,6 +178,23 @@ def test_a_score_without_its_interval_reads_the_same_bare_estimate_in_the_report
     assert fmt_interval(0.0123, gap, gap, signed=True) == "+0.012"
     assert fmt_interval(0.0123, -0.004, 0.03, signed=True) == "+0.012 [-0.004, +0.030]"
     assert interval_cell({**row, "spearman": gap, "spearman_lo": 0.79}) == ""
+
+
+@pytest.mark.parametrize("gap", [None, float("nan"), pd.NA])
+def test_a_missing_field_clustered_interval_is_an_empty_cell_not_brackets(gap) -> None:
+    """Regression: with its bounds missing (one field, or too few to resample), the leaderboard's
+    ``field-clustered CI`` cell read ``[, ]`` and a contrast's ``[+nan, +nan]``; both are now empty."""
+    row = {"model": "m", "condition": "A0", "spearman": 0.8, "spearman_field_lo": gap, "spearman_field_hi": gap}
+    assert display(pd.DataFrame([row]), LEADERBOARD_COLUMNS)["field-clustered CI"].tolist() == [""]
+    both = {**row, "spearman_field_lo": 0.7, "spearman_field_hi": 0.9}
+    assert display(pd.DataFrame([both]), LEADERBOARD_COLUMNS)["field-clustered CI"].tolist() == ["[0.700, 0.900]"]
+    contrast = {"model": "m", "contrast": "A1-A0", "metric": "spearman", "estimate": 0.012, "lo": -0.004}
+    contrast |= {"hi": 0.03, "excludes_zero": False, "field_lo": gap, "field_hi": gap, "n_cells": 4, "n_fields": 1}
+    wide = _contrasts_wide(pd.DataFrame([contrast]))
+    assert wide["Δ Spearman field-clustered CI"].tolist() == [""]
+    assert wide["Δ Spearman [95% block CI]"].tolist() == ["+0.012 [-0.004, +0.030]"]
+    contrast |= {"field_lo": -0.01, "field_hi": 0.04}
+    assert _contrasts_wide(pd.DataFrame([contrast]))["Δ Spearman field-clustered CI"].tolist() == ["[-0.010, +0.040]"]
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")

@@ -1,29 +1,16 @@
-"""Sealed forecasts and the Forecast-Live track (docs/LIVING.md).
+"""Sealed forecasts and the Forecast-Live track (the protocol: docs/LIVING.md).
 
 A forecast for a window that has not opened yet is *sealed*: ``rap submit seal PRED.jsonl``
-publishes one JSON row (a *seal*) that commits to the prediction file without revealing it::
-
-    {"seal_version": 1, "commitment": "<sha256 hex>", "sealed_at": "2025-12-30T09:00:00Z",
-     "models": ["org/model"], "conditions": ["A1"], "origins": ["2026-01-01"], "n_rows": 240,
-     "manifest_hash": ["<instance manifest hash>"]}
-
-The commitment is the salted commitment of :mod:`rap_benchmark.core.canonical`,
+publishes one JSON row (a *seal*) that commits to the prediction file without revealing it. The
+commitment is the salted commitment of :mod:`rap_benchmark.core.canonical`,
 ``sha256(salt || canonical_json({"key": SEAL_KEY, "target": rows}))``, where ``rows`` are the
-file's canonical prediction rows (the required prediction columns, as the validator reads
-them, sorted by model, condition, field and origin). So the same forecasts hash the same
-whether they travel as JSONL or parquet, and a change to any weight, validity flag or key
-changes the hash. The salt (32 secret random bytes, ``PRED.salt.hex`` by default) stays with the
-forecaster until the reveal; without it the hash says nothing about the weights.
-
-Publishing: append the row to a public log whose timestamps a third party keeps, e.g. a Hugging
-Face dataset repo (``seals.jsonl``, one row per seal; the Hub's commit time witnesses
-``sealed_at``). The leaderboard trusts the log it is given (``--seals``), not the forecaster.
-
-The *reveal* is the prediction file plus its salt (``FILE.salt.hex``) and its submission
-metadata (``FILE.meta.json``). :func:`score_live` checks each reveal: its commitment must be in
-the log (else it was tampered with, or never sealed), and sealed strictly before every origin T
-it forecasts (00:00 UTC of T); then it is scored on the episodes of those origins, on the
-Forecast-Live track, by the same scorer as the retrospective tracks.
+file's required prediction columns as the validator reads them, sorted by model, condition, field
+and origin: JSONL and parquet copies hash the same, and any changed weight, flag or key changes
+the hash. The salt (32 secret random bytes, ``PRED.salt.hex`` by default) stays with the
+forecaster until the reveal. The leaderboard trusts the published seal log (``--seals``), never
+the forecaster: :func:`score_live` scores a reveal (the file, its salt and its ``.meta.json``) on
+the Forecast-Live track only when its commitment is in the log and was sealed strictly before
+00:00 UTC of every origin it forecasts.
 """
 
 from __future__ import annotations
@@ -243,14 +230,8 @@ def _score_origins(
     keep = [(f, o) in keys for f, o in zip(frame["field_id"], frame["origin"].astype(str), strict=True)]
     if not any(keep):
         return pd.DataFrame()
-    narrowed = replace(report.validation, frame=frame[keep].reset_index(drop=True))
-    board = score_submission(
-        SubmissionReport(report.path, report.meta, report.problems, narrowed),
-        inst,
-        split=split,
-        n_resamples=n_resamples,
-        seed=seed,
-    )
+    narrowed = replace(report, validation=replace(report.validation, frame=frame[keep].reset_index(drop=True)))
+    board = score_submission(narrowed, inst, split=split, n_resamples=n_resamples, seed=seed)
     n_expected = len(live.drop_duplicates(["field_id", "origin"]))
     board["coverage"] = f"{int(sum(keep))}/{n_expected}"
     board["origins"] = ",".join(sorted(origins))

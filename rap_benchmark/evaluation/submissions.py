@@ -7,9 +7,7 @@ key-value metadata under ``rap_submission``::
     {"model": "org/model-name", "knowledge_cutoff": "2024-10-01" | null,
      "conditions": ["A1"], "tools": ["search"], "attempts": 1,
      "manifest_hash": "<sha256 of the instance's SHA256SUMS>",
-     "submitter": "optional", "notes": "optional",
-     "usage": {"source": "...", "prices_as_of": "...", "by_condition": {"A1": {"episodes": 40,
-               "input_tokens": 812345, "output_tokens": 20411, "search_calls": 212, "cost_usd": 2.23}}}}
+     "submitter": "optional", "notes": "optional", "usage": {...}}
 
 ``usage`` (``rap_benchmark.evaluation.usage``) is what the run spent; a null is unknown, never 0.
 
@@ -25,6 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -54,7 +53,7 @@ from rap_benchmark.evaluation.predictions import (
 from rap_benchmark.evaluation.report.aggregates import leaderboard, resampling
 from rap_benchmark.evaluation.report.tables import leaderboard_markdown
 from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, score_predictions
-from rap_benchmark.evaluation.usage import Usage, check_usage, unknown_columns, usage_from_rows
+from rap_benchmark.evaluation.usage import BOARD_COLUMNS, Usage, check_usage, usage_from_rows
 
 META_SUFFIX = ".meta.json"
 PARQUET_META_KEY = b"rap_submission"
@@ -83,7 +82,7 @@ class SubmissionMeta(Record):
     def usage_columns(self, condition: Condition | str) -> dict[str, float]:
         """The board's token, Search-call and cost columns for one condition (NaN: unknown)."""
         entry = self.usage.by_condition.get(Condition(condition)) if self.usage is not None else None
-        return entry.board_columns() if entry is not None else unknown_columns()
+        return entry.board_columns() if entry is not None else dict.fromkeys(BOARD_COLUMNS, math.nan)
 
 
 @dataclass(frozen=True)
@@ -301,13 +300,10 @@ def score_submission(
     scores: pd.DataFrame | None = None,
     **kwargs: Any,
 ) -> pd.DataFrame:
-    """``rap score``'s leaderboard rows for one accepted submission (empty when rejected).
-
-    Forecast conditions (A0, A1, A3) are scored against ``y``; State conditions (A2, A4) against
-    their State target ``x`` (the composition of [T-6mo, T)), with ``state_as_forecast`` (the
-    same outputs scored against ``y``) as a separate column. ``target`` says which. ``scores``
-    are the submission's :func:`episode_scores` when already computed. Each row carries the
-    submission's stated usage for its condition (tokens, Search calls, USD; NaN when unknown).
+    """``rap score``'s leaderboard rows for one accepted submission (empty when rejected), one per
+    condition and target as in :func:`episode_scores` (computed here unless ``scores`` are given).
+    State rows add ``state_as_forecast``: the same outputs scored against ``y``. Each row carries
+    the submission's stated usage for its condition (tokens, Search calls, USD; NaN when unknown).
     """
     if scores is None:
         scores = episode_scores(report, inst)
@@ -315,26 +311,24 @@ def score_submission(
         return pd.DataFrame()
     assert report.validation is not None and report.meta is not None
     boards = []
-    forecast, state_scores = scores[scores["target"] == "y"], scores[scores["target"] == "x"]
-    if len(forecast):
-        boards.append(leaderboard(forecast, inst, split=split, forecast_only=False, **kwargs).assign(target="y"))
-    if len(state_scores):
-        fidelity = leaderboard(state_scores, inst, split=split, forecast_only=False, **kwargs)
-        preds = report.validation.frame.drop(columns=["_line"], errors="ignore")
-        state = preds[preds["condition"].isin(set(state_scores["condition"]))]
-        as_forecast = leaderboard(
-            score_predictions(inst, state, target="y"), inst, split=split, forecast_only=False, **kwargs
-        )
-        if len(fidelity) and len(as_forecast):
-            fidelity = fidelity.merge(
-                as_forecast[["model", "condition", "spearman"]].rename(columns={"spearman": "state_as_forecast"}),
-                on=["model", "condition"],
-                how="left",
+    for target, part in scores.groupby("target", sort=False):  # y, then x
+        board = leaderboard(part, inst, split=split, forecast_only=False, **kwargs)
+        if target == "x" and len(board):
+            preds = report.validation.frame.drop(columns=["_line"], errors="ignore")
+            state = preds[preds["condition"].isin(set(part["condition"]))]
+            as_forecast = leaderboard(
+                score_predictions(inst, state, target="y"), inst, split=split, forecast_only=False, **kwargs
             )
-        boards.append(fidelity.assign(target="x"))
-    board = pd.concat([b for b in boards if len(b)], ignore_index=True) if boards else pd.DataFrame()
-    if board.empty:
-        return board
+            if len(as_forecast):
+                as_forecast = as_forecast[["model", "condition", "spearman"]].rename(
+                    columns={"spearman": "state_as_forecast"}
+                )
+                board = board.merge(as_forecast, on=["model", "condition"], how="left")
+        if len(board):
+            boards.append(board.assign(target=target))
+    if not boards:
+        return pd.DataFrame()
+    board = pd.concat(boards, ignore_index=True)
     meta = report.meta
     board.insert(2, "knowledge_cutoff", meta.knowledge_cutoff.isoformat() if meta.knowledge_cutoff else None)
     board.insert(3, "tools", ",".join(meta.tools))
@@ -445,9 +439,8 @@ def score_submissions(
             except Exception as exc:  # noqa: BLE001 - reported, never fatal to the other submissions
                 rep = _rejected(rep, f"[fatal] scoring failed: {exc}")
         reports.append(rep)
-    board = (
-        pd.concat([b for b in boards if len(b)], ignore_index=True) if any(len(b) for b in boards) else pd.DataFrame()
-    )
+    boards = [b for b in boards if len(b)]
+    board = pd.concat(boards, ignore_index=True) if boards else pd.DataFrame()
     scores = pd.concat(all_scores, ignore_index=True) if all_scores else pd.DataFrame()
     board = apply_ranking_rule(board, missing, n_expected_episodes(inst, split))
     if len(board):
@@ -523,14 +516,11 @@ def split_by_model(
 ) -> list[Path]:
     """Split a multi-model prediction file (e.g. ``rap baselines``'s) into one submission per model.
 
-    Writes ``<out_dir>/<model slug>.jsonl`` and its ``.meta.json`` sidecar for each model, by
-    :func:`meta_from_rows` (the metadata ``rap submit prepare`` writes): model, the conditions
-    and manifest hash found in its rows, ``tools``, ``usage``; knowledge_cutoff, attempts,
-    submitter, notes and benchmark_version are taken from ``meta`` (from the file's own sidecar
-    when ``meta`` is None; benchmark_version is null when it does not state one). Rows of one
-    model from several instances are refused (:class:`InputError`): a submission is scored
-    against one instance. With ``only_if_mixed`` a one-model file is returned as is. The file must
-    read cleanly (:func:`read_predictions`).
+    Writes ``<out_dir>/<model slug>.jsonl`` and its :func:`meta_from_rows` sidecar for each model
+    (an :class:`InputError` when one model's rows come from several instances); knowledge_cutoff,
+    attempts, submitter, notes and benchmark_version come from ``meta`` (else the file's own
+    sidecar; benchmark_version is null unless stated). With ``only_if_mixed`` a one-model file is
+    returned as is. The file must read cleanly (:func:`read_predictions`).
     """
     frame = read_predictions(path)
     if only_if_mixed and frame["model"].nunique() <= 1:

@@ -35,16 +35,7 @@ COUNT_FIELDS = ("input_tokens", "output_tokens", "search_calls")
 ENTRY_KEYS = ("episodes", *COUNT_FIELDS, "cost_usd")
 ROW_COLUMNS = {"input_tokens": "prompt_tokens", "output_tokens": "completion_tokens", "search_calls": "n_search_calls"}
 """Usage field -> the prediction file's accounting column that sums to it."""
-BOARD_COLUMNS = (
-    "input_tokens",
-    "output_tokens",
-    "search_calls",
-    "cost_usd",
-    "input_tokens_per_episode",
-    "output_tokens_per_episode",
-    "search_calls_per_episode",
-    "cost_usd_per_episode",
-)
+BOARD_COLUMNS = tuple(f"{name}{per}" for per in ("", "_per_episode") for name in (*COUNT_FIELDS, "cost_usd"))
 """The board's usage columns: each total, then each per-episode mean."""
 UNKNOWN = "unknown"
 
@@ -82,11 +73,6 @@ class Usage(Record):
     source: str
     prices_as_of: str | None
     by_condition: Mapping[Condition, ConditionUsage]  # in condition order
-
-
-def unknown_columns() -> dict[str, float]:
-    """The board's usage columns of a submission that states none."""
-    return dict.fromkeys(BOARD_COLUMNS, math.nan)
 
 
 def _sum_or_none(rows: pd.DataFrame, column: str | None) -> float | None:
@@ -140,10 +126,6 @@ def usage_from_rows(
         "prices_as_of": None if prices is None else prices.as_of,
         "by_condition": by_condition,
     }
-
-
-def _count(value: Any) -> bool:
-    return value is None or is_count(value)
 
 
 def _money(value: Any) -> bool:
@@ -200,7 +182,7 @@ def check_usage(
         if not (isinstance(eps, int) and not isinstance(eps, bool) and eps > 0):
             fatal.append(f"{cond.value}: episodes must be a positive integer")
             continue
-        bad = [k for k in COUNT_FIELDS if not _count(entry.get(k))]
+        bad = [k for k in COUNT_FIELDS if entry.get(k) is not None and not is_count(entry[k])]
         if bad or not _money(entry.get("cost_usd")):
             fatal.append(
                 f"{cond.value}: {', '.join(bad or ['cost_usd'])} must be a nonnegative "

@@ -124,34 +124,6 @@ def submission_details(verdicts: Sequence[dict[str, Any]]) -> list[dict[str, Any
     return out
 
 
-def render_page(
-    board: pd.DataFrame,
-    *,
-    meta: dict[str, Any],
-    verdicts: Sequence[dict[str, Any]],
-    contrasts: pd.DataFrame,
-    figures: Sequence[dict[str, str]],
-    note: str,
-    title: str,
-) -> str:
-    """The page as one HTML string (UTF-8, no external references)."""
-    headers, rows = table_rows(board)
-    return render_template(
-        TEMPLATE,
-        title=title,
-        meta=meta,
-        headers=headers,
-        rows=rows,
-        tracks=sorted({r["track"] for r in rows}),
-        splits=sorted({r["split"] for r in rows if r["split"]}),
-        conditions=sorted({r["condition"] for r in rows}),
-        figures=list(figures),
-        matrices=matrices(contrasts),
-        details=submission_details(verdicts),
-        note=note,
-    )
-
-
 def write_page(
     out: Path,
     board: pd.DataFrame,
@@ -162,7 +134,8 @@ def write_page(
     note: str,
     title: str,
 ) -> list[Path]:
-    """Draw the forest and cost-versus-score figures into ``out`` and write ``out/index.html``."""
+    """Draw the forest and cost-versus-score figures into ``out`` and write ``out/index.html`` (UTF-8,
+    no external references)."""
     scored = board[board["spearman"].notna()] if "spearman" in board else board  # no valid answer: no point
     forecast = scored[scored["target"] == "y"] if "target" in scored else scored
     forest = plot_leaderboard(forecast, out / "forest.png", title=f"{title}: Forecast Spearman")
@@ -184,7 +157,19 @@ def write_page(
             "panel and not drawn.",
         },
     ]
-    html = render_page(
-        board, meta=meta, verdicts=verdicts, contrasts=contrasts, figures=figures, note=note, title=title
+    headers, rows = table_rows(board)
+    html = render_template(
+        TEMPLATE,
+        title=title,
+        meta=meta,
+        headers=headers,
+        rows=rows,
+        tracks=sorted({r["track"] for r in rows}),
+        splits=sorted({r["split"] for r in rows if r["split"]}),
+        conditions=sorted({r["condition"] for r in rows}),
+        figures=figures,
+        matrices=matrices(contrasts),
+        details=submission_details(verdicts),
+        note=note,
     )
     return [forest, cost, atomic_write_text(out / "index.html", html)]

@@ -1,19 +1,9 @@
 """Prediction files: the format, reading, validating and writing.
 
-A prediction file is JSONL or parquet with one row per (model, condition, field_id, origin)
-(docs/ARCHITECTURE.md, "Prediction files"):
-
-    model            str, non-empty
-    condition        "A0".."A4"
-    field_id         str, a field of the instance
-    origin           "YYYY-MM-DD", an origin of the instance
-    D0..D7           float (null when the unit is invalid)
-    valid            bool
-    invalid_reason   str or null (an agent run writes an ``InvalidReason`` value)
-    manifest_hash    str, the instance's manifest hash the predictions were built against
-    [attempts, prompt_tokens, completion_tokens, n_search_calls]   optional int
-    [cost_usd, wall_s]                                              optional float
-    [invalid_detail, response_model]                                optional str
+A prediction file is JSONL or parquet with one row per (model, condition, field_id, origin); its
+columns are the Arrow schema ``rap_benchmark.core.schemas.PREDICTIONS`` (docs/ARCHITECTURE.md,
+"Prediction files"): the key, D0..D7 (null when the unit is invalid), ``valid``,
+``invalid_reason``, ``manifest_hash`` and optional run metadata columns.
 
 Reading never raises on bad input: :func:`load_predictions` (``reading``) returns the rows it
 could read plus a list of :class:`Problem`. :func:`validate_predictions` (``validating``) adds the

@@ -118,9 +118,6 @@ class ValidationReport:
     def n_invalid_units(self) -> int:
         return int((~self.frame["valid"]).sum()) if len(self.frame) else 0
 
-    def of_kind(self, kind: ProblemKind) -> list[Problem]:
-        return [p for p in self.problems if p.kind is kind]
-
     def summary(self) -> str:
         head = (
             f"{self.source}: {self.n_rows_read} rows read, {len(self.frame)} usable "

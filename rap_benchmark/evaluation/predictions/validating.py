@@ -180,9 +180,7 @@ def _validate(
         for (m, c, f, o), grp in copies.head(MAX_LISTED * 50).groupby(list(KEY_COLUMNS), sort=True):
             if len(detail) == MAX_LISTED:
                 break
-            ls = grp[LINE].tolist()
-            shown = ", ".join(map(str, ls[:5])) + (f", ... ({len(ls) - 5} more)" if len(ls) > 5 else "")
-            detail.append(f"{echo(m)}/{c}/{echo(f)}@{o} (lines {shown})")
+            detail.append(f"{echo(m)}/{c}/{echo(f)}@{o} (lines {listing(grp[LINE].tolist(), 5)})")
         text = (
             f"{n_keys} key(s) appear more than once ({int(dup.sum())} rows); every copy was dropped and the "
             f"episode counts as missing: {listing(detail, total=n_keys)}"

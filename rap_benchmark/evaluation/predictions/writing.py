@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
-from typing import Any
 
-import numpy as np
 import pandas as pd
 
+from rap_benchmark.core.canonical import to_plain
 from rap_benchmark.core.fsio import atomic_open
 from rap_benchmark.core.schemas import PREDICTIONS, select
 from rap_benchmark.evaluation.predictions.problems import (
@@ -48,18 +46,7 @@ def write_predictions(df: pd.DataFrame, path: str | Path) -> Path:
         raise ValueError(f"prediction files are .jsonl or .parquet, got {path.name}")
     with atomic_open(path) as fh:  # a kill mid-write leaves the old file or none, never a cut one
         for rec in out.to_dict(orient="records"):
-            row = {col: _json_value(rec[col], col in META_INT_COLUMNS) for col in cols}
+            row = {col: to_plain(rec[col]) for col in cols}  # NaN as null, numpy scalars as Python ones
+            row.update((col, int(row[col])) for col in META_INT_COLUMNS if row.get(col) is not None)
             fh.write(json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n")
     return path
-
-
-def _json_value(value: Any, integer: bool) -> Any:
-    """A cell as JSON: NaN as null, numpy scalars as Python ones, whole floats of int columns as ints."""
-    if isinstance(value, float | np.floating):
-        value = None if math.isnan(value) else float(value)
-        return int(value) if value is not None and integer else value
-    if isinstance(value, np.bool_ | bool):
-        return bool(value)
-    if isinstance(value, np.integer):
-        return int(value)
-    return value

@@ -10,7 +10,7 @@ uses the same seed, so intervals are reproducible one by one.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -78,11 +78,6 @@ def in_split(scores: pd.DataFrame, split: Split | None) -> pd.DataFrame:
     return scores if split is None else scores[scores["split"] == parse_enum(Split, split).value]
 
 
-def _groups(frame: pd.DataFrame, by: Sequence[str]) -> Iterable[tuple[tuple[Any, ...], pd.DataFrame]]:
-    for key, group in frame.groupby(list(by), sort=True):
-        yield (key if isinstance(key, tuple) else (key,)), group
-
-
 def _interval_columns(prefix: str, iv: Interval) -> dict[str, float]:
     return {prefix: iv.estimate, f"{prefix}_lo": iv.lo, f"{prefix}_hi": iv.hi}
 
@@ -112,7 +107,7 @@ def leaderboard(
     frame = in_split(scores, split)
     if forecast_only:
         frame = frame[frame["condition"].map(lambda c: Condition(c).task is Task.FORECAST).to_numpy(bool)]
-    for (model, condition), g in _groups(frame, ("model", "condition")):
+    for (model, condition), g in frame.groupby(["model", "condition"]):
         fids = g["field_id"].to_numpy()
         rho = g["spearman"].to_numpy(np.float64)
         iv = boot.block(rho, fids)
@@ -185,7 +180,7 @@ def paired_contrasts(
     boot = _boot(inst, n_resamples, seed)
     frame = in_split(scores, split)
     ref_cond = Condition(reference_condition).value
-    by_unit = {key: g for key, g in _groups(frame, ("model", "condition"))}
+    by_unit = {key: g for key, g in frame.groupby(["model", "condition"])}
     reference = by_unit.get((reference_model, ref_cond))
     todo: list[tuple[str, str, str, str]] = []  # (model, contrast, candidate unit, reference unit)
     for model in sorted({m for m, _ in by_unit}):
@@ -236,7 +231,7 @@ def per_origin_table(
     """Spearman per (model, condition, origin): mean over fields with a block-bootstrap interval."""
     boot = _boot(inst, n_resamples, seed)
     rows = []
-    for (model, condition, origin), g in _groups(in_split(scores, split), ("model", "condition", "origin")):
+    for (model, condition, origin), g in in_split(scores, split).groupby(["model", "condition", "origin"]):
         iv = boot.block(g["spearman"].to_numpy(np.float64), g["field_id"].to_numpy())
         rows.append(
             {
@@ -270,7 +265,7 @@ def exposure_table(
     """
     boot = _boot(inst, n_resamples, seed)
     rows = []
-    for (model, condition), g in _groups(in_split(scores, split), ("model", "condition")):
+    for (model, condition), g in in_split(scores, split).groupby(["model", "condition"]):
         mask_src = joint_strict if (joint_strict is not None and Condition(condition).task is Task.STATE) else strict
         keys = list(zip(g["model"], g["origin"], strict=True))
         if not any(k in mask_src for k in keys):
@@ -373,24 +368,18 @@ def revision_table(
     origins = sorted(set(eps.origin.tolist()))
     rows = []
     frame = preds.assign(_i=np.arange(len(preds)))
-    for (model, condition), g in _groups(frame, ("model", "condition")):
+    for (model, condition), g in frame.groupby(["model", "condition"]):
         gi = g["_i"].to_numpy()
         ep_idx = idx_all[gi]
         pos = pd.Index(eps.keys[ep_idx])
+        own = eps.origin[ep_idx]
         for h in horizons:
             later = {o: add_months(parse_date(o), h).isoformat() for o in origins}
-            pairs_t = [o for o in origins if later[o] in origins]
-            if not pairs_t:
-                continue
-            a_rows, b_rows = [], []
-            for t in pairs_t:
-                at = np.flatnonzero(eps.origin[ep_idx] == t)
-                keys_b = np.char.add(np.char.add(eps.field_id[ep_idx[at]].astype(str), "@"), later[t])
-                loc = pos.get_indexer(keys_b)
-                ok = loc >= 0
-                a_rows.append(at[ok])
-                b_rows.append(loc[ok])
-            ia, ib = np.concatenate(a_rows), np.concatenate(b_rows)
+            keys_b = np.char.add(np.char.add(eps.field_id[ep_idx].astype(str), "@"), [later[o] for o in own])
+            loc = pos.get_indexer(keys_b)  # each row's episode h months later, -1 where there is none
+            ia = np.flatnonzero(loc >= 0)
+            ia = ia[np.argsort(own[ia], kind="stable")]  # pairs ordered by T, then as the rows come
+            ib = loc[ia]
             if split is not None:
                 keep = eps.split[ep_idx[ia]] == parse_enum(Split, split).value
                 ia, ib = ia[keep], ib[keep]

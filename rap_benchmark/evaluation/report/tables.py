@@ -156,15 +156,24 @@ def fmt(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def _number(v: Any, digits: int, signed: bool) -> str:
+    return f"{float(v):+.{digits}f}" if signed else fmt(v, digits)
+
+
+def fmt_bounds(lo: Any, hi: Any, digits: int = 3, *, signed: bool = False) -> str:
+    """``[0.790, 0.815]`` (``signed``: ``[-0.004, +0.030]``); empty when a bound is missing."""
+    if unknown(lo) or unknown(hi):
+        return ""
+    return f"[{_number(lo, digits, signed)}, {_number(hi, digits, signed)}]"
+
+
 def fmt_interval(est: Any, lo: Any, hi: Any, digits: int = 3, *, signed: bool = False) -> str:
     """``0.803 [0.790, 0.815]`` (``signed``, for contrasts: ``+0.012 [-0.004, +0.030]``); the bare
     estimate (``0.803``) when a bound is missing, and empty when the estimate is (None, NA, NaN)."""
     if unknown(est):
         return ""
-    cell = (lambda v: f"{float(v):+.{digits}f}") if signed else (lambda v: fmt(v, digits))
-    if unknown(lo) or unknown(hi):
-        return cell(est)
-    return f"{cell(est)} [{cell(lo)}, {cell(hi)}]"
+    bounds = fmt_bounds(lo, hi, digits, signed=signed)
+    return f"{_number(est, digits, signed)} {bounds}".rstrip()
 
 
 def interval_cell(row: Mapping[str, Any], prefix: str = "spearman", *, signed: bool = False) -> str:
@@ -190,7 +199,7 @@ LEADERBOARD_COLUMNS: tuple[tuple[str, Any], ...] = (
     ("Spearman [95% block CI]", interval_cell),
     (
         "field-clustered CI",
-        lambda r: f"[{fmt(r.get('spearman_field_lo'))}, {fmt(r.get('spearman_field_hi'))}]",
+        lambda r: fmt_bounds(r.get("spearman_field_lo"), r.get("spearman_field_hi")),
     ),
     ("cent. cosine", "centred_cosine"),
     ("TV", "tv"),
@@ -213,6 +222,9 @@ STATE_COLUMNS: tuple[tuple[str, Any], ...] = (
 )
 
 
+CONTRAST_HEADERS = {"spearman": "Δ Spearman", "tv_improvement": "TV impr.", "jsd_improvement": "JSD impr."}
+
+
 def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
     """One row per contrast: Spearman difference and TV/JSD improvements side by side."""
     if contrasts.empty:
@@ -221,17 +233,13 @@ def _contrasts_wide(contrasts: pd.DataFrame) -> pd.DataFrame:
     for (model, contrast), g in contrasts.groupby(["model", "contrast"], sort=False):
         by = g.set_index("metric")
         row = {"model": model, "contrast": contrast}
-        for metric, header in (
-            ("spearman", "Δ Spearman"),
-            ("tv_improvement", "TV impr."),
-            ("jsd_improvement", "JSD impr."),
-        ):
+        for metric, header in CONTRAST_HEADERS.items():
             if metric in by.index:
                 r = by.loc[metric]
                 mark = " *" if bool(r["excludes_zero"]) else ""
                 row[f"{header} [95% block CI]"] = fmt_interval(r["estimate"], r["lo"], r["hi"], signed=True) + mark
                 if metric == "spearman":
-                    row["Δ Spearman field-clustered CI"] = f"[{float(r['field_lo']):+.3f}, {float(r['field_hi']):+.3f}]"
+                    row["Δ Spearman field-clustered CI"] = fmt_bounds(r["field_lo"], r["field_hi"], signed=True)
         row.update(cells=fmt(g["n_cells"].iloc[0]), fields=fmt(g["n_fields"].iloc[0]))
         rows.append(row)
     return pd.DataFrame(rows)
@@ -326,24 +334,15 @@ def to_markdown(df: pd.DataFrame) -> str:
 # -- the closing note ------------------------------------------------------------------------
 
 
-def baseline_rows(tables: ReportTables) -> list[tuple[str, str]]:
-    """(label, "0.754 [0.689, 0.802]") for each statistical baseline on the leaderboard."""
-    board = tables.leaderboard
-    out = []
-    if board.empty:
-        return out
-    indexed = board[board["condition"] == "A0"].set_index("model")
-    for name, label in BASELINE_LABELS.items():
-        model = BASELINE_PREFIX + name
-        if model in indexed.index:
-            out.append((label, interval_cell(indexed.loc[model])))
-    return out
-
-
 def closing_note(tables: ReportTables, *, multiplicity: bool = True) -> str:
     """Plain-text closing paragraph: this instance's baselines and ceiling beside the paper's anchors."""
-    meta = tables.meta
-    parts = [f"{label} {value}" for label, value in baseline_rows(tables)]
+    meta, board = tables.meta, tables.leaderboard
+    a0 = board[board["condition"] == "A0"].set_index("model") if len(board) else board
+    parts = [  # "EWMA 0.754 [0.689, 0.802]" for each statistical baseline on the leaderboard
+        f"{label} {interval_cell(a0.loc[BASELINE_PREFIX + name])}"
+        for name, label in BASELINE_LABELS.items()
+        if BASELINE_PREFIX + name in a0.index
+    ]
     split = meta.get("split", "test")
     text = f"On {meta.get('instance', 'this instance')} ({split} split, field-macro Forecast Spearman, 95% block-bootstrap intervals): "
     text += "; ".join(parts) if parts else "no baseline predictions were scored"

@@ -184,17 +184,9 @@ def fill_history(H: ArrayLike) -> tuple[Array, NDArray[np.bool_]]:
 
 
 def _params(spec: BenchmarkSpec, tuned: Mapping[str, Any] | None) -> dict[str, Any]:
-    params: dict[str, Any] = {
-        "ewma_weights": tuple(spec.ewma_weights),
-        "arima_phi": spec.arima_phi,
-        "holt_alpha": spec.holt_alpha,
-        "holt_beta": spec.holt_beta,
-        "var_lambda": spec.var_lambda,
-    }
-    for key in TUNED_KEYS:
-        if tuned is not None and key in tuned:
-            params[key] = float(tuned[key])
-    return params
+    params: dict[str, Any] = {key: getattr(spec, key) for key in TUNED_KEYS}
+    params.update((key, float(value)) for key, value in (tuned or {}).items() if key in TUNED_KEYS)
+    return {"ewma_weights": tuple(spec.ewma_weights), **params}
 
 
 def baseline_forecasts(

@@ -2,7 +2,7 @@
 
 Every function takes arrays of shape ``(n, 8)`` (one row per episode; a single 8-vector is
 accepted and treated as one row) in float64 and returns shape ``(n,)``. There are no per-row
-Python loops: ranks come from an ``(n, 8, 8)`` comparison, correlations from row sums.
+Python loops: ranks come from one row-wise ``scipy.stats.rankdata``, correlations from row sums.
 
 Conventions (the paper's reporting layer):
 
@@ -45,25 +45,12 @@ def _pair(a: ArrayLike, b: ArrayLike) -> tuple[Array, Array]:
 
 
 def rankdata_rows(a: ArrayLike) -> Array:
-    """Average ranks (1-based) along each row; rows containing NaN get NaN ranks.
+    """Average ranks (1-based) along each row, as ``scipy.stats.rankdata``; rows containing NaN or
+    an infinity get NaN ranks."""
+    from scipy.stats import rankdata
 
-    Equal to ``scipy.stats.rankdata(row, method="average")`` for every finite row. One sort per
-    row; each tie run's positions [first, last] are found with running max/min, and every member
-    of the run gets (first + last) / 2 + 1.
-    """
     arr = _rows(a)
-    n, k = arr.shape
-    order = np.argsort(arr, axis=1, kind="stable")
-    ordered = np.take_along_axis(arr, order, axis=1)
-    idx = np.broadcast_to(np.arange(k), (n, k))
-    starts = np.ones((n, k), dtype=bool)
-    np.not_equal(ordered[:, 1:], ordered[:, :-1], out=starts[:, 1:])
-    ends = np.ones((n, k), dtype=bool)
-    ends[:, :-1] = starts[:, 1:]
-    first = np.maximum.accumulate(np.where(starts, idx, 0), axis=1)
-    last = np.minimum.accumulate(np.where(ends, idx, k - 1)[:, ::-1], axis=1)[:, ::-1]
-    ranks = np.empty((n, k), dtype=np.float64)
-    np.put_along_axis(ranks, order, 0.5 * (first + last) + 1.0, axis=1)
+    ranks = rankdata(arr, method="average", axis=1)
     ranks[~np.isfinite(arr).all(axis=1)] = np.nan
     return ranks
 

@@ -221,10 +221,7 @@ def reliability(
     changes: dict[int, float] = {}
     changes_n: dict[int, int] = {}
     changes_half: dict[int, float] = {}
-    for h in horizons:
-        if r_change[h].shape[1] == 0:
-            changes[h], changes_n[h], changes_half[h] = float("nan"), 0, float("nan")
-            continue
+    for h in horizons:  # no origin pair at h: NaN over 0 pairs
         changes[h], changes_n[h] = _mean_finite(_nanmean_rows(spearman_brown(r_change[h])))
         changes_half[h], _ = _mean_finite(_nanmean_rows(r_change[h]))
     panel = np.flatnonzero(in_panel)
