@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -159,12 +160,8 @@ def _build(args: argparse.Namespace) -> int:
     if args.instance == "embedded":
         from rap_benchmark.citecast.embedded import EmbeddedConfig, build_embedded
 
-        cfg = EmbeddedConfig()
         changes = {k: v for k, v in (("seed", args.seed), ("n_tasks", args.n_tasks)) if v is not None}
-        if changes:
-            import dataclasses
-
-            cfg = dataclasses.replace(cfg, **changes)
+        cfg = dataclasses.replace(EmbeddedConfig(), **changes)
         out = build_embedded(args.out, cfg, arxiv_source=args.arxiv_source, progress=True)
     else:
         from rap_benchmark.citecast.build import build_from_harvest

@@ -134,24 +134,23 @@ def cmd_score(args: argparse.Namespace) -> int:
     )
     for line in result.problems:
         print(line, file=sys.stderr)
-    board = result.leaderboard if len(result.leaderboard) else None
+    board = result.leaderboard
     state = result.state if result.state is not None and len(result.state) else None
-    failed = not result.ok
     if args.json:
         payload = {
             "manifest_hash": inst.manifest_hash,
             "policy": args.policy,
             "split": args.split,
-            "leaderboard": [] if board is None else json.loads(board.to_json(orient="records")),
+            "leaderboard": json.loads(board.to_json(orient="records")),
             "state": [] if state is None else json.loads(state.to_json(orient="records")),
             "problems": list(result.problems),
         }
         print(json.dumps(payload, indent=1))
-        return 1 if failed else 0
-    if (board is None or board.empty) and state is None:
+        return 0 if result.ok else 1
+    if board.empty and state is None:
         print("rap score: nothing to score", file=sys.stderr)
         return 1
-    if board is None or board.empty:
+    if board.empty:
         print("no Forecast conditions (A0, A1, A3) in the files: the leaderboard ranks only those")
     else:
         ranked, partial = board[board["rank"].notna()], board[board["rank"].isna()]
@@ -172,7 +171,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         )
         print(state_markdown(state), end="")
     print(NO_MULTIPLICITY)
-    return 1 if failed else 0
+    return 0 if result.ok else 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:
