@@ -4,6 +4,7 @@ names the flag, the value and what was expected (argparse turns it into ``rap <c
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
@@ -55,8 +56,6 @@ nonnegative_float = _number(float, 0.0, True, "a number >= 0")
 
 def json_object(flag: str, text: str | None) -> dict[str, Any]:
     """The JSON object given to ``flag`` (``{}`` when none); anything else is refused by name."""
-    import json
-
     if not text:
         return {}
     try:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from rap_benchmark.cli.args import nonnegative_int, positive_int, subcommands
-from rap_benchmark.core.errors import ArtifactError, InputError
+from rap_benchmark.cli.args import nonnegative_int, positive_int, run_folder, subcommands
+from rap_benchmark.cli.run import print_json
+from rap_benchmark.core.errors import ArtifactError, FileFormatError, InputError
 from rap_benchmark.core.fsio import atomic_write_text
 
 EPILOG = """examples:
@@ -148,7 +150,6 @@ def _analyse(args: argparse.Namespace) -> int:
     from rap_benchmark.audit.human import ANSWER_COLUMNS, KEY_COLUMNS, analyse, corpus_cell_shares, tv_permutation_test
     from rap_benchmark.audit.readability import rating_shares, read_ratings, reader_agreement
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.core.errors import FileFormatError
 
     def read_csv(path: str, needed: tuple[str, ...] = ()):
         try:
@@ -220,8 +221,6 @@ def _analyse(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    import sys
-
     from rap_benchmark.bm25 import SearchEngine
     from rap_benchmark.bm25.audit import audit_calls
     from rap_benchmark.core.artifacts import load_instance
@@ -255,8 +254,6 @@ def _recorded_calls(path: Path, manifest_hash: str) -> list:
 def _traces(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.diagnostics import trace_audit
     from rap_benchmark.agents.store import RunStore
-    from rap_benchmark.cli.args import run_folder
-    from rap_benchmark.cli.run import print_json
     from rap_benchmark.core.artifacts import load_instance
 
     store = RunStore(run_folder(args.rundir))

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from rap_benchmark.cli.args import add_extra_body_args, extra_body
 from rap_benchmark.core import resources
-from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.errors import ArtifactError, InputError
+from rap_benchmark.core.fsio import check_replaceable
 
 ARXIV_ENV = "RAP_SHARED_ARXIV"
 
@@ -179,8 +182,6 @@ def expected_cost(name: str, from_source: bool, no_cache: bool) -> str:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    import time
-
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.spec import BenchmarkSpec, spec_for
     from rap_benchmark.pipeline.build import build_instance, format_info, instance_info
@@ -205,7 +206,6 @@ def _cmd_build(args: argparse.Namespace) -> int:
         return _dry_run(spec, Path(source), instrument, args.quiet, args.tokenizer)
     if not args.quiet:
         from rap_benchmark.core.artifacts import LEDGER_FILE
-        from rap_benchmark.core.fsio import check_replaceable
         from rap_benchmark.core.sums import SUMS_FILE
 
         check_replaceable(Path(args.out), (SUMS_FILE, LEDGER_FILE))  # a refusal stays one line
@@ -224,8 +224,6 @@ def _cmd_build(args: argparse.Namespace) -> int:
     print(f"built {spec.name} at {out} in {seconds:.1f} s")
     print(format_info(instance_info(load_instance(out))))
     if instrument is not None:
-        import json
-
         store = instrument.settings.store_dir
         summary = json.loads((store / "summary.json").read_text(encoding="utf-8"))
         print(format_estimate(summary["stages"], "sent").rsplit("\n", 1)[0])
@@ -238,7 +236,6 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from rap_benchmark.core.errors import ArtifactError
     from rap_benchmark.core.sums import SUMS_FILE, verify
 
     root = Path(args.dir)
@@ -263,8 +260,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    import json
-
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.pipeline.build import format_info, instance_info
 

@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from rap_benchmark.cli.leaderboard import BOARD_EXPORT_EPILOG, cmd_export_hf
+
 EXPORT_EPILOG = """examples:
   rap hub export build/mini --out hub/
   rap hub export build/full --out hub/ --withhold-test-targets --citecast build/citecast
@@ -90,8 +92,6 @@ commands rap submit validate and rap score.
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from rap_benchmark.cli.leaderboard import BOARD_EXPORT_EPILOG, cmd_export_hf
-
     hub = subparsers.add_parser(
         "hub", help="Hugging Face dataset repos: export an instance or a leaderboard, publish", epilog=HUB_EPILOG
     )

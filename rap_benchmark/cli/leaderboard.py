@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import sys
 from pathlib import Path
 
 from rap_benchmark.cli.args import nonnegative_int, positive_int, subcommands
 from rap_benchmark.cli.args import split_or_all as _split
+from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.fsio import atomic_write_text
 
 SUBMIT_EPILOG = """examples:
   rap submit prepare runs/my-model --out subs/my-model.jsonl --knowledge-cutoff 2024-10-01
@@ -152,10 +156,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    import datetime as dt
-
     from rap_benchmark.agents.runner import prepare_submission
-    from rap_benchmark.core.errors import InputError
     from rap_benchmark.llmclient.pricing import load_prices
 
     if args.out.suffix.lower() not in (".jsonl", ".parquet"):
@@ -183,10 +184,6 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
-    import json
-
-    from rap_benchmark.core.errors import InputError
-    from rap_benchmark.core.fsio import atomic_write_text
     from rap_benchmark.evaluation.live import parse_stamp, seal
 
     if args.out.exists():
@@ -203,7 +200,6 @@ def cmd_seal(args: argparse.Namespace) -> int:
 
 
 def cmd_score_live(args: argparse.Namespace) -> int:
-    from rap_benchmark.core.errors import InputError
     from rap_benchmark.evaluation.live import read_seals, score_live, write_live_board
 
     if not args.seals:
@@ -272,9 +268,6 @@ def _refusals(accepted: list[bool], what: str, verdicts: Path) -> int:
 
 
 def cmd_split(args: argparse.Namespace) -> int:
-    import json
-
-    from rap_benchmark.core.errors import InputError
     from rap_benchmark.evaluation.predictions import PredictionFileError
     from rap_benchmark.evaluation.submissions import split_by_model
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +67,6 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
         name = args.model or f"constant/{args.constant}"
         backend = ConstantBackend(args.constant)
     elif kind == "openai":
-        import os
-
         if not args.model or not args.base_url:
             raise InputError("--backend openai needs --model and --base-url")
         from rap_benchmark.agents.preflight import check_endpoints
@@ -178,8 +179,6 @@ def run_summary(stats: Any, path: Path, next_step: str) -> str:
 def all_failed(stats: Any, prog: str) -> int:
     """Exit status of a finished run: 1, with one line naming the cause, when every unit run in
     this call failed (an endpoint that never answered, a model that never answered validly)."""
-    import sys
-
     if stats.executed and not stats.valid:
         print(
             f"{prog}: every unit failed ({stats.invalid} of {stats.executed}); first: {one_line(stats.first_failure or 'invalid')}",
@@ -225,8 +224,6 @@ printed as JSON.
 
 def _clean(obj: Any) -> Any:
     """NaN/inf -> null so the printed summary is strict JSON."""
-    import math
-
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
