@@ -65,7 +65,6 @@ def _parallel(args: argparse.Namespace) -> int:
         inst.papers, inst.assignments, second, cutoff, n_resamples=args.resamples, seed=args.seed
     )
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.out, table.to_csv(index=False))
     print(f"parallel-instrument agreement over {len(table)} fields (cross-fit Hungarian, field-resampled 95% CI)")
     for name in ("overall", "pre", "post", "change"):

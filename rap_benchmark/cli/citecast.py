@@ -282,7 +282,6 @@ def _leak_probe(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance_dir)
     rows = run_leak_probe(_client(args), list(inst.tasks.values()), args.n, progress=True)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.out, "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in rows))
     print(f"{'arxiv_id':<12}{'target':>8}{'band':>8}{'band_lo':>8}{'max_any':>9}{'max_about':>10}  leak")
     for r in rows:

@@ -232,7 +232,6 @@ def step_baselines(ctx: DemoContext) -> str:
     inst = ctx.require_instance()
     frame, ledger = baseline_predictions(inst, tune_dev=True)
     out = ctx.root / "predictions" / "baselines.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
     write_predictions(frame, out)
     write_json(out.with_name("baselines_ledger.json"), ledger)
     ctx.results["baselines"] = out

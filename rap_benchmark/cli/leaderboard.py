@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from rap_benchmark.cli.args import nonnegative_int, positive_int, subcommands
+from rap_benchmark.cli.args import existing_files, scoring_options, subcommands
 from rap_benchmark.cli.args import split_or_all as _split
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
@@ -113,9 +113,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("files", type=Path, nargs="+", help="submission files")
     p.add_argument("--instance", type=Path, required=True, help="the scorer's instance folder (holds the targets)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="episodes to score (default test)")
-    p.add_argument("--resamples", type=positive_int, default=None, help="bootstrap resamples (default: the spec's)")
-    p.add_argument("--seed", type=nonnegative_int, default=None, help="bootstrap seed (default: the spec's)")
+    scoring_options(p)
     p.add_argument(
         "--split-models",
         action="store_true",
@@ -217,8 +215,6 @@ def cmd_score_live(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
     if args.live:
         return cmd_score_live(args)
 
@@ -243,7 +239,6 @@ def cmd_score(args: argparse.Namespace) -> int:
                 print(f"rap leaderboard: {f} not split ({len(exc.problems)} problem(s))", file=sys.stderr)
                 expanded.append(f)
         files = expanded
-    files = list(tqdm(files, desc="submissions", file=sys.stderr, leave=False))
     result = score_submissions(
         files, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
     )
@@ -271,8 +266,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     from rap_benchmark.evaluation.predictions import PredictionFileError
     from rap_benchmark.evaluation.submissions import split_by_model
 
-    if not Path(args.file).is_file():
-        raise InputError(f"no such prediction file: {args.file}")
+    existing_files([args.file], "prediction file")
     meta = json.loads(args.meta.read_text(encoding="utf-8")) if args.meta else None
     try:
         written = split_by_model(args.file, args.out, meta=meta)
