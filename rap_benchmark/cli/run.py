@@ -73,7 +73,7 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
 
         name, extra = args.model, extra_body(args, "rap")
         api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-        urls = [u.strip() for u in args.base_url.split(",") if u.strip()]
+        urls = _csv(args.base_url) or []
         check_endpoints(urls, args.served_model or args.model, api_key or os.environ.get("OPENAI_API_KEY"))
         backend = OpenAIBackend(
             urls,
@@ -85,7 +85,7 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
             max_tokens_param=args.max_tokens_param,
             extra_body=extra,
         )
-    elif kind == "transformers":
+    else:  # transformers: argparse allows no other choice
         from rap_benchmark.agents.transformers_backend import TransformersBackend, require_llm_extra, smollm2_gguf
 
         require_llm_extra("--backend transformers")
@@ -105,8 +105,6 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
             answer_prefill=prefill,
             answer_max_new_tokens=args.answer_max_new_tokens,
         )
-    else:  # pragma: no cover - argparse restricts choices
-        raise InputError(f"unknown backend {kind}")
     if args.request_delay:
         backend = Throttled(backend, args.request_delay)
     return backend, name
