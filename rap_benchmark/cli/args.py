@@ -4,6 +4,7 @@ names the flag, the value and what was expected (argparse turns it into ``rap <c
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable, Sequence
 from enum import Enum
 from pathlib import Path
@@ -53,10 +54,15 @@ positive_float = _number(float, 0.0, False, "a number > 0")
 nonnegative_float = _number(float, 0.0, True, "a number >= 0")
 
 
+def scoring_options(p: argparse.ArgumentParser) -> None:
+    """``--split``, ``--resamples`` and ``--seed`` of rap score, rap report and rap leaderboard score."""
+    p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="episodes to score (default test)")
+    p.add_argument("--resamples", type=positive_int, default=None, help="bootstrap resamples (default: the spec's)")
+    p.add_argument("--seed", type=nonnegative_int, default=None, help="bootstrap seed (default: the spec's)")
+
+
 def json_object(flag: str, text: str | None) -> dict[str, Any]:
     """The JSON object given to ``flag`` (``{}`` when none); anything else is refused by name."""
-    import json
-
     if not text:
         return {}
     try:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from rap_benchmark.cli.args import nonnegative_int, positive_int, subcommands
-from rap_benchmark.core.errors import ArtifactError, InputError
+from rap_benchmark.cli.args import nonnegative_int, positive_int, run_folder, subcommands
+from rap_benchmark.cli.run import print_json
+from rap_benchmark.core.errors import ArtifactError, FileFormatError, InputError
 from rap_benchmark.core.fsio import atomic_write_text
 
 EPILOG = """examples:
@@ -45,6 +47,13 @@ def _fmt(est) -> str:
     return f"{est.estimate:.3f} [{est.lo:.3f}, {est.hi:.3f}]"
 
 
+def _print_estimates(estimates: dict, n_of: str = "") -> dict[str, dict]:
+    """One line per estimate (value, 95% interval, n); returns them as plain dicts for --json."""
+    for name, est in estimates.items():
+        print(f"  {name:34s} {_fmt(est)}  (n={est.n}{n_of})")
+    return {name: vars(est) for name, est in estimates.items()}
+
+
 def _parallel(args: argparse.Namespace) -> int:
     from rap_benchmark.audit.parallel import parallel_agreement, second_instrument
     from rap_benchmark.core.artifacts import load_instance
@@ -56,7 +65,6 @@ def _parallel(args: argparse.Namespace) -> int:
         inst.papers, inst.assignments, second, cutoff, n_resamples=args.resamples, seed=args.seed
     )
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.out, table.to_csv(index=False))
     print(f"parallel-instrument agreement over {len(table)} fields (cross-fit Hungarian, field-resampled 95% CI)")
     for name in ("overall", "pre", "post", "change"):
@@ -141,29 +149,25 @@ def _analyse(args: argparse.Namespace) -> int:
     from rap_benchmark.audit.human import ANSWER_COLUMNS, KEY_COLUMNS, analyse, corpus_cell_shares, tv_permutation_test
     from rap_benchmark.audit.readability import rating_shares, read_ratings, reader_agreement
     from rap_benchmark.core.artifacts import load_instance
-    from rap_benchmark.core.errors import FileFormatError
 
-    def read_csv(path: str):
+    def read_csv(path: str, needed: tuple[str, ...] = ()):
         try:
-            return pd.read_csv(path, dtype=str, keep_default_na=False)
+            table = pd.read_csv(path, dtype=str, keep_default_na=False)
         except (ValueError, UnicodeDecodeError) as exc:  # pandas' parser and empty-data errors are ValueErrors
             raise FileFormatError(path, f"not a readable CSV ({exc})") from exc
+        missing = [c for c in needed if c not in table.columns]
+        if missing:
+            raise FileFormatError(path, f"missing column(s) {', '.join(missing)} (expected {', '.join(needed)})")
+        return table
 
     if len(args.answers) > 2:
         raise InputError(f"at most two readers' answers, not {len(args.answers)}")
     if len(args.ratings or []) > 2:
         raise InputError(f"at most two readers' --ratings, not {len(args.ratings)}")
-    key = read_csv(args.key).replace({"": None})
-    missing = [c for c in KEY_COLUMNS if c not in key.columns]
-    if missing:
-        raise FileFormatError(args.key, f"missing column(s) {', '.join(missing)} (expected {', '.join(KEY_COLUMNS)})")
+    key = read_csv(args.key, tuple(KEY_COLUMNS)).replace({"": None})
     readers = []
     for path in args.answers:
-        answers = read_csv(path)
-        needed = ("item_id", *ANSWER_COLUMNS)
-        missing = [c for c in needed if c not in answers.columns]
-        if missing:
-            raise FileFormatError(path, f"missing column(s) {', '.join(missing)} (expected {', '.join(needed)})")
+        answers = read_csv(path, ("item_id", *ANSWER_COLUMNS))
         unknown = sorted(set(answers["item_id"]) - set(key["item_id"]))
         if unknown:
             raise InputError(f"{path}: {len(unknown)} answered items are not in the key (e.g. {unknown[:3]})")
@@ -186,13 +190,11 @@ def _analyse(args: argparse.Namespace) -> int:
         res = analyse(key, answers, pi, n_resamples=args.resamples, seed=args.seed)
         if len(readers) > 1:
             print(f"reader {r + 1} ({args.answers[r]}):")
-        for name, est in res.items():
-            print(f"  {name:34s} {_fmt(est)}  (n={est.n})")
+        block: dict[str, object] = _print_estimates(res)
         merged = key.merge(answers, on="item_id", suffixes=("_frozen", "_annotator"))
         a = direction_index(merged["primary_frozen"].to_numpy())
         b = direction_index(merged["primary_annotator"].to_numpy())
         both = (a >= 0) & (b >= 0)
-        block: dict[str, object] = {name: vars(est) for name, est in res.items()}
         if both.sum() > 0:
             perm = tv_permutation_test(a[both], b[both], n_permutations=args.permutations, seed=args.seed)
             print(
@@ -207,23 +209,17 @@ def _analyse(args: argparse.Namespace) -> int:
     if len(readers) == 2:
         agree = reader_agreement(key, readers[0], readers[1], n_resamples=args.resamples, seed=args.seed)
         print("reader against reader:")
-        for name, est in agree.items():
-            print(f"  {name:34s} {_fmt(est)}  (n={est.n})")
-        out["readers"] = {name: vars(est) for name, est in agree.items()}
+        out["readers"] = _print_estimates(agree)
     if ratings:
         shares = rating_shares(ratings, n_resamples=args.resamples, seed=args.seed)
         print(f"directions rated ({len(ratings)} reader{'s' if len(ratings) > 1 else ''}):")
-        for name, est in shares.items():
-            print(f"  {name:34s} {_fmt(est)}  (n={est.n} directions)")
-        out["direction_ratings"] = {name: vars(est) for name, est in shares.items()}
+        out["direction_ratings"] = _print_estimates(shares, " directions")
     if args.json:
         print(json.dumps(out, sort_keys=True, default=float))
     return 0
 
 
 def _search(args: argparse.Namespace) -> int:
-    import sys
-
     from rap_benchmark.bm25 import SearchEngine
     from rap_benchmark.bm25.audit import audit_calls
     from rap_benchmark.core.artifacts import load_instance
@@ -257,8 +253,6 @@ def _recorded_calls(path: Path, manifest_hash: str) -> list:
 def _traces(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.diagnostics import trace_audit
     from rap_benchmark.agents.store import RunStore
-    from rap_benchmark.cli.args import run_folder
-    from rap_benchmark.cli.run import print_json
     from rap_benchmark.core.artifacts import load_instance
 
     store = RunStore(run_folder(args.rundir))

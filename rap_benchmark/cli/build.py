@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
+import time
 from pathlib import Path
 
 from rap_benchmark.cli.args import add_extra_body_args, extra_body
 from rap_benchmark.core import resources
-from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.errors import ArtifactError, InputError
+from rap_benchmark.core.fsio import check_replaceable
 
 ARXIV_ENV = "RAP_SHARED_ARXIV"
 
@@ -66,44 +69,36 @@ def default_arxiv_source() -> Path | None:
     return None
 
 
-def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None]:
-    """(LLMInstrument or None, error message)."""
+LLM_ONLY = (
+    "base_url model draft_models max_spend_usd llm_store tokenizer chat_template_kwargs extra_body fallback".split()
+)
+"""The ``rap build`` options only the LLM instrument reads (``--dry-run`` too)."""
+
+
+def _llm_instrument(args: argparse.Namespace) -> object | None:
+    """The LLM instrument the flags describe, checked (None: the offline instrument)."""
     if args.instrument != "llm":
-        given = [
-            o
-            for o in (
-                "base_url",
-                "model",
-                "draft_models",
-                "max_spend_usd",
-                "llm_store",
-                "tokenizer",
-                "chat_template_kwargs",
-                "extra_body",
-                "fallback",
-            )
-            if getattr(args, o)
-        ]
+        given = ["--" + o.replace("_", "-") for o in LLM_ONLY if getattr(args, o)]
         if given or args.dry_run:
-            flags = ", ".join("--" + o.replace("_", "-") for o in given) or "--dry-run"
-            return None, f"{flags} need --instrument llm (--base-url, --model and every LLM flag do)"
-        return None, None
+            flags = ", ".join(given) or "--dry-run"
+            raise InputError(f"{flags} need --instrument llm (--base-url, --model and every LLM flag do)")
+        return None
     from rap_benchmark.pipeline.instrument.llm import LLMInstrument, LLMSettings, PipelineConfig
 
     if not args.model:
-        return None, "--instrument llm needs --model"
+        raise InputError("--instrument llm needs --model")
     urls = tuple(u.strip() for u in (args.base_url or "").split(",") if u.strip())
     if not urls and not args.dry_run:
-        return None, "--instrument llm needs --base-url URL[,URL...] (an OpenAI-compatible endpoint)"
+        raise InputError("--instrument llm needs --base-url URL[,URL...] (an OpenAI-compatible endpoint)")
     drafts = tuple(m.strip() for m in (args.draft_models or f"{args.model},{args.model}").split(","))
     if len(drafts) != 2 or not all(drafts):
-        return None, f"--draft-models needs two model names A,B, got {args.draft_models!r}"
+        raise InputError(f"--draft-models needs two model names A,B, got {args.draft_models!r}")
     if args.tokenizer and not args.dry_run:
-        return None, "--tokenizer is for --dry-run (a server reports its own token counts)"
+        raise InputError("--tokenizer is for --dry-run (a server reports its own token counts)")
     if args.max_spend_usd is not None and args.max_spend_usd <= 0:
-        return None, "--max-spend-usd must be positive"
+        raise InputError("--max-spend-usd must be positive")
     if args.reasoning_tokens < 0:
-        return None, "--reasoning-tokens must be >= 0"
+        raise InputError("--reasoning-tokens must be >= 0")
     extra = extra_body(args, "the pipeline")
     store = Path(args.llm_store) if args.llm_store else Path(f"{str(args.out).rstrip('/')}.llm-store")
     config = PipelineConfig(
@@ -125,7 +120,7 @@ def _llm_instrument(args: argparse.Namespace) -> tuple[object | None, str | None
     )
     instrument = LLMInstrument(config, settings)
     instrument.check()
-    return instrument, None
+    return instrument
 
 
 def _dry_run(spec: object, source: Path, instrument: object, quiet: bool, tokenizer: str | None) -> int:
@@ -187,8 +182,6 @@ def expected_cost(name: str, from_source: bool, no_cache: bool) -> str:
 
 
 def _cmd_build(args: argparse.Namespace) -> int:
-    import time
-
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.spec import BenchmarkSpec, spec_for
     from rap_benchmark.pipeline.build import build_instance, format_info, instance_info
@@ -206,16 +199,13 @@ def _cmd_build(args: argparse.Namespace) -> int:
         raise InputError(
             f"no corpus at {source} (--source: a parquet folder, a snapshot .jsonl/.json(.gz) or an Atom .xml)"
         )
-    instrument, problem = _llm_instrument(args)
-    if problem is None and instrument is not None and source is None:
-        problem = "--instrument llm needs --source (a corpus to build from)"
-    if problem is not None:
-        raise InputError(problem)
+    instrument = _llm_instrument(args)
+    if instrument is not None and source is None:
+        raise InputError("--instrument llm needs --source (a corpus to build from)")
     if args.dry_run:
         return _dry_run(spec, Path(source), instrument, args.quiet, args.tokenizer)
     if not args.quiet:
         from rap_benchmark.core.artifacts import LEDGER_FILE
-        from rap_benchmark.core.fsio import check_replaceable
         from rap_benchmark.core.sums import SUMS_FILE
 
         check_replaceable(Path(args.out), (SUMS_FILE, LEDGER_FILE))  # a refusal stays one line
@@ -234,8 +224,6 @@ def _cmd_build(args: argparse.Namespace) -> int:
     print(f"built {spec.name} at {out} in {seconds:.1f} s")
     print(format_info(instance_info(load_instance(out))))
     if instrument is not None:
-        import json
-
         store = instrument.settings.store_dir
         summary = json.loads((store / "summary.json").read_text(encoding="utf-8"))
         print(format_estimate(summary["stages"], "sent").rsplit("\n", 1)[0])
@@ -248,7 +236,6 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
-    from rap_benchmark.core.errors import ArtifactError
     from rap_benchmark.core.sums import SUMS_FILE, verify
 
     root = Path(args.dir)
@@ -273,8 +260,6 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    import json
-
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.pipeline.build import format_info, instance_info
 

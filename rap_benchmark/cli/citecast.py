@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
 from rap_benchmark.cli.args import nonnegative_int, positive_int, subcommands
-from rap_benchmark.cli.run import _add_backend_args
+from rap_benchmark.cli.run import _add_backend_args, _backend, all_failed
+from rap_benchmark.core.errors import InputError, ServiceError
 from rap_benchmark.core.fsio import atomic_write_text
 
 RUN_EPILOG = """examples:
@@ -159,12 +162,8 @@ def _build(args: argparse.Namespace) -> int:
     if args.instance == "embedded":
         from rap_benchmark.citecast.embedded import EmbeddedConfig, build_embedded
 
-        cfg = EmbeddedConfig()
         changes = {k: v for k, v in (("seed", args.seed), ("n_tasks", args.n_tasks)) if v is not None}
-        if changes:
-            import dataclasses
-
-            cfg = dataclasses.replace(cfg, **changes)
+        cfg = dataclasses.replace(EmbeddedConfig(), **changes)
         out = build_embedded(args.out, cfg, arxiv_source=args.arxiv_source, progress=True)
     else:
         from rap_benchmark.citecast.build import build_from_harvest
@@ -180,11 +179,8 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import os
-
     from rap_benchmark.citecast.env import Mode
     from rap_benchmark.citecast.serving import ServeConfig, parse_api_keys, serve
-    from rap_benchmark.core.errors import InputError
 
     mode = Mode(args.mode)
     if args.api_keys is not None:
@@ -224,8 +220,6 @@ def _score(args: argparse.Namespace) -> int:
         raise FileNotFoundError(2, "no session store", store_url)
     report = score_results(inst.tasks, open_store(store_url).results(), key=args.key)
     if args.out:
-        from rap_benchmark.core.fsio import atomic_write_text
-
         atomic_write_text(args.out, "".join(json.dumps(r, sort_keys=True) + "\n" for r in report.rows))
     print(report.table())
     print(json.dumps(report.summary, sort_keys=True))
@@ -259,13 +253,11 @@ def _server(url: str, api_key: str | None):
     """A client of the CiteCast server at ``url`` with its API key (``api_key``, else
     ``$CITECAST_API_KEY``; an evaluation-mode server needs one), checked with one request before
     anything is written: an unreachable server or a refused key is one line, not a traceback."""
-    import os
 
     import httpx
 
     from rap_benchmark.citecast.client import HttpClient
     from rap_benchmark.citecast.errors import EnvError, Unauthorized
-    from rap_benchmark.core.errors import InputError, ServiceError
 
     key = api_key or os.environ.get(API_KEY_ENV) or None
     try:
@@ -290,7 +282,6 @@ def _leak_probe(args: argparse.Namespace) -> int:
     inst = load_instance(args.instance_dir)
     rows = run_leak_probe(_client(args), list(inst.tasks.values()), args.n, progress=True)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(args.out, "".join(json.dumps(r.to_dict(), sort_keys=True) + "\n" for r in rows))
     print(f"{'arxiv_id':<12}{'target':>8}{'band':>8}{'band_lo':>8}{'max_any':>9}{'max_about':>10}  leak")
     for r in rows:
@@ -305,7 +296,6 @@ def _leak_probe(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from rap_benchmark.agents import citecast as cc
     from rap_benchmark.agents.store import RunStore, parse_shard
-    from rap_benchmark.cli.run import _backend, all_failed
     from rap_benchmark.core.sums import manifest_hash
     from rap_benchmark.llmclient.pricing import load_prices
 

@@ -232,7 +232,6 @@ def step_baselines(ctx: DemoContext) -> str:
     inst = ctx.require_instance()
     frame, ledger = baseline_predictions(inst, tune_dev=True)
     out = ctx.root / "predictions" / "baselines.jsonl"
-    out.parent.mkdir(parents=True, exist_ok=True)
     write_predictions(frame, out)
     write_json(out.with_name("baselines_ledger.json"), ledger)
     ctx.results["baselines"] = out
@@ -314,26 +313,17 @@ STEPS: list[DemoStep] = [
     DemoStep("instrument audit", step_audit),
     DemoStep("CiteCast", step_citecast),
 ]
-"""The demo, in order. Later stages append their own steps."""
+"""The demo, in order."""
 
 
-def run_demo(
-    root: str | Path = DEFAULT_DIR,
-    *,
-    steps: list[DemoStep] | None = None,
-    spec: BenchmarkSpec | None = None,
-    echo: Callable[[str], None] = print,
-    progress: bool = True,
-) -> DemoContext:
-    """Run every step (default :data:`STEPS`) on a fresh ``mini`` build inside the folder ``root``."""
-    ctx = DemoContext(root=prepare_folder(root), spec=spec or mini_spec(), progress=progress)
-    chosen = STEPS if steps is None else steps
-    for k, step in enumerate(chosen, 1):
-        echo(f"\n== [{k}/{len(chosen)}] {step.title} ==")
+def run_demo(root: str | Path = DEFAULT_DIR, *, progress: bool = True) -> DemoContext:
+    """Run every step of :data:`STEPS` on a fresh ``mini`` build inside the folder ``root``."""
+    ctx = DemoContext(root=prepare_folder(root), spec=mini_spec(), progress=progress)
+    for k, step in enumerate(STEPS, 1):
+        print(f"\n== [{k}/{len(STEPS)}] {step.title} ==")
         start = time.perf_counter()
-        summary = step.run(ctx)
-        echo(summary)
-        echo(f"({time.perf_counter() - start:.1f} s)")
+        print(step.run(ctx))
+        print(f"({time.perf_counter() - start:.1f} s)")
     return ctx
 
 

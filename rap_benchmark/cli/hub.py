@@ -7,6 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from rap_benchmark.cli.leaderboard import BOARD_EXPORT_EPILOG, cmd_export_hf
+
 EXPORT_EPILOG = """examples:
   rap hub export build/mini --out hub/
   rap hub export build/full --out hub/ --withhold-test-targets --citecast build/citecast
@@ -90,8 +92,6 @@ commands rap submit validate and rap score.
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from rap_benchmark.cli.leaderboard import BOARD_EXPORT_EPILOG, cmd_export_hf
-
     hub = subparsers.add_parser(
         "hub", help="Hugging Face dataset repos: export an instance or a leaderboard, publish", epilog=HUB_EPILOG
     )
@@ -229,14 +229,10 @@ def cmd_lm_eval_predictions(args: argparse.Namespace) -> int:
 
     model = args.model or run_model_name(args.samples)
     frame = samples_to_predictions(args.samples, model=model)
-    out, meta = write_submission(
+    written = write_submission(
         frame, args.out, source="lm-eval samples", knowledge_cutoff=args.knowledge_cutoff, tokens_known=False
     )
-    print(
-        f"wrote {len(frame)} rows ({int(frame['valid'].sum())} valid) to {out}, metadata {meta.name}", file=sys.stderr
-    )
-    print(out)
-    return 0
+    return _wrote(frame, *written)
 
 
 def cmd_inspect_predictions(args: argparse.Namespace) -> int:
@@ -244,9 +240,14 @@ def cmd_inspect_predictions(args: argparse.Namespace) -> int:
     from rap_benchmark.integrations.submission import write_submission
 
     frame = log_predictions(args.logs, model=args.model)
-    out, meta = write_submission(frame, args.out, source="Inspect logs", knowledge_cutoff=args.knowledge_cutoff)
-    print(
-        f"wrote {len(frame)} rows ({int(frame['valid'].sum())} valid) to {out}, metadata {meta.name}", file=sys.stderr
+    return _wrote(
+        frame, *write_submission(frame, args.out, source="Inspect logs", knowledge_cutoff=args.knowledge_cutoff)
     )
+
+
+def _wrote(frame, out: Path, meta: Path) -> int:
+    """A converter's report: the rows written (to stderr) and the prediction file (to stdout)."""
+    valid = int(frame["valid"].sum())
+    print(f"wrote {len(frame)} rows ({valid} valid) to {out}, metadata {meta.name}", file=sys.stderr)
     print(out)
     return 0

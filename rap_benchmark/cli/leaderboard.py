@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
+import json
 import sys
 from pathlib import Path
 
-from rap_benchmark.cli.args import nonnegative_int, positive_int, subcommands
+from rap_benchmark.cli.args import existing_files, scoring_options, subcommands
 from rap_benchmark.cli.args import split_or_all as _split
+from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.fsio import atomic_write_text
 
 SUBMIT_EPILOG = """examples:
   rap submit prepare runs/my-model --out subs/my-model.jsonl --knowledge-cutoff 2024-10-01
@@ -109,9 +113,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("files", type=Path, nargs="+", help="submission files")
     p.add_argument("--instance", type=Path, required=True, help="the scorer's instance folder (holds the targets)")
     p.add_argument("--out", type=Path, required=True, help="output folder")
-    p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="episodes to score (default test)")
-    p.add_argument("--resamples", type=positive_int, default=None, help="bootstrap resamples (default: the spec's)")
-    p.add_argument("--seed", type=nonnegative_int, default=None, help="bootstrap seed (default: the spec's)")
+    scoring_options(p)
     p.add_argument(
         "--split-models",
         action="store_true",
@@ -152,10 +154,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
-    import datetime as dt
-
     from rap_benchmark.agents.runner import prepare_submission
-    from rap_benchmark.core.errors import InputError
     from rap_benchmark.llmclient.pricing import load_prices
 
     if args.out.suffix.lower() not in (".jsonl", ".parquet"):
@@ -183,10 +182,6 @@ def cmd_prepare(args: argparse.Namespace) -> int:
 
 
 def cmd_seal(args: argparse.Namespace) -> int:
-    import json
-
-    from rap_benchmark.core.errors import InputError
-    from rap_benchmark.core.fsio import atomic_write_text
     from rap_benchmark.evaluation.live import parse_stamp, seal
 
     if args.out.exists():
@@ -203,7 +198,6 @@ def cmd_seal(args: argparse.Namespace) -> int:
 
 
 def cmd_score_live(args: argparse.Namespace) -> int:
-    from rap_benchmark.core.errors import InputError
     from rap_benchmark.evaluation.live import read_seals, score_live, write_live_board
 
     if not args.seals:
@@ -221,8 +215,6 @@ def cmd_score_live(args: argparse.Namespace) -> int:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    from tqdm.auto import tqdm
-
     if args.live:
         return cmd_score_live(args)
 
@@ -247,7 +239,6 @@ def cmd_score(args: argparse.Namespace) -> int:
                 print(f"rap leaderboard: {f} not split ({len(exc.problems)} problem(s))", file=sys.stderr)
                 expanded.append(f)
         files = expanded
-    files = list(tqdm(files, desc="submissions", file=sys.stderr, leave=False))
     result = score_submissions(
         files, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
     )
@@ -272,14 +263,10 @@ def _refusals(accepted: list[bool], what: str, verdicts: Path) -> int:
 
 
 def cmd_split(args: argparse.Namespace) -> int:
-    import json
-
-    from rap_benchmark.core.errors import InputError
     from rap_benchmark.evaluation.predictions import PredictionFileError
     from rap_benchmark.evaluation.submissions import split_by_model
 
-    if not Path(args.file).is_file():
-        raise InputError(f"no such prediction file: {args.file}")
+    existing_files([args.file], "prediction file")
     meta = json.loads(args.meta.read_text(encoding="utf-8")) if args.meta else None
     try:
         written = split_by_model(args.file, args.out, meta=meta)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -64,15 +67,13 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
         name = args.model or f"constant/{args.constant}"
         backend = ConstantBackend(args.constant)
     elif kind == "openai":
-        import os
-
         if not args.model or not args.base_url:
             raise InputError("--backend openai needs --model and --base-url")
         from rap_benchmark.agents.preflight import check_endpoints
 
         name, extra = args.model, extra_body(args, "rap")
         api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-        urls = [u.strip() for u in args.base_url.split(",") if u.strip()]
+        urls = _csv(args.base_url) or []
         check_endpoints(urls, args.served_model or args.model, api_key or os.environ.get("OPENAI_API_KEY"))
         backend = OpenAIBackend(
             urls,
@@ -84,7 +85,7 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
             max_tokens_param=args.max_tokens_param,
             extra_body=extra,
         )
-    elif kind == "transformers":
+    else:  # transformers: argparse allows no other choice
         from rap_benchmark.agents.transformers_backend import TransformersBackend, require_llm_extra, smollm2_gguf
 
         require_llm_extra("--backend transformers")
@@ -104,8 +105,6 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
             answer_prefill=prefill,
             answer_max_new_tokens=args.answer_max_new_tokens,
         )
-    else:  # pragma: no cover - argparse restricts choices
-        raise InputError(f"unknown backend {kind}")
     if args.request_delay:
         backend = Throttled(backend, args.request_delay)
     return backend, name
@@ -178,8 +177,6 @@ def run_summary(stats: Any, path: Path, next_step: str) -> str:
 def all_failed(stats: Any, prog: str) -> int:
     """Exit status of a finished run: 1, with one line naming the cause, when every unit run in
     this call failed (an endpoint that never answered, a model that never answered validly)."""
-    import sys
-
     if stats.executed and not stats.valid:
         print(
             f"{prog}: every unit failed ({stats.invalid} of {stats.executed}); first: {one_line(stats.first_failure or 'invalid')}",
@@ -225,8 +222,6 @@ printed as JSON.
 
 def _clean(obj: Any) -> Any:
     """NaN/inf -> null so the printed summary is strict JSON."""
-    import math
-
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
@@ -263,40 +258,30 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
         )
         print_json(summary)
         return 0
-    if args.kind == "trace-stats":
-        table, pairs = dg.trace_stats(inst, store)
-        summary = {
-            "units": len(table),
-            "by_model_condition": (
-                table.groupby(["model", "condition"])[
-                    ["n_calls", "n_distinct", "n_duplicates", "query_unique_ratio", "recent_share", "mean_age_days"]
-                ]
-                .mean()
-                .round(4)
-                .reset_index()
-                .to_dict(orient="records")
-                if not table.empty
-                else []
-            ),
-            "pair_overlap": (
-                pairs.groupby(["model", "forecast", "state"])[["shared_calls", "jaccard"]]
-                .mean()
-                .round(4)
-                .reset_index()
-                .to_dict(orient="records")
-                if not pairs.empty
-                else []
-            ),
-        }
-        if args.out and not pairs.empty:
-            from pathlib import Path
-
-            out = Path(args.out)
-            atomic_write_text(out.with_name(out.stem + "_pairs.csv"), pairs.to_csv(index=False))
+    table, pairs = dg.trace_stats(inst, store)
+    summary = {
+        "units": len(table),
+        "by_model_condition": _means(
+            table,
+            ["model", "condition"],
+            ["n_calls", "n_distinct", "n_duplicates", "query_unique_ratio", "recent_share", "mean_age_days"],
+        ),
+        "pair_overlap": _means(pairs, ["model", "forecast", "state"], ["shared_calls", "jaccard"]),
+    }
     if args.out:
-        atomic_write_text(args.out, table.to_csv(index=False))
+        out = Path(args.out)
+        if not pairs.empty:
+            atomic_write_text(out.with_name(out.stem + "_pairs.csv"), pairs.to_csv(index=False))
+        atomic_write_text(out, table.to_csv(index=False))
     print_json(summary)
-    return 0 if summary.get("exact", True) else 1
+    return 0
+
+
+def _means(table: Any, by: list[str], columns: list[str]) -> list[dict[str, Any]]:
+    """The mean of ``columns`` per ``by`` group, rounded to 4 places, as records."""
+    if table.empty:
+        return []
+    return table.groupby(by)[columns].mean().round(4).reset_index().to_dict(orient="records")
 
 
 def cmd_sft_export(args: argparse.Namespace) -> int:

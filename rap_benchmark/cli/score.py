@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from rap_benchmark.cli.args import existing_files, nonnegative_int, positive_int
+from rap_benchmark.cli.args import existing_files, nonnegative_int, scoring_options
 from rap_benchmark.cli.args import split_or_all as _split
 from rap_benchmark.core.records import Policy, parse_enum
 
@@ -47,12 +47,6 @@ one CSV and markdown file per table, leaderboard.png and a few field_<id>.png fi
 """
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="episodes to score (default test)")
-    p.add_argument("--resamples", type=positive_int, default=None, help="bootstrap resamples (default: the spec's)")
-    p.add_argument("--seed", type=nonnegative_int, default=None, help="bootstrap seed (default: the spec's)")
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "baselines", help="write the statistical baselines as a prediction file", epilog=BASELINES_EPILOG
@@ -81,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "secondary: its secondary (default: %(default)s)",
     )
     p.add_argument("--json", action="store_true", help="print the leaderboard and problems as JSON")
-    _common(p)
+    scoring_options(p)
     p.set_defaults(func=cmd_score)
 
     p = subparsers.add_parser(
@@ -94,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-baselines", action="store_true", help="do not add in-memory baselines when none are given")
     p.add_argument("--fields", type=nonnegative_int, default=3, help="how many fields to plot over time (default 3)")
     p.add_argument("--audit", action="store_true", help="add the instrument-audit table (parallel instrument)")
-    _common(p)
+    scoring_options(p)
     p.set_defaults(func=cmd_report)
 
 
@@ -134,24 +128,23 @@ def cmd_score(args: argparse.Namespace) -> int:
     )
     for line in result.problems:
         print(line, file=sys.stderr)
-    board = result.leaderboard if len(result.leaderboard) else None
+    board = result.leaderboard
     state = result.state if result.state is not None and len(result.state) else None
-    failed = not result.ok
     if args.json:
         payload = {
             "manifest_hash": inst.manifest_hash,
             "policy": args.policy,
             "split": args.split,
-            "leaderboard": [] if board is None else json.loads(board.to_json(orient="records")),
+            "leaderboard": json.loads(board.to_json(orient="records")),
             "state": [] if state is None else json.loads(state.to_json(orient="records")),
             "problems": list(result.problems),
         }
         print(json.dumps(payload, indent=1))
-        return 1 if failed else 0
-    if (board is None or board.empty) and state is None:
+        return 0 if result.ok else 1
+    if board.empty and state is None:
         print("rap score: nothing to score", file=sys.stderr)
         return 1
-    if board is None or board.empty:
+    if board.empty:
         print("no Forecast conditions (A0, A1, A3) in the files: the leaderboard ranks only those")
     else:
         ranked, partial = board[board["rank"].notna()], board[board["rank"].isna()]
@@ -172,7 +165,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         )
         print(state_markdown(state), end="")
     print(NO_MULTIPLICITY)
-    return 1 if failed else 0
+    return 0 if result.ok else 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:

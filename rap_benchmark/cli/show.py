@@ -6,6 +6,8 @@ import argparse
 import json
 import textwrap
 
+from rap_benchmark.core.errors import InputError
+
 EPILOG = """examples:
   rap show build/mini --field f003
   rap show build/mini --field f003 --origin 2025-01-01 --condition A1
@@ -66,7 +68,6 @@ def episode_payload(inst, field_id: str, origin: str, condition: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.dates import parse_date
-    from rap_benchmark.core.errors import InputError
     from rap_benchmark.core.records import Condition, parse_enum
 
     if (args.origin is None) != (args.condition is None):
