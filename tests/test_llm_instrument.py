@@ -370,6 +370,8 @@ def test_rap_build_with_the_llm_instrument_end_to_end(tmp_path: Path) -> None:
         ),
         (["--instrument", "llm", "--model", "m", "--base-url", "http://x/v1", "--max-spend-usd", "5"], "needs a price"),
         (["--chat-template-kwargs", '{"enable_thinking": false}'], "--chat-template-kwargs need --instrument llm"),
+        (["--prices", "p.json"], "--prices need --instrument llm"),  # regression: was silently ignored
+        (["--reasoning-tokens", "512"], "--reasoning-tokens need --instrument llm"),
         (
             ["--instrument", "llm", "--model", "m", "--base-url", "http://x/v1", "--chat-template-kwargs", "{enable"],
             "not JSON",

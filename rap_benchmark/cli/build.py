@@ -70,7 +70,8 @@ def default_arxiv_source() -> Path | None:
 
 
 LLM_ONLY = (
-    "base_url model draft_models max_spend_usd llm_store tokenizer chat_template_kwargs extra_body fallback".split()
+    "base_url model draft_models max_spend_usd prices reasoning_tokens llm_store tokenizer chat_template_kwargs extra_body"
+    " fallback".split()
 )
 """The ``rap build`` options only the LLM instrument reads (``--dry-run`` too)."""
 
