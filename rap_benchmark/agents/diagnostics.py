@@ -155,16 +155,10 @@ def oracle_units(
 
 def _primary_lookup(inst: Instance) -> dict[tuple[str, str], int]:
     a = inst.assignments
-    keys = {k: i for i, k in enumerate(DIRECTION_KEYS)}
-    prim = a["primary"].map(keys)
+    prim = a["primary"].map({k: i for i, k in enumerate(DIRECTION_KEYS)})
     ok = prim.notna()
-    return dict(
-        zip(
-            zip(a.loc[ok, "field_id"].astype(str), a.loc[ok, "arxiv_id"].astype(str), strict=True),
-            prim[ok].astype(int),
-            strict=True,
-        )
-    )
+    cells = zip(a.loc[ok, "field_id"].astype(str), a.loc[ok, "arxiv_id"].astype(str), strict=True)
+    return dict(zip(cells, prim[ok].astype(int), strict=True))
 
 
 def _composition(field_id: str, ids: Iterable[str], lookup: dict[tuple[str, str], int]) -> np.ndarray:

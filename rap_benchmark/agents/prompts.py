@@ -105,14 +105,7 @@ def evidence_text(evidence: Evidence, origin: dt.date, spec: BenchmarkSpec, *, m
     )
 
 
-def task_prompt(
-    codebook: Codebook,
-    origin: dt.date | str,
-    task: Task,
-    spec: BenchmarkSpec,
-    *,
-    evidence: str,
-) -> str:
+def task_prompt(codebook: Codebook, origin: dt.date | str, task: Task, spec: BenchmarkSpec, *, evidence: str) -> str:
     """The user message of a unit: field, directions, origin, task, evidence paragraph, format."""
     origin = parse_date(origin)
     start, end = task_window(task, origin, spec)
