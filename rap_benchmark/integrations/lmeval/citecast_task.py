@@ -55,6 +55,7 @@ from rap_benchmark.integrations.lmeval.task import (
     valid_metric,
 )
 from rap_benchmark.integrations.scores import citecast_metrics
+from rap_benchmark.integrations.source import docs_dataset
 
 DEFAULT_MAX_GEN_TOKS = DEFAULT_MAX_TOKENS
 MODEL_LABEL = "lm-eval"
@@ -65,11 +66,8 @@ MODEL_LABEL = "lm-eval"
 
 def _load_docs(**metadata: Any) -> Any:
     """``custom_dataset`` hook: lm-eval calls it with the task metadata (plus model args)."""
-    import datasets
-
     docs = citecast_docs(citecast_env(metadata), str(metadata.get("split", "test")))
-    features = datasets.Features({"task_id": datasets.Value("string"), "split": datasets.Value("string")})
-    return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs, features=features)})
+    return docs_dataset(docs, ("task_id", "split"), ())
 
 
 # -- metric functions (module level: lm-eval deep-copies and serialises task configs) ----------
@@ -130,13 +128,7 @@ class CiteCastTask(ToolLoopTask):
         loop write it, without opening a session (one is opened when the episode runs)."""
         paper = self.env.tasks[doc["task_id"]].paper
         messages = ({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": render_prompt(paper)})
-        return Request(
-            messages,
-            tuple(tool_schemas()),
-            "auto",
-            self.max_tokens(),
-            text_protocol=CITECAST_TEXT_PROTOCOL,
-        )
+        return Request(messages, tuple(tool_schemas()), "auto", self.max_tokens(), text_protocol=CITECAST_TEXT_PROTOCOL)
 
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
         return self.first_request(doc).text_messages()[-1]["content"]

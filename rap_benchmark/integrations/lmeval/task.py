@@ -236,19 +236,7 @@ class ToolLoopTask(ConfigurableTask):
     def answer_prefill_text(self) -> str:
         return ""
 
-    # -- shared ----------------------------------------------------------------------------------
-    def has_training_docs(self) -> bool:
-        return False
-
-    def has_validation_docs(self) -> bool:
-        return False
-
-    def has_test_docs(self) -> bool:
-        return True
-
-    def fewshot_docs(self) -> None:
-        return None
-
+    # -- shared (the config has only a test split and no few-shot source) -------------------------
     def max_tokens(self) -> int:
         return int((self.config.generation_kwargs or {}).get("max_gen_toks") or self.default_max_tokens())
 
@@ -310,12 +298,6 @@ class ToolLoopTask(ConfigurableTask):
             inst.resps = [json.dumps(record, ensure_ascii=False, default=str)]  # logged samples keep it as JSON
             inst.filtered_resps[FILTER_KEY] = record["answer_text"] or ""
             self._records[self.record_id(inst.doc)] = record
-
-    def higher_is_better(self) -> dict[str, bool]:
-        return dict(self._higher_is_better)
-
-    def aggregation(self) -> dict[str, Callable[..., float]]:
-        return dict(self._aggregation_list)
 
     def build_all_requests(self, **kwargs: Any) -> None:
         template = kwargs.get("chat_template") if kwargs.get("apply_chat_template") else None
