@@ -169,25 +169,14 @@ def agent_chat_reply(body: dict[str, Any], n_searches: int) -> dict[str, Any]:
         n_results = transcript.count(OBSERVATION)
         stops = body.get("stop") or []
         search_open = "</search>" in stops or "</web_search>" in stops
-    turn = decide(
-        first_user,
-        transcript,
-        n_results,
-        tools if body.get("tool_choice") != "none" else set(),
-        search_open,
-        n_searches,
-    )
+    offered = tools if body.get("tool_choice") != "none" else set()
+    turn = decide(first_user, transcript, n_results, offered, search_open, n_searches)
     message: dict[str, Any] = {"role": "assistant", "content": None}
     finish = "stop"
     if turn.tool is not None:
         call_id = "call_" + _digest(transcript + turn.tool).hex()[:12]
-        message["tool_calls"] = [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": turn.tool, "arguments": json.dumps(turn.arguments)},
-            }
-        ]
+        function = {"name": turn.tool, "arguments": json.dumps(turn.arguments)}
+        message["tool_calls"] = [{"id": call_id, "type": "function", "function": function}]
         finish = "tool_calls"
     else:
         message["content"], finish = apply_stop(turn.text or "", body.get("stop"))
