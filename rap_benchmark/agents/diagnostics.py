@@ -1,8 +1,8 @@
 """The paper's agent diagnostics: replay, oracle input, search-trace audit, trace statistics.
 
-* **Replay**: a trajectory's ordered Search calls (the exact argument text) and exact observations,
-  nothing else (no system prompt, reasoning, answer or rationale), serialised byte-identically,
-  then fresh Forecast and State readouts on that evidence through the same loop without tools.
+* **Replay**: a trajectory's ordered Search calls (exact argument text) and exact observations,
+  nothing else, serialised byte-identically; fresh Forecast and State readouts on that evidence
+  through the same loop without tools.
 * **Oracle input**: exact pre-T direction counts from the frozen instrument (recent window;
   three-window history; history + Search over the expanding universe). Never future counts.
 * **Search-trace audit**: re-execute every recorded call under its native options (ids, order and
