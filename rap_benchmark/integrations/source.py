@@ -24,7 +24,7 @@ from typing import Any
 
 from rap_benchmark.core.artifacts import Instance, load_instance
 from rap_benchmark.core.fsio import build_once
-from rap_benchmark.core.records import Condition, Policy, Task, episode_id
+from rap_benchmark.core.records import Condition, Policy, episode_id
 from rap_benchmark.core.spec import BENCHMARK_VERSION
 from rap_benchmark.core.sums import SUMS_FILE
 
@@ -122,7 +122,3 @@ def docs_dataset(
     features = {c: datasets.Value("string") for c in strings}
     features |= {c: datasets.Sequence(datasets.Value("float64")) for c in vectors}
     return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs, features=datasets.Features(features))})
-
-
-def is_state(condition: Condition) -> bool:
-    return Condition(condition).task is Task.STATE

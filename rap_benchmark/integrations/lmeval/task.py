@@ -43,12 +43,12 @@ from rap_benchmark.agents import prompts
 from rap_benchmark.agents.protocol import Request
 from rap_benchmark.agents.runner import SearchTools, default_max_tokens, native_units
 from rap_benchmark.agents.toolset import search_text_protocol
-from rap_benchmark.core.records import Condition
+from rap_benchmark.core.records import Condition, Task
 from rap_benchmark.core.spec import BENCHMARK_VERSION
 from rap_benchmark.evaluation.scoring import field_macro
 from rap_benchmark.integrations.lmeval.rounds import EpisodeJob, run_batched
 from rap_benchmark.integrations.scores import episode_metrics
-from rap_benchmark.integrations.source import docs_dataset, episode_docs, instance_for, is_state
+from rap_benchmark.integrations.source import docs_dataset, episode_docs, instance_for
 from rap_benchmark.tools.text import stops_for
 
 FILTER_KEY = "none"
@@ -92,7 +92,7 @@ n_search_calls_metric = placeholder_metric("n_search_calls")
 
 def _metric_list(condition: Condition) -> list[dict[str, Any]]:
     out = [{"metric": spearman_metric, "aggregation": field_macro_pairs, "higher_is_better": True}]
-    if is_state(condition):
+    if condition.task is Task.STATE:
         out.append({"metric": state_fidelity_metric, "aggregation": field_macro_pairs, "higher_is_better": True})
     out.append({"metric": valid_metric, "aggregation": mean_finite, "higher_is_better": True})
     # a count to read, not a score: more calls are neither better nor worse
