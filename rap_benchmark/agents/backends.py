@@ -16,13 +16,7 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from rap_benchmark.agents.protocol import (
-    EpisodeContext,
-    ModelTurn,
-    Request,
-    ToolCall,
-    wire_messages,
-)
+from rap_benchmark.agents.protocol import EpisodeContext, ModelTurn, Request, ToolCall, wire_messages
 from rap_benchmark.llmclient.endpoints import EndpointPool, call_with_failover, check_extra_body
 from rap_benchmark.llmclient.failures import reasoning_of
 

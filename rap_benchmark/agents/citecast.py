@@ -1,17 +1,14 @@
 """CiteCast tasks through the shared agent runner: the tool set, the units and a reference policy.
 
 A CiteCast task is one more kind of unit for :func:`rap_benchmark.agents.runner.run_units`: it
-opens a session of the environment (in process or over HTTP, any
-:class:`~rap_benchmark.citecast.client.EnvClient`) and runs the one episode loop with
-:class:`CiteCastToolSet` (``web_search``, ``web_fetch``, ``submit_prediction``: every call is
-executed by the environment, which keeps the cutoff, the call budget and the one-shot rule). The
-first accepted ``submit_prediction`` is the answer. So a CiteCast run has what a RAP run has: the
-run store, retries and backoff of the backends, resume, ``--shard i/n``, token and cost
-accounting, and every backend (OpenAI-compatible endpoints, the transformers backend through the
-text protocol :data:`CITECAST_TEXT_PROTOCOL`, the scripted backend for tests).
-
+opens a session of the environment (any :class:`~rap_benchmark.citecast.client.EnvClient`) and
+runs the one episode loop with :class:`CiteCastToolSet` (``web_search``, ``web_fetch``,
+``submit_prediction``, all executed by the environment, which keeps the cutoff, the call budget
+and the one-shot rule); the first accepted submission is the answer. So a CiteCast run has what
+a RAP run has: the store, retries, resume, ``--shard i/n``, cost accounting and every backend
+(the text protocol :data:`CITECAST_TEXT_PROTOCOL` for models without native tool calls).
 :class:`ConstantBackend` is CiteCast's reference policy (search the title, fetch the top hit,
-submit a constant), a backend like the RAP reference agents.
+submit a constant).
 
 Output: ``<out>/predictions.jsonl``, one row per task sorted by task id (:data:`PREDICTION_COLUMNS`;
 only deterministic columns, so a resumed run writes the same bytes as an uninterrupted one).

@@ -1,8 +1,8 @@
 """The paper's agent diagnostics: replay, oracle input, search-trace audit, trace statistics.
 
-* **Replay**: a trajectory's ordered Search calls (the exact argument text) and exact observations,
-  nothing else (no system prompt, reasoning, answer or rationale), serialised byte-identically,
-  then fresh Forecast and State readouts on that evidence through the same loop without tools.
+* **Replay**: a trajectory's ordered Search calls (exact argument text) and exact observations,
+  nothing else, serialised byte-identically; fresh Forecast and State readouts on that evidence
+  through the same loop without tools.
 * **Oracle input**: exact pre-T direction counts from the frozen instrument (recent window;
   three-window history; history + Search over the expanding universe). Never future counts.
 * **Search-trace audit**: re-execute every recorded call under its native options (ids, order and
@@ -155,16 +155,10 @@ def oracle_units(
 
 def _primary_lookup(inst: Instance) -> dict[tuple[str, str], int]:
     a = inst.assignments
-    keys = {k: i for i, k in enumerate(DIRECTION_KEYS)}
-    prim = a["primary"].map(keys)
+    prim = a["primary"].map({k: i for i, k in enumerate(DIRECTION_KEYS)})
     ok = prim.notna()
-    return dict(
-        zip(
-            zip(a.loc[ok, "field_id"].astype(str), a.loc[ok, "arxiv_id"].astype(str), strict=True),
-            prim[ok].astype(int),
-            strict=True,
-        )
-    )
+    cells = zip(a.loc[ok, "field_id"].astype(str), a.loc[ok, "arxiv_id"].astype(str), strict=True)
+    return dict(zip(cells, prim[ok].astype(int), strict=True))
 
 
 def _composition(field_id: str, ids: Iterable[str], lookup: dict[tuple[str, str], int]) -> np.ndarray:

@@ -46,7 +46,7 @@ def _rap_answer(text: str) -> AnswerCheck:
 
 RAP_RULES = Rules(
     parse_answer=_rap_answer,
-    force_message=prompts.force_answer_message,
+    force_message=lambda max_calls: prompts.fill("force_answer", max_calls=max_calls),
     nudge_message=lambda reason, tools_open: prompts.nudge_message(reason, tools_available=tools_open),
     no_calls_left="no search calls are available now; reply with the final JSON answer",
 )

@@ -61,10 +61,6 @@ def fill(name: str, **values: object) -> str:
     return template(name).substitute({k: str(v) for k, v in values.items()})
 
 
-def system_prompt() -> str:
-    return fill("system")
-
-
 EXAMPLE_TITLES = 2
 """Exemplar titles shown per direction (when the codebook records them)."""
 
@@ -105,14 +101,7 @@ def evidence_text(evidence: Evidence, origin: dt.date, spec: BenchmarkSpec, *, m
     )
 
 
-def task_prompt(
-    codebook: Codebook,
-    origin: dt.date | str,
-    task: Task,
-    spec: BenchmarkSpec,
-    *,
-    evidence: str,
-) -> str:
+def task_prompt(codebook: Codebook, origin: dt.date | str, task: Task, spec: BenchmarkSpec, *, evidence: str) -> str:
     """The user message of a unit: field, directions, origin, task, evidence paragraph, format."""
     origin = parse_date(origin)
     start, end = task_window(task, origin, spec)
@@ -145,7 +134,7 @@ def condition_prompt(
 
 
 def initial_messages(user_prompt: str) -> list[dict[str, object]]:
-    return [{"role": "system", "content": system_prompt()}, {"role": "user", "content": user_prompt}]
+    return [{"role": "system", "content": fill("system")}, {"role": "user", "content": user_prompt}]
 
 
 def nudge_message(reason: str, *, tools_available: bool) -> str:
@@ -155,15 +144,6 @@ def nudge_message(reason: str, *, tools_available: bool) -> str:
         else "the final JSON answer only: one JSON object with exactly the keys D0 to D7 and percentages summing to 100"
     )
     return fill("nudge", reason=reason, expected=expected)
-
-
-def force_answer_message(max_calls: int) -> str:
-    return fill("force_answer", max_calls=max_calls)
-
-
-def text_tool_protocol() -> str:
-    """Instructions for models without native tool calling (``<search>query</search>``)."""
-    return fill("text_tool_protocol")
 
 
 def format_answer(weights: Sequence[float], *, decimals: int = 2) -> str:

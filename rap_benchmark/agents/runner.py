@@ -145,10 +145,7 @@ def episode_cells(
     """Sorted unique (field_id, origin) cells of the instance, read from key columns only."""
     keys = inst.episodes[["field_id", "origin"]].drop_duplicates()
     cells = sorted((str(f), parse_date(o).isoformat()) for f, o in keys.itertuples(index=False))
-    filters = (
-        ("fields", fields, lambda f: f),
-        ("origins", origins, lambda o: parse_date(o).isoformat()),
-    )
+    filters = (("fields", fields, lambda f: f), ("origins", origins, lambda o: parse_date(o).isoformat()))
     for i, (what, given, normalise) in enumerate(filters):
         if given is not None:
             wanted = {normalise(v) for v in given}
@@ -220,12 +217,67 @@ async def run_units(
 
     Units are started in order; at most ``concurrency`` run at once. ``limit`` caps how many units
     are executed in this call (already-done units do not count). ``tools`` is handed to each
-    unit's ``open`` (RAP: the :class:`ToolProvider` that binds Search).
+    unit's ``open`` (RAP: the :class:`ToolProvider` that binds Search). Unusable unit files are
+    logged, then rerun.
     """
+    from tqdm import tqdm
+
+    prices = prices or default_prices()
     with store.writer():
-        return await _run_locked(
-            units, backend, store, tools, concurrency, prices or default_prices(), progress, limit, on_result
+        stats = RunStats(selected=len(units))
+        _, unusable = store.scan_units()
+        for why in unusable:
+            store.log_event(None, "unusable_unit_file", detail=why)
+        stats.unusable_files = len(unusable)
+        todo = []
+        for u in units:
+            if store.is_done(u.key):
+                stats.skipped += 1
+            else:
+                todo.append(u)
+        if limit is not None:
+            todo = todo[: max(0, limit)]
+        sem = asyncio.Semaphore(max(1, concurrency))
+        bar = tqdm(
+            total=len(todo), desc="units", unit="unit", file=sys.stderr, disable=not progress, dynamic_ncols=True
         )
+
+        async def one(u: Unit) -> None:
+            async with sem:
+                store.log_event(u.key, "start")
+                episode = u.open(tools)
+                result: UnitResult = await run_episode(backend, u.context, episode)
+                cost = prices.cost_usd(u.key.model, result.prompt_tokens, result.completion_tokens)
+                record = {**result.to_dict(), "cost_usd": cost, **u.record_meta(episode)}
+                store.save(u.key, record)
+                store.log_event(u.key, "done", valid=result.valid)
+                stats.executed += 1
+                stats.valid += int(result.valid)
+                stats.invalid += int(not result.valid)
+                stats.retries += result.retries
+                stats.tokens += result.prompt_tokens + result.completion_tokens
+                stats.cost_usd += cost or 0.0
+                if not result.valid:
+                    why = (result.invalid_reason or InvalidReason.MISSING).value
+                    stats.invalid_reasons[why] = stats.invalid_reasons.get(why, 0) + 1
+                    if stats.first_failure is None:
+                        stats.first_failure = f"{why}: {result.invalid_detail}" if result.invalid_detail else why
+                bar.update(1)
+                bar.set_postfix(
+                    done=stats.executed,
+                    invalid=stats.invalid,
+                    retries=stats.retries,
+                    tokens=stats.tokens,
+                    refresh=False,
+                )
+                if on_result is not None:
+                    on_result(u.key, record)
+
+        try:
+            await asyncio.gather(*(one(u) for u in todo))
+        finally:
+            bar.close()
+        return stats
 
 
 def run_to_end(units: Sequence[Unit], backend: Backend, store: RunStore, tools: Any = None, **options: Any) -> RunStats:
@@ -238,70 +290,6 @@ def run_to_end(units: Sequence[Unit], backend: Backend, store: RunStore, tools: 
             await backend.aclose()
 
     return asyncio.run(go())
-
-
-async def _run_locked(
-    units: Sequence[UnitSpec],
-    backend: Backend,
-    store: RunStore,
-    tools: ToolProvider | None,
-    concurrency: int,
-    prices: PriceTable,
-    progress: bool,
-    limit: int | None,
-    on_result: Callable[[UnitKey, dict[str, Any]], None] | None,
-) -> RunStats:
-    """:func:`run_units` once the store's lock is held; unusable unit files are logged, then rerun."""
-    from tqdm import tqdm
-
-    stats = RunStats(selected=len(units))
-    _, unusable = store.scan_units()
-    for why in unusable:
-        store.log_event(None, "unusable_unit_file", detail=why)
-    stats.unusable_files = len(unusable)
-    todo = []
-    for u in units:
-        if store.is_done(u.key):
-            stats.skipped += 1
-        else:
-            todo.append(u)
-    if limit is not None:
-        todo = todo[: max(0, limit)]
-    sem = asyncio.Semaphore(max(1, concurrency))
-    bar = tqdm(total=len(todo), desc="units", unit="unit", file=sys.stderr, disable=not progress, dynamic_ncols=True)
-
-    async def one(u: Unit) -> None:
-        async with sem:
-            store.log_event(u.key, "start")
-            episode = u.open(tools)
-            result: UnitResult = await run_episode(backend, u.context, episode)
-            cost = prices.cost_usd(u.key.model, result.prompt_tokens, result.completion_tokens)
-            record = {**result.to_dict(), "cost_usd": cost, **u.record_meta(episode)}
-            store.save(u.key, record)
-            store.log_event(u.key, "done", valid=result.valid)
-            stats.executed += 1
-            stats.valid += int(result.valid)
-            stats.invalid += int(not result.valid)
-            stats.retries += result.retries
-            stats.tokens += result.prompt_tokens + result.completion_tokens
-            stats.cost_usd += cost or 0.0
-            if not result.valid:
-                why = (result.invalid_reason or InvalidReason.MISSING).value
-                stats.invalid_reasons[why] = stats.invalid_reasons.get(why, 0) + 1
-                if stats.first_failure is None:
-                    stats.first_failure = f"{why}: {result.invalid_detail}" if result.invalid_detail else why
-            bar.update(1)
-            bar.set_postfix(
-                done=stats.executed, invalid=stats.invalid, retries=stats.retries, tokens=stats.tokens, refresh=False
-            )
-            if on_result is not None:
-                on_result(u.key, record)
-
-    try:
-        await asyncio.gather(*(one(u) for u in todo))
-    finally:
-        bar.close()
-    return stats
 
 
 def accounting_columns(rec: dict[str, Any], calls_key: str) -> dict[str, Any]:

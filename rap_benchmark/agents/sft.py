@@ -154,13 +154,11 @@ def _scores(
         y = y_of.get((key["field_id"], key["origin"]))
         if y is None:
             continue
-        if not rec.get("valid"):
-            out[(key["condition"], key["field_id"], key["origin"])] = float("nan")
-            continue
-        p = np.asarray(rec["weights"], dtype=np.float64)[None, :]
-        out[(key["condition"], key["field_id"], key["origin"])] = float(
-            spearman(p, np.asarray(y, np.float64)[None, :])[0]
-        )
+        rho = float("nan")
+        if rec.get("valid"):
+            p = np.asarray(rec["weights"], dtype=np.float64)[None, :]
+            rho = float(spearman(p, np.asarray(y, np.float64)[None, :])[0])
+        out[(key["condition"], key["field_id"], key["origin"])] = rho
     return out
 
 

@@ -297,7 +297,7 @@ class RunStore:
             return [], []
         good, bad = [], []
         for path in sorted(base.rglob("*")):
-            if not path.is_file() or _is_temporary(path):
+            if not path.is_file() or path.name.startswith("."):  # a writer's temporary
                 continue
             if path.suffix != ".json":
                 bad.append(f"{path.relative_to(self.root).as_posix()} is not a unit file (ignored)")
@@ -345,10 +345,6 @@ class RunStore:
             if isinstance(ev, dict):
                 out.append(ev)
         return out
-
-
-def _is_temporary(path: Path) -> bool:
-    return path.name.startswith(".")
 
 
 def merge_stores(sources: list[str | Path], dest: str | Path) -> int:

@@ -84,9 +84,9 @@ SEARCH_TOOL = "search"
 @cache
 def search_text_protocol() -> TextProtocol:
     """``<search start_date="..." end_date="...">query</search>``, explained by the packaged template."""
-    from rap_benchmark.agents.prompts import text_tool_protocol
+    from rap_benchmark.agents.prompts import fill
 
-    return TextProtocol((TextTool("search", SEARCH_TOOL, "query"),), text_tool_protocol())
+    return TextProtocol((TextTool("search", SEARCH_TOOL, "query"),), fill("text_tool_protocol"))
 
 
 def observation_text(observation: dict[str, Any]) -> str:

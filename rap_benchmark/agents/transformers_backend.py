@@ -11,19 +11,14 @@ Greedy decoding (temperature 0). Tool calling:
 * ``auto`` picks ``hermes`` when the chat template mentions ``tools``, else ``text``.
 
 Answer prefill (``answer_prefill``, on by default for the ``text`` protocol, off for ``hermes``):
-on an answer turn (no tools offered, or ``tool_choice="none"`` once the Search budget is spent)
-the assistant turn is opened with ``prompts.ANSWER_PREFILL`` (``{"D0": ``) and the model generates
-the rest of the object from there, stopping at the first ``}``; the turn's content is the prefill
-plus the generated text, so the parser sees the whole object exactly as the model completed it.
-Small models (SmolLM2-135M) otherwise answer the long task prompt with chat filler. A prefilled
-turn records the prefill in the unit's turn log (``ModelTurn.prefill``), counts only
-generated tokens as completion tokens, and gets its own cap ``answer_max_new_tokens`` (an
-eight-key object is about 60 tokens). Turns with Search open are never prefilled: the model still
-chooses between a search tag and the answer.
+an answer turn (no tool callable) opens with ``prompts.ANSWER_PREFILL`` (``{"D0": ``) and the model
+completes the object, stopping at the first ``}``; the turn's content is the prefill plus the
+generated text. Small models (SmolLM2-135M) otherwise answer the long task prompt with chat filler.
+A prefilled turn records the prefill (``ModelTurn.prefill``), counts only generated tokens, and
+has its own cap ``answer_max_new_tokens`` (an eight-key object is about 60 tokens).
 
-Calls read from text become ordinary :class:`ToolCall` objects, so the episode loop, the store and
-the audit treat them exactly like native calls. Generation runs in a worker thread, one request at
-a time (a lock), so the asyncio runner stays responsive.
+Calls read from text become ordinary :class:`ToolCall` objects. Generation runs in a worker
+thread, one request at a time (a lock), so the asyncio runner stays responsive.
 """
 
 from __future__ import annotations

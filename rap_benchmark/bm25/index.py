@@ -17,7 +17,8 @@ document id asc); ``total_hits`` is the number of slice documents containing any
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -52,6 +53,7 @@ def day_bound(value: object | None, default: int) -> int:
     return default if value is None else to_days(parse_date(value))  # type: ignore[arg-type]
 
 
+@dataclass(slots=True, eq=False, repr=False, kw_only=True)
 class BM25Index:
     """An exact BM25 index over documents sorted by (date, id); see the module docstring.
 
@@ -59,58 +61,29 @@ class BM25Index:
     already in a :class:`TokenTable`, sharing its vocabulary). Query with :meth:`search`.
     """
 
-    __slots__ = (
-        "k1",
-        "b",
-        "backend",
-        "term_index",
-        "ids",
-        "rows",
-        "day",
-        "id_rank",
-        "doc_len",
-        "cum_len",
-        "terms",
-        "indptr",
-        "post_doc",
-        "post_tf",
-        "_norms",
-        "_query",
-    )
+    k1: float
+    b: float
+    backend: Backend
+    term_index: Mapping[str, int]
+    ids: Sequence[str]  # shared id column; position i of this index is document ids[rows[i]]
+    rows: np.ndarray
+    day: np.ndarray
+    id_rank: np.ndarray
+    doc_len: np.ndarray
+    terms: np.ndarray
+    indptr: np.ndarray
+    post_doc: np.ndarray
+    post_tf: np.ndarray
+    cum_len: np.ndarray = field(init=False)
+    _norms: dict[tuple[int, int], np.ndarray] = field(init=False)
+    _query: Any = field(init=False)
 
-    def __init__(
-        self,
-        *,
-        k1: float,
-        b: float,
-        backend: Backend,
-        term_index: Mapping[str, int],
-        ids: Sequence[str],
-        rows: np.ndarray,
-        day: np.ndarray,
-        id_rank: np.ndarray,
-        doc_len: np.ndarray,
-        terms: np.ndarray,
-        indptr: np.ndarray,
-        post_doc: np.ndarray,
-        post_tf: np.ndarray,
-    ) -> None:
-        self.k1 = float(k1)
-        self.b = float(b)
-        self.backend = kernels.resolve_backend(backend)
-        self.term_index = term_index
-        self.ids = ids  # shared id column; position i of this index is document ids[rows[i]]
-        self.rows = rows
-        self.day = day
-        self.id_rank = id_rank
-        self.doc_len = doc_len
-        self.cum_len = np.zeros(len(doc_len) + 1, dtype=np.int64)
-        np.cumsum(doc_len, out=self.cum_len[1:])
-        self.terms = terms
-        self.indptr = indptr
-        self.post_doc = post_doc
-        self.post_tf = post_tf
-        self._norms: dict[tuple[int, int], np.ndarray] = {}
+    def __post_init__(self) -> None:
+        self.k1, self.b = float(self.k1), float(self.b)
+        self.backend = kernels.resolve_backend(self.backend)
+        self.cum_len = np.zeros(len(self.doc_len) + 1, dtype=np.int64)
+        np.cumsum(self.doc_len, out=self.cum_len[1:])
+        self._norms = {}
         self._query = kernels.query_function(self.backend)
 
     # -- construction ----------------------------------------------------------------------

@@ -26,6 +26,7 @@ from rap_benchmark.core import text as _text
 from rap_benchmark.core.fsio import atomic_open
 
 CACHE_NAME = "search_tokens_v2.npz"
+ARRAYS = ("doc_ptr", "term", "tf", "doc_len")  # a TokenTable's arrays, as the cache stores them
 
 
 def tokenizer_fingerprint() -> str:
@@ -114,10 +115,7 @@ def save_table(path: Path, table: TokenTable, key: str) -> None:
             fh,
             key=np.frombuffer(key.encode("utf-8"), dtype=np.uint8),
             vocab=np.frombuffer("\n".join(table.vocab).encode("utf-8"), dtype=np.uint8),
-            doc_ptr=table.doc_ptr,
-            term=table.term,
-            tf=table.tf,
-            doc_len=table.doc_len,
+            **{name: getattr(table, name) for name in ARRAYS},
         )
     for stale in path.parent.glob("search_tokens_v*.npz"):  # caches of older formats
         if stale.name != path.name:
@@ -131,13 +129,7 @@ def load_table(path: Path, key: str) -> TokenTable | None:
             if data["key"].tobytes().decode("utf-8") != key:
                 return None
             blob = data["vocab"].tobytes().decode("utf-8")
-            return TokenTable(
-                vocab=tuple(blob.split("\n")) if blob else (),
-                doc_ptr=data["doc_ptr"],
-                term=data["term"],
-                tf=data["tf"],
-                doc_len=data["doc_len"],
-            )
+            return TokenTable(tuple(blob.split("\n")) if blob else (), *(data[name] for name in ARRAYS))
     except (OSError, KeyError, ValueError):
         return None
 

@@ -11,8 +11,7 @@ escapes is a bug and keeps its traceback.
     ├── FileFormatError  a file the user gave cannot be read or parsed (names the file, and the line)
     └── ArtifactError    an instance or run folder is missing, incomplete or fails its SHA256SUMS
 
-``InputError`` and ``FileFormatError`` are also ``ValueError`` s, so callers that caught the
-``ValueError`` raised before keep working.
+``InputError`` and ``FileFormatError`` are also ``ValueError`` s.
 """
 
 from __future__ import annotations

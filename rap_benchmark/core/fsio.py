@@ -29,18 +29,18 @@ LOCK_FILE = ".lock"
 _STALE = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|building|old)-(?P<pid>\d+)$")
 
 
-def fsync_dir(path: str | Path) -> None:
-    """fsync a folder so that a rename inside it survives a power cut (no-op where unsupported)."""
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
+def _fsync(path: str | Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
-    except OSError:
-        pass
     finally:
         os.close(fd)
+
+
+def fsync_dir(path: str | Path) -> None:
+    """fsync a folder so that a rename inside it survives a power cut (no-op where unsupported)."""
+    with contextlib.suppress(OSError):
+        _fsync(path)
 
 
 def temp_name(path: Path, kind: str = "tmp") -> Path:
@@ -61,11 +61,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp = temp_name(path)
     try:
         yield tmp
-        fd = os.open(tmp, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(tmp)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -102,7 +98,7 @@ def pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
+    except PermissionError:  # it exists, under another user
         return True
     return True
 
@@ -123,11 +119,15 @@ def building_folder(out: str | Path, markers: tuple[str, ...]) -> Path:
     left behind is removed first. Finish with :func:`swap_into_place`."""
     out = Path(out)
     check_replaceable(out, markers)
+    return _fresh_building(out)
+
+
+def _fresh_building(out: Path) -> Path:
+    """An empty ``.OUT.building-PID`` beside ``out``, after removing what killed builds left."""
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(out.parent, name=out.name)
     tmp = temp_name(out, "building")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     return tmp
 
@@ -166,11 +166,7 @@ def build_once(out: str | Path, marker: str, build: Callable[[Path], object]) ->
     out = Path(out)
     if (out / marker).is_file():
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(out.parent, name=out.name)  # what killed builds left behind
-    tmp = temp_name(out, "building")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    tmp = _fresh_building(out)
     try:
         build(tmp / "build")
         if not (out / marker).is_file():

@@ -179,11 +179,6 @@ def select(schema: pa.Schema, names: list[str] | tuple[str, ...]) -> pa.Schema:
     return pa.schema([f for f in schema if f.name in set(names)])
 
 
-def _storage(schema: pa.Schema) -> pa.Schema:
-    """The schema as stored: every column nullable (the v1 parquet layout); nulls are counted instead."""
-    return pa.schema([f.with_nullable(True) for f in schema])
-
-
 def _check_nulls(table: pa.Table, schema: pa.Schema, where: str) -> None:
     for f in schema:
         if not f.nullable:
@@ -216,7 +211,8 @@ def conform(frame: pd.DataFrame, schema: pa.Schema, *, where: str) -> pa.Table:
             arrays.append(pa.array(column, type=f.type, from_pandas=True))
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError) as exc:
             raise SchemaError(f"{where}: column {f.name!r} is not {f.type}: {exc}") from exc
-    table = pa.Table.from_arrays(arrays, schema=_storage(schema))
+    stored = pa.schema([f.with_nullable(True) for f in schema])  # the v1 layout; nulls are counted instead
+    table = pa.Table.from_arrays(arrays, schema=stored)
     _check_nulls(table, schema, where)
     return table
 

@@ -32,6 +32,7 @@ import pandas as pd
 
 from rap_benchmark.core.artifacts import Instance, codebook_from_dict
 from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.fsio import atomic_path
 from rap_benchmark.core.records import Policy
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.hub.layout import HELDOUT_SUFFIX, MANIFEST_FILE, PENDING_SUFFIX, REPO_NAMES
@@ -137,9 +138,7 @@ def load_hub_instance(hub: str | Path, *, revision: str | None = None, cache: Pa
     manifest_hash = hashes.pop()
 
     fields = _tables(repos["fields"], manifests["fields"], ["default"])["default"]
-    codebooks = {}
-    for row in fields.to_dict(orient="records"):
-        codebooks[row["field_id"]] = codebook_from_dict(row)
+    codebooks = {row["field_id"]: codebook_from_dict(row) for row in fields.to_dict(orient="records")}
     blocks = _tables(repos["splits"], manifests["splits"], ["fields"])["fields"]
     blocks = blocks[["field_id", "block_id", "split"]].sort_values("field_id", kind="stable").reset_index(drop=True)
     papers = _tables(repos["papers"], manifests["papers"], ["default"])["default"]
@@ -155,10 +154,8 @@ def load_hub_instance(hub: str | Path, *, revision: str | None = None, cache: Pa
     root = cache / "hub" / manifest_hash
     papers_file = manifests["papers"]["configs"]["default"]["corpus"]["path"]
     if not (root / "papers.parquet").is_file():
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = root / ".papers.parquet.tmp"
-        shutil.copyfile(repos["papers"] / papers_file, tmp)
-        tmp.replace(root / "papers.parquet")
+        with atomic_path(root / "papers.parquet") as tmp:
+            shutil.copyfile(repos["papers"] / papers_file, tmp)
     return Instance(
         root=root,
         spec=spec,

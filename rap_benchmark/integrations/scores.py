@@ -25,14 +25,14 @@ def episode_metrics(doc: dict[str, Any], answer: str | None) -> dict[str, Any]:
     that produced it, so both see the same values and no NaN is written."""
     parsed = parse_answer(answer)
     fid = doc["field_id"]
-    rho = float("nan")
-    fidelity = float("nan")
-    if parsed.valid and parsed.weights is not None:
+
+    def rho_with(target: Any) -> float:
+        if not parsed.valid or parsed.weights is None or target is None:
+            return float("nan")
         p = np.asarray(parsed.weights, dtype=np.float64)[None, :]
-        if doc.get("y") is not None:
-            rho = float(spearman(p, np.asarray(doc["y"], dtype=np.float64)[None, :])[0])
-        if doc.get("x") is not None:
-            fidelity = float(spearman(p, np.asarray(doc["x"], dtype=np.float64)[None, :])[0])
+        return float(spearman(p, np.asarray(target, dtype=np.float64)[None, :])[0])
+
+    rho, fidelity = rho_with(doc.get("y")), rho_with(doc.get("x"))
     out: dict[str, Any] = {}
     if np.isfinite(rho):
         out["spearman"] = (fid, rho)

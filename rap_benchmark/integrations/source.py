@@ -2,16 +2,12 @@
 
 The instance is, in order:
 
-1. ``hub`` (task metadata / parameter) or ``$RAP_HUB``: the published Hugging Face datasets,
-   either a Hub organisation (``rap``: the repos ``rap/episodes``, ``rap/papers``, ...; add
-   ``hub_revision`` for a tag) or a local folder written by ``rap hub export`` (``hub/`` or
-   ``hub/rap``). No build is needed: the episodes come from the ``episodes`` repo (Test targets
-   that are withheld there stay unknown: those episodes are run, recorded and left unscored),
-   codebooks from ``fields``, the Dev/Test split from ``splits``, and the search index is built
-   locally from the ``papers`` and ``assignments`` repos on first use, in the cache under the
-   instance's manifest hash. Every file is checked against its repo's ``rap_manifest.json``, and
-   every search universe against the published ``search_manifests`` (paper count and shard hash),
-   so the local index serves exactly the published universes;
+1. ``hub`` (task metadata / parameter) or ``$RAP_HUB``: the published Hugging Face datasets, a
+   Hub organisation (``rap``; add ``hub_revision`` for a tag) or a folder written by ``rap hub
+   export`` (``hub/`` or ``hub/rap``). No build is needed
+   (:mod:`rap_benchmark.integrations.hub_instance`): withheld Test targets stay unknown (those
+   episodes are run, recorded and left unscored), and the search index is built locally on first
+   use, every universe checked against the published ``search_manifests``;
 2. ``instance_dir`` or ``$RAP_INSTANCE_DIR``: a built instance folder (verified);
 3. else the embedded ``mini`` instance built once into the cache, the CPU smoke test.
 
@@ -21,13 +17,14 @@ The cache is ``$RAP_CACHE_DIR`` or ``~/.cache/rap_benchmark``.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from rap_benchmark.core.artifacts import Instance, load_instance
 from rap_benchmark.core.fsio import build_once
-from rap_benchmark.core.records import Condition, Policy, Task, episode_id
+from rap_benchmark.core.records import Condition, Policy, episode_id
 from rap_benchmark.core.spec import BENCHMARK_VERSION
 from rap_benchmark.core.sums import SUMS_FILE
 
@@ -112,26 +109,16 @@ def episode_docs(inst: Instance, condition: Condition | str, *, split: str = "te
     return docs
 
 
-def docs_dataset(docs: list[dict[str, Any]]) -> Any:
-    """The documents as a ``datasets.DatasetDict`` with one ``test`` split (what lm-eval reads)."""
+EPISODE_DOC_STRINGS = ("episode_id", "field_id", "origin", "split", "block_id", "condition", "task", "manifest_hash")
+
+
+def docs_dataset(
+    docs: list[dict[str, Any]], strings: Sequence[str] = EPISODE_DOC_STRINGS, vectors: Sequence[str] = ("x", "y")
+) -> Any:
+    """The documents as a ``datasets.DatasetDict`` with one ``test`` split (what lm-eval reads):
+    ``strings`` columns of text, ``vectors`` columns of float64 lists."""
     import datasets
 
-    features = datasets.Features(
-        {
-            "episode_id": datasets.Value("string"),
-            "field_id": datasets.Value("string"),
-            "origin": datasets.Value("string"),
-            "split": datasets.Value("string"),
-            "block_id": datasets.Value("string"),
-            "condition": datasets.Value("string"),
-            "task": datasets.Value("string"),
-            "manifest_hash": datasets.Value("string"),
-            "x": datasets.Sequence(datasets.Value("float64")),
-            "y": datasets.Sequence(datasets.Value("float64")),
-        }
-    )
-    return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs, features=features)})
-
-
-def is_state(condition: Condition) -> bool:
-    return Condition(condition).task is Task.STATE
+    features = {c: datasets.Value("string") for c in strings}
+    features |= {c: datasets.Sequence(datasets.Value("float64")) for c in vectors}
+    return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs, features=datasets.Features(features))})

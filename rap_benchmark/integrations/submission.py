@@ -30,8 +30,7 @@ def prediction_row(model: str, episode: dict[str, Any], answer: str | None, reco
     from rap_benchmark.evaluation.scoring import parse_answer
 
     parsed = parse_answer(answer)
-    row: dict[str, Any] = {k: episode[k] for k in ("condition", "field_id", "origin")}
-    row = {"model": model, **row}
+    row: dict[str, Any] = {"model": model, **{k: episode[k] for k in ("condition", "field_id", "origin")}}
     for i, d in enumerate(DIRECTION_KEYS):
         row[d] = float(parsed.weights[i]) if parsed.valid and parsed.weights else None
     row["valid"] = bool(parsed.valid)
@@ -57,11 +56,7 @@ def prediction_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def submission_meta(
-    frame: pd.DataFrame,
-    *,
-    source: str,
-    knowledge_cutoff: str | dt.date | None = None,
-    tokens_known: bool = True,
+    frame: pd.DataFrame, *, source: str, knowledge_cutoff: str | dt.date | None = None, tokens_known: bool = True
 ) -> dict[str, Any]:
     """The metadata of a converted prediction frame (the keys ``rap submit validate`` checks),
     with its ``usage`` summed from the rows (tokens unknown unless ``tokens_known``)."""

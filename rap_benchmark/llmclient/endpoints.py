@@ -6,8 +6,7 @@ through an :class:`EndpointPool`:
 
 * an endpoint is a base URL (``URL``, any model) or ``MODEL=URL`` (a vLLM server serves only
   MODEL); each has its own ``openai.AsyncOpenAI`` client (the SDK's own retries off, so that
-  none is hidden; aiohttp transport when the SDK offers it: about 1.3 ms of CPU per request,
-  against 3.3 ms through httpx, measured side by side on a loaded 2-core machine);
+  none is hidden; aiohttp transport when the SDK offers it: 1.3 ms of CPU a request, httpx 3.3);
 * at most ``max_in_flight`` requests are open per endpoint; a request goes to the least loaded
   open endpoint that serves its model (ties in turn, so a sequential caller goes round-robin);
 * :func:`call_with_failover`: HTTP 5xx, 408/409/425/429, timeouts, refused connections and

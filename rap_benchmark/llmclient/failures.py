@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from rap_benchmark.core.serial import to_dict
+
 
 @dataclass(frozen=True, slots=True)
 class Attempt:
@@ -19,14 +21,7 @@ class Attempt:
     endpoint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "n": self.n,
-            "ok": self.ok,
-            "error": self.error,
-            "status": self.status,
-            "latency_s": round(self.latency_s, 6),
-            "endpoint": self.endpoint,
-        }
+        return {**to_dict(self), "latency_s": round(self.latency_s, 6)}
 
 
 class BackendFailure(RuntimeError):

@@ -2,14 +2,13 @@
 
 One server for every test double of a model endpoint:
 
-* **the LLM instrument**: a chat request whose prompt is one of the pipeline's tasks is answered
-  with a deterministic, plausible, valid reply
-  (:func:`rap_benchmark.pipeline.instrument.llm.standin.respond`), written in the reply style of
-  the server's ``mode`` (below), with usage counted by the package's token counter;
+* **the LLM instrument**: a prompt that is one of the pipeline's tasks gets a deterministic, valid
+  reply (:func:`rap_benchmark.pipeline.instrument.llm.standin.respond`) in the reply style of the
+  server's ``mode`` (below), with usage counted by the package's token counter;
 * **agents** (``rap run``, lm-eval's ``local-completions``/``local-chat-completions``, Inspect's
   ``openai-api``): ``n_searches`` searches (native tool calls when ``tools`` are offered, the text
-  tool protocol otherwise), then a final answer hashed from the first user message; CiteCast
-  episodes search for the paper's title and submit an integer. ``/v1/completions`` too; ``stop``
+  tool protocol otherwise), then an answer hashed from the first user message; CiteCast episodes
+  search for the paper's title and submit an integer. ``/v1/completions`` too; ``stop``
   sequences are honoured as vLLM does (the stop string is not returned).
 
 Reply styles (``mode``), imitating what a vLLM server sends for the instrument's prompts:
@@ -30,17 +29,15 @@ Reply styles (``mode``), imitating what a vLLM server sends for the instrument's
 In ``think`` modes a request with ``chat_template_kwargs: {"enable_thinking": false}`` is answered
 without reasoning, as Qwen3's chat template does.
 
-Faults, drawn per delivery from a seeded generator (they change no answer, only whether one
-arrives): ``error_rate`` (HTTP 503), ``timeout_rate`` (the reply comes after ``hang_s`` seconds,
-past the client's timeout), ``malformed_rate`` (a torn JSON body). ``invalid_rate`` replaces an
-instrument answer by one that fails validation, decided by the request's hash (so a retry, which
-quotes the invalid reply, is a different request). ``log`` appends the key (sha256 of the body)
-of every request answered, for resume audits.
+Faults, drawn per delivery from a seeded generator (they change whether an answer arrives, not
+which): ``error_rate`` (HTTP 503), ``timeout_rate`` (the reply comes after ``hang_s`` seconds),
+``malformed_rate`` (a torn JSON body). ``invalid_rate`` replaces an instrument answer by an
+invalid one, decided by the request's hash (a retry quotes the reply, so it is another request).
+``log`` appends the key (sha256 of the body) of every request answered, for resume audits.
 
 Run: ``python -m rap_benchmark.testing.scripted_server --port 0 --workers 2 [--mode think]``
 prints ``http://127.0.0.1:PORT/v1`` and serves until SIGTERM; tests use :class:`ServerThread`
-or :func:`serve`. It runs on uvicorn, which the base install leaves out: ``pip install
-'rap_benchmark[serve]'`` (the ``test`` extra has it too).
+or :func:`serve`. It needs uvicorn: ``pip install 'rap_benchmark[serve]'`` (or the ``test`` extra).
 """
 
 from __future__ import annotations
@@ -58,7 +55,7 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import orjson
@@ -77,6 +74,7 @@ REFUSAL = (
     "(3821 in the messages, 400 in the completion). Please reduce the length of the messages or completion."
 )
 Script = Callable[[list[dict[str, str]]], str]
+BAD_REQUEST = b'{"error": {"message": "scripted: bad request"}}'
 
 
 # -- agents: searches, then an answer -------------------------------------------------------------
@@ -148,8 +146,8 @@ def decide(
 def apply_stop(text: str, stop: Any) -> tuple[str, str]:
     """``text`` cut before the first stop sequence (not included, as vLLM does) and the finish reason."""
     stops = [stop] if isinstance(stop, str) else list(stop or [])
-    cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=-1)
-    return (text, "stop") if cut < 0 else (text[:cut], "stop")
+    cut = min((i for i in (text.find(s) for s in stops if s) if i >= 0), default=len(text))
+    return text[:cut], "stop"
 
 
 def _content_text(content: Any) -> str:
@@ -171,25 +169,14 @@ def agent_chat_reply(body: dict[str, Any], n_searches: int) -> dict[str, Any]:
         n_results = transcript.count(OBSERVATION)
         stops = body.get("stop") or []
         search_open = "</search>" in stops or "</web_search>" in stops
-    turn = decide(
-        first_user,
-        transcript,
-        n_results,
-        tools if body.get("tool_choice") != "none" else set(),
-        search_open,
-        n_searches,
-    )
+    offered = tools if body.get("tool_choice") != "none" else set()
+    turn = decide(first_user, transcript, n_results, offered, search_open, n_searches)
     message: dict[str, Any] = {"role": "assistant", "content": None}
     finish = "stop"
     if turn.tool is not None:
         call_id = "call_" + _digest(transcript + turn.tool).hex()[:12]
-        message["tool_calls"] = [
-            {
-                "id": call_id,
-                "type": "function",
-                "function": {"name": turn.tool, "arguments": json.dumps(turn.arguments)},
-            }
-        ]
+        function = {"name": turn.tool, "arguments": json.dumps(turn.arguments)}
+        message["tool_calls"] = [{"id": call_id, "type": "function", "function": function}]
         finish = "tool_calls"
     else:
         message["content"], finish = apply_stop(turn.text or "", body.get("stop"))
@@ -377,14 +364,14 @@ class ScriptedApp:
             if not isinstance(req, dict):
                 raise TypeError
         except (orjson.JSONDecodeError, TypeError):
-            return 400, b'{"error": {"message": "scripted: bad request"}}', False
+            return 400, BAD_REQUEST, False
         key = hashlib.sha256(body).hexdigest()
         if path.endswith("/completions") and not path.endswith("/chat/completions"):
             status, obj = 200, completion_reply(req, self.n_searches)
         else:
             messages = req.get("messages")
             if not isinstance(messages, list) or not messages or "model" not in req:
-                return 400, b'{"error": {"message": "scripted: bad request"}}', False
+                return 400, BAD_REQUEST, False
             first = next((m for m in messages if isinstance(m, dict) and m.get("role") == "user"), {})
             if task_of(_content_text(first.get("content"))) is not None:
                 status, obj = self._instrument_reply(req, key)
@@ -500,12 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1, help="server processes sharing the port")
     p.add_argument("--mode", choices=MODES, default="plain", help="reply style of the instrument's answers")
     p.add_argument("--searches", type=int, default=2, help="agent searches per episode before the answer")
-    p.add_argument("--error-rate", type=float, default=0.0)
-    p.add_argument("--timeout-rate", type=float, default=0.0)
-    p.add_argument("--malformed-rate", type=float, default=0.0)
-    p.add_argument("--invalid-rate", type=float, default=0.0)
-    p.add_argument("--hang-s", type=float, default=5.0)
-    p.add_argument("--seed", type=int, default=0)
+    for f in fields(Faults):  # --error-rate ... --seed
+        p.add_argument("--" + f.name.replace("_", "-"), type=type(f.default), default=f.default)
     p.add_argument("--log", help="append the key of every answered request to this file")
     args = p.parse_args(argv)
     try:
@@ -517,9 +500,8 @@ def main(argv: list[str] | None = None) -> int:
     children = []
 
     def app(w: int) -> ScriptedApp:
-        faults = Faults(
-            args.error_rate, args.timeout_rate, args.malformed_rate, args.invalid_rate, args.hang_s, args.seed + w
-        )
+        faults = Faults(**{f.name: getattr(args, f.name) for f in fields(Faults)})
+        faults.seed += w
         return ScriptedApp(faults, mode=args.mode, n_searches=args.searches, log=args.log)
 
     for w in range(args.workers - 1):

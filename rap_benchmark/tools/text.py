@@ -8,15 +8,9 @@ renders a chat for a template without tools (:meth:`TextProtocol.render`), reads
 complete tag of a reply back as a call (:meth:`TextProtocol.parse`), names the stop sequences
 and puts back a closing tag that a generation stopped at (:meth:`TextProtocol.restore_stop`).
 
-Two kinds of stop sequences, each with one name:
-
-* :attr:`TextProtocol.tool_turn_stops`: while a tool can be called, generation stops when the
-  model closes a tool tag or starts to write an observation itself;
-* :data:`ANSWER_TURN_STOPS`: on a turn where no tool can be called, only an invented observation
-  stops it.
-
-(A prefilled JSON answer stops where its object closes: ``rap_benchmark.agents.prompts.
-PREFILLED_ANSWER_STOPS``; that belongs to RAP's answer format, not to the tool protocol.)
+Stop sequences: :attr:`TextProtocol.tool_turn_stops` while a tool can be called,
+:data:`ANSWER_TURN_STOPS` otherwise (where a prefilled JSON answer stops belongs to RAP's answer
+format: ``rap_benchmark.agents.prompts.PREFILLED_ANSWER_STOPS``).
 """
 
 from __future__ import annotations

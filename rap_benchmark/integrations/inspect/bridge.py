@@ -21,7 +21,6 @@ from inspect_ai.model import (
     ChatMessageUser,
     GenerateConfig,
     Model,
-    ModelOutput,
 )
 from inspect_ai.tool import ToolCall as InspectToolCall
 from inspect_ai.tool import ToolInfo, ToolParams
@@ -89,22 +88,6 @@ def raw_arguments(call: InspectToolCall) -> str:
     return "" if call.parse_error else json.dumps(call.arguments, ensure_ascii=False)
 
 
-def openai_message(output: ModelOutput) -> dict[str, Any]:
-    """An Inspect output as an OpenAI assistant message (content and tool calls)."""
-    msg: dict[str, Any] = {"role": "assistant", "content": output.message.text or None}
-    calls = output.message.tool_calls or []
-    if calls:
-        msg["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.function, "arguments": raw_arguments(c)}}
-            for c in calls
-        ]
-    return msg
-
-
-def generate_config(max_tokens: int | None, temperature: float | None) -> GenerateConfig:
-    return GenerateConfig(max_tokens=max_tokens, temperature=temperature, parallel_tool_calls=False)
-
-
 class InspectBackend:
     """A :class:`~rap_benchmark.agents.protocol.Backend` over an Inspect model: the agents'
     episode loop (:func:`rap_benchmark.agents.episode.run_episode`) runs unchanged on it.
@@ -132,7 +115,9 @@ class InspectBackend:
                 chat_messages(request.messages),
                 tools=tools,
                 tool_choice=choice if tools else None,
-                config=generate_config(request.max_tokens, request.temperature),
+                config=GenerateConfig(
+                    max_tokens=request.max_tokens, temperature=request.temperature, parallel_tool_calls=False
+                ),
             )
         except Exception as exc:  # noqa: BLE001 - Inspect has retried; the solver re-raises it
             self.error = exc
@@ -141,13 +126,10 @@ class InspectBackend:
         if output.error:
             self.error = RuntimeError(f"model error: {output.error}")
             raise BackendFailure(output.error, (Attempt(1, False, output.error, endpoint="inspect"),))
-        msg = openai_message(output)
-        calls = tuple(
-            ToolCall(c["id"], c["function"]["name"], c["function"]["arguments"]) for c in msg.get("tool_calls", [])
-        )
+        calls = tuple(ToolCall(c.id, c.function, raw_arguments(c)) for c in output.message.tool_calls or [])
         usage = output.usage
         return ModelTurn(
-            content=msg["content"],
+            content=output.message.text or None,
             tool_calls=calls,
             finish_reason=FINISH_REASONS.get(str(output.stop_reason), str(output.stop_reason)),
             response_model=output.model,

@@ -2,22 +2,17 @@
 
 ``inspect eval rap_benchmark/rap_forecast --model vllm/Qwen/Qwen3-4B -T condition=A3``
 
-* One sample per canonical-policy episode of a split (RAP) or per CiteCast task. A sample's input
-  is the condition's user prompt; its target (the composition the episode is scored against)
-  stays in the sample's target, which only the scorer reads.
-* The solver is the benchmark's own loop, not a re-implementation: RAP episodes run the agents'
-  :func:`~rap_benchmark.agents.episode.run_episode` (system prompt, the condition's prompt, the
-  Search tool bound to the episode's universe with the schema derived from its docstring, at
-  most ``max_search_calls`` calls, then a forced answer; nudges and malformed calls as in
-  ``rap run``) over :class:`~rap_benchmark.integrations.inspect.bridge.InspectBackend`; CiteCast
-  tasks run the runner's :class:`~rap_benchmark.agents.citecast.CiteCastUnit` on the same loop,
-  with the environment's tools, whose server-side rules (cutoff, call limit, one submission)
-  apply. The model is Inspect's, so every
-  request, with its tool calls, is a model event in the log, and the sample's messages are the
-  episode's messages (assistant tool calls and tool results included).
-* The scorer is the package's: the answer parsed by ``rap score``'s parser and Spearman against
-  the target (``spearman``, field-macro as in the paper; ``state_fidelity`` for State); CiteCast's
-  reward is the environment's. ``valid`` is the share of valid answers.
+* One sample per canonical-policy episode of a split (RAP) or per CiteCast task. The target the
+  episode is scored against stays in the sample's target, which only the scorer reads.
+* The solver is the benchmark's own loop: :func:`~rap_benchmark.agents.episode.run_episode` over
+  :class:`~rap_benchmark.integrations.inspect.bridge.InspectBackend`, with the RAP unit of
+  ``rap run`` (Search bound to the episode's universe) or the runner's
+  :class:`~rap_benchmark.agents.citecast.CiteCastUnit` (the environment's tools and rules). The
+  model is Inspect's, so every request is a model event in the log, and the sample's messages
+  are the episode's.
+* The scorer is the package's: ``rap score``'s parser and Spearman against the target
+  (``spearman``, field-macro; ``state_fidelity`` for State); CiteCast's reward is the
+  environment's. ``valid`` is the share of valid answers.
 
 Parameters (``-T key=value``): ``condition`` (A0..A4), ``instance_dir`` or ``hub`` (the published
 datasets, see :mod:`rap_benchmark.integrations.source`), ``split`` (test, dev or all),
@@ -85,6 +80,20 @@ def mean_defined() -> Metric:
     return compute
 
 
+async def _run_unit(state: TaskState, unit: Any, episode: Any) -> tuple[Any, dict[str, Any]]:
+    """Run ``unit``'s episode with the task's model into ``state``; (model, the unit record)."""
+    from rap_benchmark.agents.episode import run_episode
+
+    model = get_model()
+    backend = InspectBackend(model)
+    result = await run_episode(backend, unit.context, episode)
+    backend.raise_error()  # a model error is the sample's error, not an invalid answer
+    record = {**result.to_dict(), **unit.record_meta(episode)}
+    state.messages = chat_messages(result.messages)
+    state.store.set(RECORD_KEY, record)
+    return model, record
+
+
 # -- RAP --------------------------------------------------------------------------------------------
 
 
@@ -108,7 +117,6 @@ def rap_episode(
     max_search_calls: int | None = None,
 ) -> Solver:
     """Run the agents' episode loop on the sample's episode with the task's model."""
-    from rap_benchmark.agents.episode import run_episode
     from rap_benchmark.agents.runner import SearchTools, native_units
     from rap_benchmark.integrations.source import open_source
 
@@ -121,14 +129,8 @@ def rap_episode(
     async def solve(state: TaskState, generate: Generate) -> TaskState:
         meta = state.metadata
         (unit,) = native_units(MODEL_LABEL, inst.codebooks, [(meta["field_id"], meta["origin"])], [cond], spec)
-        model = get_model()
-        backend = InspectBackend(model)
-        result = await run_episode(backend, unit.context, unit.open(tools))
-        backend.raise_error()  # a model error is the sample's error, not an invalid answer
-        record = result.to_dict()
-        state.messages = chat_messages(result.messages)
-        state.output = ModelOutput.from_content(str(model), result.answer_text or "")
-        state.store.set(RECORD_KEY, record)
+        model, record = await _run_unit(state, unit, unit.open(tools))
+        state.output = ModelOutput.from_content(str(model), record.get("answer_text") or "")
         return state
 
     return solve
@@ -178,7 +180,6 @@ def rap_state_scorer() -> Scorer:
 
 def rap_task(
     condition: str,
-    *,
     instance_dir: str | None,
     hub: str | None,
     hub_revision: str | None,
@@ -210,14 +211,7 @@ def rap_forecast(
 ) -> Task:
     """RAP under one condition (A0 closed, A1 fixed Search, A3 expanding Search; A2/A4 are the
     State conditions, also reachable as ``rap_state``)."""
-    return rap_task(
-        condition,
-        instance_dir=instance_dir,
-        hub=hub,
-        hub_revision=hub_revision,
-        split=split,
-        max_search_calls=max_search_calls,
-    )
+    return rap_task(condition, instance_dir, hub, hub_revision, split, max_search_calls)
 
 
 @task
@@ -232,14 +226,7 @@ def rap_state(
     """RAP's State task (A2 fixed Search, A4 expanding Search)."""
     if Condition(condition).task is not RapTask.STATE:
         raise ValueError(f"rap_state takes a State condition (A2 or A4), got {condition}; use rap_forecast")
-    return rap_task(
-        condition,
-        instance_dir=instance_dir,
-        hub=hub,
-        hub_revision=hub_revision,
-        split=split,
-        max_search_calls=max_search_calls,
-    )
+    return rap_task(condition, instance_dir, hub, hub_revision, split, max_search_calls)
 
 
 # -- CiteCast ---------------------------------------------------------------------------------------
@@ -250,7 +237,6 @@ def citecast_episode(citecast_dir: str | None = None, max_tool_calls: int | None
     """Run the runner's CiteCast unit (the one episode loop with the environment's tools) on the
     sample's task with the task's model."""
     from rap_benchmark.agents.citecast import DEFAULT_MAX_TOOL_CALLS, CiteCastUnit
-    from rap_benchmark.agents.episode import run_episode
     from rap_benchmark.agents.protocol import CiteCastContext
     from rap_benchmark.agents.store import TaskKey
     from rap_benchmark.citecast.client import InProcessClient
@@ -260,20 +246,13 @@ def citecast_episode(citecast_dir: str | None = None, max_tool_calls: int | None
     cap = DEFAULT_MAX_TOOL_CALLS if max_tool_calls is None else int(max_tool_calls)
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
-        model = get_model()
         task_id, split = state.metadata["task_id"], state.metadata["split"]
         unit = CiteCastUnit(
             TaskKey(MODEL_LABEL, task_id), CiteCastContext(MODEL_LABEL, task_id, split), client, max_tool_calls=cap
         )
-        episode = unit.open()
-        backend = InspectBackend(model)
-        result = await run_episode(backend, unit.context, episode)
-        backend.raise_error()  # a model error is the sample's error, not an invalid answer
-        record = {**result.to_dict(), **unit.record_meta(episode)}
-        state.messages = chat_messages(result.messages)
+        model, record = await _run_unit(state, unit, unit.open())
         prediction = record.get("prediction")
         state.output = ModelOutput.from_content(str(model), "" if prediction is None else str(prediction))
-        state.store.set(RECORD_KEY, record)
         return state
 
     return solve

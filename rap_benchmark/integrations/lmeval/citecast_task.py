@@ -1,30 +1,25 @@
 """The lm-eval (0.4.13) ``citecast`` task: CiteCast tasks with the research loop run inside the task.
 
-It plugs into lm-eval's evaluator exactly as :class:`~rap_benchmark.integrations.lmeval.task.RapTask` does
-(same internals, same model discovery, same batched rounds of :mod:`rap_benchmark.integrations.lmeval.rounds`):
+It plugs into lm-eval's evaluator as :class:`~rap_benchmark.integrations.lmeval.task.RapTask` does
+(same model discovery, same batched rounds):
 
 1. one document per CiteCast task of a split (the task id only: paper, band and target stay in
    the environment); the first turn is the environment's system prompt with the text tool
    protocol (:data:`rap_benchmark.agents.citecast.CITECAST_TEXT_PROTOCOL`) and its task prompt;
-2. after lm-eval's first batched ``generate_until``, ``apply_filters`` continues every task with
-   the agents' one episode loop (:class:`rap_benchmark.agents.citecast.CiteCastUnit`, the same
-   unit ``rap citecast run`` runs) against an in-process client of
+2. ``apply_filters`` continues every task with :class:`rap_benchmark.agents.citecast.CiteCastUnit`
+   (the unit ``rap citecast run`` runs) against an in-process client of
    :class:`~rap_benchmark.citecast.env.CiteCastEnv`, so the research cutoff, the call limit and
-   the one-shot submission are the server's own rules; all still-open tasks go to the model
-   together, round after round: ``<web_search>q</web_search>`` and ``<web_fetch>url</web_fetch>``
-   run through the environment, and at most ``max_tool_calls`` web calls are allowed before a
-   forced ``<submit>integer</submit>``;
-3. each instance's ``resps`` holds the episode record as JSON (the run store's unit record:
-   messages, tool calls, session id, prediction, reward) and ``filtered_resps["none"]`` its final reply; ``process_results``
-   reads the reward the environment gave (0 when no submission was accepted).
+   the one-shot submission are the server's own rules;
+3. each instance's ``resps`` holds the episode record as JSON and ``filtered_resps["none"]`` its
+   final reply; ``process_results`` reads the reward the environment gave (0 without an accepted
+   submission).
 
 Metrics: ``reward`` (mean CiteCast reward over tasks, invalid episodes scoring 0), ``valid``
 (share of tasks with an accepted submission) and ``n_tool_calls`` (mean web calls).
 
-Metadata keys (YAML ``metadata:`` or ``--metadata``): ``citecast_dir`` (the instance folder),
-``split`` (train, test or all; default test), ``max_tool_calls`` (default 8),
-``max_observation_chars``. The instance folder is chosen by
-:func:`rap_benchmark.integrations.citecast_source.citecast_dir` (shared with the Inspect task).
+Metadata keys (YAML ``metadata:`` or ``--metadata``): ``citecast_dir`` (the instance folder, see
+:func:`rap_benchmark.integrations.citecast_source.citecast_dir`), ``split`` (train, test or all;
+default test), ``max_tool_calls`` (default 8), ``max_observation_chars``.
 """
 
 from __future__ import annotations
@@ -56,9 +51,11 @@ from rap_benchmark.integrations.lmeval.task import (
     ToolLoopTask,
     mean_finite,
     placeholder_metric,
+    task_config,
     valid_metric,
 )
 from rap_benchmark.integrations.scores import citecast_metrics
+from rap_benchmark.integrations.source import docs_dataset
 
 DEFAULT_MAX_GEN_TOKS = DEFAULT_MAX_TOKENS
 MODEL_LABEL = "lm-eval"
@@ -69,11 +66,8 @@ MODEL_LABEL = "lm-eval"
 
 def _load_docs(**metadata: Any) -> Any:
     """``custom_dataset`` hook: lm-eval calls it with the task metadata (plus model args)."""
-    import datasets
-
     docs = citecast_docs(citecast_env(metadata), str(metadata.get("split", "test")))
-    features = datasets.Features({"task_id": datasets.Value("string"), "split": datasets.Value("string")})
-    return datasets.DatasetDict({"test": datasets.Dataset.from_list(docs, features=features)})
+    return docs_dataset(docs, ("task_id", "split"), ())
 
 
 # -- metric functions (module level: lm-eval deep-copies and serialises task configs) ----------
@@ -96,10 +90,7 @@ class CiteCastTask(ToolLoopTask):
     LABEL = "CiteCast tasks"
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        cfg = dict(config or {})
-        cfg.pop("class", None)
-        meta = dict(cfg.get("metadata") or {})
-        meta.setdefault("version", CITECAST_VERSION)
+        cfg, meta = task_config(config, CITECAST_VERSION)
         self.env = citecast_env(meta)
         self.client = InProcessClient(self.env)
         self.max_tool_calls = int(meta.get("max_tool_calls") or DEFAULT_MAX_TOOL_CALLS)
@@ -137,13 +128,7 @@ class CiteCastTask(ToolLoopTask):
         loop write it, without opening a session (one is opened when the episode runs)."""
         paper = self.env.tasks[doc["task_id"]].paper
         messages = ({"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": render_prompt(paper)})
-        return Request(
-            messages,
-            tuple(tool_schemas()),
-            "auto",
-            self.max_tokens(),
-            text_protocol=CITECAST_TEXT_PROTOCOL,
-        )
+        return Request(messages, tuple(tool_schemas()), "auto", self.max_tokens(), text_protocol=CITECAST_TEXT_PROTOCOL)
 
     def doc_to_text(self, doc: dict[str, Any], doc_to_text: Any = None) -> str:
         return self.first_request(doc).text_messages()[-1]["content"]

@@ -1,15 +1,11 @@
 """Run the agents' episode loop for many episodes at once over batched ``generate_until`` calls.
 
-lm-eval has no tool loop and asks a model for completions in batches. This module keeps the
-protocol in one place, the agents' :func:`rap_benchmark.agents.episode.run_episode` (nudges,
-forced answer after the call budget, malformed-call handling, answer parsing), and gives each
-episode a backend whose ``complete`` only queues its request. When every unfinished episode is
-waiting, the queued requests go to the model as ONE batch (``generate``), so an evaluation of N
-episodes costs about (calls per episode + 1) batched rounds, not N x rounds single calls.
-
-The first request of each episode may be answered from ``first_replies``: the replies lm-eval
-already generated for the contexts the task built (they are used only when the context matches
-byte for byte).
+lm-eval has no tool loop and asks a model for completions in batches. Each episode runs the
+agents' own :func:`rap_benchmark.agents.episode.run_episode` with a backend whose ``complete``
+only queues its request; when every unfinished episode waits, the queue goes to the model as ONE
+batch (``generate``): about (calls per episode + 1) batched rounds in all, not one call per turn.
+The first request of an episode may be answered from ``first_replies`` (what lm-eval already
+generated for the task's contexts), used only when the context matches byte for byte.
 """
 
 from __future__ import annotations

@@ -1,37 +1,26 @@
 """The lm-eval (0.4.13) task: RAP episodes with the Search loop run inside the task.
 
-How it plugs into lm-eval's evaluator (``lm_eval.evaluator.evaluate``), and which internals it
-relies on (each is checked by ``tests/test_lm_eval_tasks.py::test_evaluator_internals_the_task_relies_on``):
+How it plugs into ``lm_eval.evaluator.evaluate`` (the internals it relies on are checked by
+``tests/test_lm_eval_tasks.py::test_evaluator_internals_the_task_relies_on``):
 
 1. ``build_all_requests(..., chat_template=lm.apply_chat_template)``: the task builds the first
-   turn of every episode (system prompt, the condition's user prompt, the text tool protocol).
-   The model for the later rounds is found in this order (:func:`evaluation_lm`):
-
-   a. ``chat_template.__self__``: with ``--apply_chat_template`` lm-eval hands the task the
-      model's bound ``apply_chat_template``; its owner is the model (a documented argument, no
-      internals);
-   b. otherwise the one remaining reliance on internals: the evaluator's local variable ``lm``,
-      read from the frame of the running ``lm_eval.evaluator.evaluate`` (lm-eval passes the model
-      to a task nowhere else).
-2. The evaluator runs every task's first-round ``generate_until`` requests in one batch, then
-   calls ``task.apply_filters()``. There the task continues every episode with the agents' episode
-   loop (:mod:`rap_benchmark.integrations.lmeval.rounds`): search calls are executed with the
-   project's Search tool, observations appended, and all still-open episodes go to
-   ``lm.generate_until`` together, round after round, until each has its final answer (at most
-   ``max_search_calls`` calls, then a forced answer). The same model object serves every round:
-   nothing is reloaded. (lm-eval's ``vllm`` with ``data_parallel_size > 1`` is the exception: it
-   starts fresh Ray workers that load the model on every ``generate_until`` call, so the task
-   refuses it; use ``tensor_parallel_size``, or serve vLLM with ``--data-parallel-size N`` and
-   evaluate through ``local-completions`` / ``local-chat-completions``.)
-3. Each instance's ``resps`` then holds the unit's full record as JSON (messages, search calls,
-   events) and ``filtered_resps["none"]`` its final answer text, which ``process_results`` scores
-   with the project's parser and Spearman; ``spearman`` and ``state_fidelity`` aggregate
-   field-macro. An episode whose score is undefined (invalid answer, constant target) contributes
-   no value, exactly as the scorer drops it, so the results never hold a bare NaN; a condition
-   with no defined score has no ``spearman`` entry at all.
+   turn of every episode. The model for the later rounds (:meth:`ToolLoopTask.evaluation_lm`) is
+   the owner of the bound ``chat_template`` (with ``--apply_chat_template``), else the local
+   ``lm`` of the running ``evaluate`` frame (lm-eval passes the model to a task nowhere else).
+2. After the evaluator's first batched ``generate_until``, ``apply_filters`` continues every
+   episode with the agents' loop (:mod:`rap_benchmark.integrations.lmeval.rounds`): Search calls
+   run with the project's tool and all open episodes go to ``lm.generate_until`` together, round
+   after round, until each has its final answer. The same model object serves every round.
+   lm-eval's ``vllm`` with ``data_parallel_size > 1`` reloads the model on every call, so it is
+   refused; use ``tensor_parallel_size``, or ``vllm serve --data-parallel-size N`` with
+   ``local-completions`` / ``local-chat-completions``.
+3. Each instance's ``resps`` holds the unit's record as JSON and ``filtered_resps["none"]`` its
+   final answer, which ``process_results`` scores with the project's parser and Spearman
+   (``spearman`` and ``state_fidelity`` aggregate field-macro). An episode without a defined
+   score adds no value, as in the scorer, so the results never hold a bare NaN.
 
 Contexts are strings, or lm-eval's ``JsonChatStr`` for chat API models (``local-chat-completions``
-with ``--apply_chat_template``): the JSON of the chat, sent to the server as messages.
+with ``--apply_chat_template``).
 
 Metadata keys (YAML ``metadata:`` or ``--metadata``): ``condition`` (A0..A4, set by each YAML),
 ``instance_dir``, ``split`` (dev, test or all; default test), ``max_search_calls``, ``answer_prefill`` (default
@@ -54,12 +43,12 @@ from rap_benchmark.agents import prompts
 from rap_benchmark.agents.protocol import Request
 from rap_benchmark.agents.runner import SearchTools, default_max_tokens, native_units
 from rap_benchmark.agents.toolset import search_text_protocol
-from rap_benchmark.core.records import Condition
+from rap_benchmark.core.records import Condition, Task
 from rap_benchmark.core.spec import BENCHMARK_VERSION
 from rap_benchmark.evaluation.scoring import field_macro
 from rap_benchmark.integrations.lmeval.rounds import EpisodeJob, run_batched
 from rap_benchmark.integrations.scores import episode_metrics
-from rap_benchmark.integrations.source import docs_dataset, episode_docs, instance_for, is_state
+from rap_benchmark.integrations.source import docs_dataset, episode_docs, instance_for
 from rap_benchmark.tools.text import stops_for
 
 FILTER_KEY = "none"
@@ -85,9 +74,8 @@ def mean_finite(items: list[Any]) -> float:
 
 
 def placeholder_metric(name: str, module: str = __name__) -> Callable[..., None]:
-    """A metric function named ``name`` for ``metric_list``: lm-eval wants one per metric, but the
-    values come from ``process_results``, so it is never asked for one. Bound in ``module`` as
-    ``<name>_metric`` (its qualified name), so that a serialised task config finds it again."""
+    """A metric function named ``name`` for ``metric_list`` (lm-eval wants one per metric; the
+    values come from ``process_results``), bound in ``module`` as ``<name>_metric``."""
 
     def metric(references: Any = None, predictions: Any = None, **kwargs: Any) -> None:
         return None
@@ -104,7 +92,7 @@ n_search_calls_metric = placeholder_metric("n_search_calls")
 
 def _metric_list(condition: Condition) -> list[dict[str, Any]]:
     out = [{"metric": spearman_metric, "aggregation": field_macro_pairs, "higher_is_better": True}]
-    if is_state(condition):
+    if condition.task is Task.STATE:
         out.append({"metric": state_fidelity_metric, "aggregation": field_macro_pairs, "higher_is_better": True})
     out.append({"metric": valid_metric, "aggregation": mean_finite, "higher_is_better": True})
     # a count to read, not a score: more calls are neither better nor worse
@@ -158,10 +146,7 @@ def window_check(lm: Any) -> Callable[[str, dict[str, Any]], str | None] | None:
 
 
 def evaluator_lm() -> Any:
-    """The model of the running ``lm_eval.evaluator.evaluate`` call (its local ``lm``).
-
-    The one reliance on lm-eval internals that remains (see the module docstring, 1b): used only
-    when lm-eval did not hand the task the model's bound ``apply_chat_template``."""
+    """The model of the running ``lm_eval.evaluator.evaluate`` call (its local ``lm``)."""
     frame = inspect.currentframe()
     try:
         while frame is not None:
@@ -175,10 +160,8 @@ def evaluator_lm() -> Any:
 
 
 def check_reusable(lm: Any) -> None:
-    """Refuse a model that would be loaded again on every search round.
-
-    lm-eval's ``vllm`` model with ``data_parallel_size > 1`` builds a fresh ``vllm.LLM`` in new Ray
-    workers inside every ``generate_until`` call; the tool loop calls it once per round."""
+    """Refuse a model that would be loaded again on every search round (lm-eval's ``vllm`` with
+    ``data_parallel_size > 1`` starts new Ray workers in every ``generate_until`` call)."""
     if int(getattr(lm, "data_parallel_size", 1) or 1) > 1 and type(lm).__module__.startswith("lm_eval.models.vllm"):
         raise ValueError(
             "lm-eval's vllm model with data_parallel_size > 1 reloads the model in new workers on every "
@@ -188,16 +171,21 @@ def check_reusable(lm: Any) -> None:
         )
 
 
+def task_config(config: dict[str, Any] | None, version: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The YAML's task config (without ``class``) and its metadata, versioned by default."""
+    cfg = {k: v for k, v in (config or {}).items() if k != "class"}
+    meta = dict(cfg.get("metadata") or {})
+    meta.setdefault("version", version)
+    return cfg, meta
+
+
 class ToolLoopTask(ConfigurableTask):
-    """What the RAP and CiteCast tasks share: the task config, finding the evaluation's model,
-    the first context of a document, and running every document's unit (the agent runner's own
-    unit: :class:`~rap_benchmark.agents.runner.UnitSpec` or
-    :class:`~rap_benchmark.agents.citecast.CiteCastUnit`) through the one episode loop over
+    """What the RAP and CiteCast tasks share: the config, the evaluation's model, a document's
+    first context, and running every document's runner unit through the one episode loop over
     batched ``generate_until`` rounds. Subclasses call :meth:`init_task` and define
     :meth:`unit_for`, :meth:`record_id` and :meth:`process_results`."""
 
-    LABEL = "this task"
-    """How refusals name the task ("RAP tasks", "the citecast task")."""
+    LABEL = "this task"  # how refusals name the task
     _lm: Any
     _chat_template: Callable[..., Any] | None
     _records: dict[str, dict[str, Any]]
@@ -248,19 +236,7 @@ class ToolLoopTask(ConfigurableTask):
     def answer_prefill_text(self) -> str:
         return ""
 
-    # -- shared ----------------------------------------------------------------------------------
-    def has_training_docs(self) -> bool:
-        return False
-
-    def has_validation_docs(self) -> bool:
-        return False
-
-    def has_test_docs(self) -> bool:
-        return True
-
-    def fewshot_docs(self) -> None:
-        return None
-
+    # -- shared (the config has only a test split and no few-shot source) -------------------------
     def max_tokens(self) -> int:
         return int((self.config.generation_kwargs or {}).get("max_gen_toks") or self.default_max_tokens())
 
@@ -323,12 +299,6 @@ class ToolLoopTask(ConfigurableTask):
             inst.filtered_resps[FILTER_KEY] = record["answer_text"] or ""
             self._records[self.record_id(inst.doc)] = record
 
-    def higher_is_better(self) -> dict[str, bool]:
-        return dict(self._higher_is_better)
-
-    def aggregation(self) -> dict[str, Callable[..., float]]:
-        return dict(self._aggregation_list)
-
     def build_all_requests(self, **kwargs: Any) -> None:
         template = kwargs.get("chat_template") if kwargs.get("apply_chat_template") else None
         self._chat_template = template
@@ -374,12 +344,9 @@ class RapTask(ToolLoopTask):
     LABEL = "RAP tasks"
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        cfg = dict(config or {})
-        cfg.pop("class", None)
-        meta = dict(cfg.get("metadata") or {})
+        cfg, meta = task_config(config, BENCHMARK_VERSION)
         self.condition = Condition(meta.get("condition", Condition.A1.value))
         meta["condition"] = self.condition.value
-        meta.setdefault("version", BENCHMARK_VERSION)
         self.inst = instance_for(meta).public_view()  # the loop never sees targets; docs carry them for scoring
         spec = self.inst.spec
         if meta.get("max_search_calls") is not None:
