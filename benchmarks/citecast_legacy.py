@@ -91,6 +91,7 @@ class LegacyEnv:
         self.tasks = inst.tasks
         self.view = inst.corpus.view(inst.cutoff)  # in-memory view and BM25 index, built in this process
         self.view.build_index()
+        self.by_key = dict(zip(self.view.keys, self.view.documents, strict=True))
         self.sessions: dict[str, Session] = {}
         self.lock = threading.Lock()
 
@@ -107,6 +108,12 @@ class LegacyEnv:
             "tools": tool_schemas(),
         }
 
+    def hits(self, query: str) -> list[Any]:
+        """The top 8 documents of the in-memory view by BM25 (ties by url order)."""
+        if not query_terms(query):
+            return []
+        return [self.by_key[key] for key in self.view.bm25_index().search(query, k=8).ids]
+
     def call(self, sid: str, name: str, arguments: Any) -> tuple[int, dict[str, Any]]:
         with self.lock:
             s = self.sessions[sid]
@@ -122,14 +129,9 @@ class LegacyEnv:
                 s.calls.append((name, {}, str(exc)))
                 return 422, {"detail": str(exc), "error": "ToolArgumentError"}
             if name == "web_search":
-                hits, _ = self.view.search(args["query"][:500], k=8)
                 obs: Any = [
-                    {
-                        "title": h.document.title or h.document.url,
-                        "url": h.document.url,
-                        "snippet": old_snippet(h.document.text, args["query"]),
-                    }
-                    for h in hits
+                    {"title": d.title or d.url, "url": d.url, "snippet": old_snippet(d.text, args["query"])}
+                    for d in self.hits(args["query"][:500])
                 ]
             elif name == "web_fetch":
                 doc = self.view.fetch(args["url"])

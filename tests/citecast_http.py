@@ -10,11 +10,11 @@ import httpx
 
 from rap_benchmark.citecast.client import HttpClient
 from rap_benchmark.citecast.env import CiteCastEnv
-from rap_benchmark.citecast.server import create_app
+from rap_benchmark.citecast.server import CiteCastApp
 
 
 def http_client(env: CiteCastEnv, api_key: str | None = None, keys: Mapping[str, str] | None = None) -> HttpClient:
-    app = create_app(env, keys)
+    app = CiteCastApp(env, keys)
 
     def handle(request: httpx.Request) -> httpx.Response:
         body = request.read()

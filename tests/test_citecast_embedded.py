@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from citecast_specs import load_specs
 
 from rap_benchmark.citecast.baselines import best_constant, sweep, write_sweep
 from rap_benchmark.citecast.client import InProcessClient
@@ -19,7 +20,6 @@ from rap_benchmark.citecast.instance import load_instance
 from rap_benchmark.citecast.leak_probe import citation_figures, run_leak_probe
 from rap_benchmark.citecast.records import TaskSplit
 from rap_benchmark.citecast.reward import rewards
-from rap_benchmark.citecast.tasks import load_specs
 from rap_benchmark.core.sums import verify
 
 SHARED_ARXIV = Path(

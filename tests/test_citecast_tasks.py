@@ -7,6 +7,7 @@ import json
 from collections import Counter
 
 import pytest
+from citecast_specs import load_specs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,7 +18,6 @@ from rap_benchmark.citecast.tasks import (
     allocate,
     band_of,
     build_tasks,
-    load_specs,
     load_tasks,
     normalise_title,
     select_eligible,

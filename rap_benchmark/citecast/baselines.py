@@ -1,14 +1,10 @@
 """Blind and oracle baselines, computed by a sweep that writes every per-task reward.
 
-* ``blind_constant``: one integer for every paper, grid-searched on train (mean reward),
-  evaluated on both splits: the floor a policy that ignores the paper gets.
-* ``category_constant``: the best constant per primary category (fitted on train; a category
-  absent from train falls back to the blind constant): what field base rates alone give.
-* ``band_oracle``: the best constant per *true* citation band (fitted on train): close to knowing
-  the answer; the ceiling of band-level knowledge.
-
-The grid is every integer 0..200 plus 300 log-spaced integers up to 100,000; ties go to the
-smallest constant. Everything is a pure function of the tasks.
+Each is fitted on train (mean reward) and evaluated on both splits: ``blind_constant`` (one
+integer for every paper: the floor), ``category_constant`` (one per primary category, the blind
+constant for one absent from train: field base rates) and ``band_oracle`` (one per *true* citation
+band: the ceiling of band-level knowledge). The grid is 0..200 plus 300 log-spaced integers up to
+100,000; ties go to the smallest constant.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Clients of the environment with one interface: in process (same code path, no HTTP) and HTTP.
-
-Both raise the same exceptions (the classes of :mod:`rap_benchmark.citecast.errors` and
-:class:`~rap_benchmark.citecast.tools.ToolArgumentError`), so an agent loop written against one
-runs unchanged against the other.
+"""Clients of the environment with one interface, in process and over HTTP; both raise the same
+exceptions, so an agent loop written against one runs unchanged against the other.
 """
 
 from __future__ import annotations
@@ -56,8 +53,7 @@ class HttpClient:
     """Talks to ``rap citecast serve`` over HTTP (httpx)."""
 
     def __init__(self, base_url: str, timeout_s: float = 60.0, http: Any = None, api_key: str | None = None) -> None:
-        """``http``: an httpx.Client-compatible object to use instead (tests: one with an in-process transport);
-        ``api_key``: the secret sent as ``Authorization: Bearer`` (required in evaluation mode)."""
+        """``http``: an httpx.Client-like object to use instead; ``api_key``: the Bearer secret."""
         import httpx
 
         self._http = http if http is not None else httpx.Client(base_url=base_url.rstrip("/"), timeout=timeout_s)

@@ -20,21 +20,15 @@ cutoff: topic momentum (field trend pages and the arXiv sub-corpus itself), auth
 records (profile pages whose h-index follows fame), and early reception (news articles for
 high-quality papers that quote a January citation count ~ Binomial(t_i, early_fraction)).
 
-Corpus (``WebDocument`` crawls):
+Corpus (``WebDocument`` crawls): arxiv, every mini paper from ``mini_from`` on (crawled on its v1
+date) plus, given ``../shared/data/arxiv``, its papers in ``real_window`` (generated ids win); web,
+author profiles (re-crawled after the cutoff with higher counts), field trend pages (two crawls
+before the cutoff, one after) and, crawled only after it, citation trackers for the most-cited
+papers (the bait that must never leak); news, early-reception articles (some crawled after the
+cutoff), re-crawled in June 2026 with the then-current count.
 
-* arxiv: every mini paper from ``mini_from`` on (crawl date = v1 date, so papers after the cutoff
-  exist only behind it), plus real papers from ``../shared/data/arxiv`` in ``real_window`` when
-  that folder is given (crawl date = its date column; ids that collide with generated ones are
-  skipped);
-* web: author profiles (crawled before the cutoff, re-crawled after it with higher counts), field
-  trend pages (three crawls of one url: two before, one after the cutoff), and citation-tracker
-  pages for the most-cited papers crawled only after the cutoff (the bait that must never leak);
-* news: early-reception articles (some crawled after the cutoff), each re-crawled in June 2026
-  with the then-current count.
-
-Harvest-side realism: a fraction of papers is withdrawn, missing from Semantic Scholar or shares
-a Semantic Scholar id with another paper; the snapshot goes through the real batch-response
-parser (:func:`~rap_benchmark.citecast.harvest.snapshot_citations`) via an in-memory fetch.
+The harvest side has withdrawn, missing and duplicate-id Semantic Scholar papers; the snapshot
+goes through the real batch parser (:func:`~rap_benchmark.citecast.harvest.snapshot_citations`).
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """The environment core: server-side tasks, sessions, tool dispatch and the one-shot reward.
 
 The HTTP server (:mod:`.server`) and the in-process client (:mod:`.client`) both call
-:class:`CiteCastEnv`, so an agent run over HTTP and one in process take the same code path.
-
-A session starts from a task id and gets the prompt. Its state lives in a
-:class:`~rap_benchmark.citecast.sessions.SessionStore` (SQLite shared by a machine's workers, or
-Redis shared by several machines), so the environment object itself holds no session and any
-worker can serve any call. Web tools read the corpus view at the environment's cutoff (fixed
-server-side, applied on every request). A call is checked completely before it touches the
-session: a refused call (unknown tool, invalid or oversized arguments) changes nothing and uses
-no budget. The first valid ``submit_prediction`` ends the session; later calls are refused with
-:class:`SessionClosed`.
+:class:`CiteCastEnv`, so a run over HTTP and one in process take the same code path. Session
+state lives in a :class:`~rap_benchmark.citecast.sessions.SessionStore`, never in the object, so
+any worker serves any call. Web tools read the corpus view at the server-side cutoff. A refused
+call (unknown tool, invalid or oversized arguments) changes nothing and uses no budget; the first
+valid ``submit_prediction`` ends the session and later calls get :class:`SessionClosed`.
 
 Modes (:class:`Mode`): ``training`` serves the train split and returns the reward at submit;
 ``evaluation`` serves the Test split, never returns the reward (a returned reward can be inverted
@@ -25,7 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,30 +78,12 @@ class ToolResult(Record):
     reward: float | None
 
 
-class _MeteredWeb:
-    """One call's view of the web: a search or fetch first takes a call from the session's budget
-    (the tool has checked its arguments by then, so refused calls never take any)."""
-
-    def __init__(self, web: BackdatedWeb, reserve: Callable[[], None]) -> None:
-        self._web = web
-        self._reserve = reserve
-
-    def search(self, query: str) -> list[dict[str, str]]:
-        self._reserve()
-        return self._web.search(query)
-
-    def fetch(self, url: str) -> dict[str, Any]:
-        self._reserve()
-        return self._web.fetch(url)
-
-
 class CiteCastEnv:
     """Tasks (with targets) and the corpus view, held server-side; sessions in ``store``.
 
-    ``web`` is a :class:`~rap_benchmark.citecast.webcorpus.WebCorpus` (its view at ``cutoff`` is
-    built in memory) or a view already at the cutoff, e.g. the memory-mapped
-    :class:`~rap_benchmark.citecast.webindex.MappedView` that server workers share. Session ids
-    are unguessable random tokens; a session answers only to the API key name that started it.
+    ``web`` is a :class:`~rap_benchmark.citecast.webcorpus.WebCorpus` (viewed at ``cutoff``) or a
+    view already at the cutoff (the workers' :class:`~rap_benchmark.citecast.webindex.MappedView`).
+    Session ids are random tokens; a session answers only to the API key name that started it.
     """
 
     def __init__(
@@ -193,16 +170,15 @@ class CiteCastEnv:
         return UnknownSession(f"unknown session {sid!r} (never started, deleted, or expired)")
 
     def call(self, session_id: str, name: str, arguments: Any, key: str = "") -> ToolResult:
-        """Run one tool call of a session. Refusals raise an :class:`EnvError` subclass or
-        :class:`~rap_benchmark.citecast.tools.ToolArgumentError` and change nothing: the tool's
-        arguments are checked in full before the call takes budget or submits."""
+        """Run one tool call of a session; a refusal (:class:`EnvError` or
+        :class:`~rap_benchmark.citecast.tools.ToolArgumentError`) changes nothing."""
 
         def reserve() -> None:
             outcome = self.store.reserve_call(session_id, key, self.max_tool_calls)
             if outcome is not Outcome.OK:
                 raise self._refusal(outcome, session_id)
 
-        tools = SessionTools(_MeteredWeb(self.web, reserve), lambda p, j: self._submit(session_id, key, p, j))
+        tools = SessionTools(self.web, lambda p, j: self._submit(session_id, key, p, j), reserve)
         observation = call_tool(tools, name, arguments)
         if name == "submit_prediction":
             return ToolResult(observation, True, observation.get("reward"))
@@ -237,8 +213,7 @@ class CiteCastEnv:
         }
 
     def close(self, session_id: str, key: str = "") -> None:
-        """Delete a session's state (finished or abandoned). A scored session's claim and
-        prediction stay in the store: they are the evaluation's result."""
+        """Delete a session's state; a scored session's claim and prediction stay (the evaluation's result)."""
         if not self.store.delete(session_id, key):
             raise self._refusal(Outcome.UNKNOWN, session_id)
 

@@ -8,48 +8,39 @@ from __future__ import annotations
 
 
 class EnvError(Exception):
-    """Base of the environment's refusals."""
+    """Base of the environment's refusals; a subclass names its code: ``class X(EnvError, status=404)``."""
 
     status = 400
 
+    def __init_subclass__(cls, status: int | None = None, **kw: object) -> None:
+        super().__init_subclass__(**kw)
+        if status is not None:
+            cls.status = status
 
-class UnknownTask(EnvError):
+
+class UnknownTask(EnvError, status=404):
     """No such task (or not one of the split this server's mode serves)."""
 
-    status = 404
 
-
-class UnknownSession(EnvError):
+class UnknownSession(EnvError, status=404):
     """No such session: never started, deleted, expired, or started with another API key."""
 
-    status = 404
 
-
-class SessionClosed(EnvError):
+class SessionClosed(EnvError, status=409):
     """The session already has its prediction; nothing changes."""
 
-    status = 409
 
-
-class AlreadyScored(EnvError):
+class AlreadyScored(EnvError, status=409):
     """Evaluation mode: this API key already has its one scored session for this task."""
 
-    status = 409
 
-
-class CallLimit(EnvError):
+class CallLimit(EnvError, status=429):
     """The session used its web-call budget; only ``submit_prediction`` is still accepted."""
 
-    status = 429
 
-
-class Unauthorized(EnvError):
+class Unauthorized(EnvError, status=401):
     """A missing or unknown API key where the server requires one."""
 
-    status = 401
 
-
-class PayloadTooLarge(EnvError):
+class PayloadTooLarge(EnvError, status=413):
     """A request body above the server's limit (it is not read, and nothing changes)."""
-
-    status = 413

@@ -1,22 +1,16 @@
 """Harvest the cohort: arXiv API listings and v1 metadata, and the Semantic Scholar snapshot.
 
-All network goes through one injectable :data:`Fetch` callable (``HttpRequest -> bytes``), so the
-parsing and paging logic is pure and tested offline on recorded real-format fixtures;
-:func:`httpx_fetch` is the only function that touches the network.
+All network goes through one injectable :data:`Fetch` (``HttpRequest -> bytes``), so parsing and
+paging are tested offline on recorded fixtures; :func:`httpx_fetch` is the real one.
 
-arXiv (https://info.arxiv.org/help/api/user-manual.html):
+arXiv (https://info.arxiv.org/help/api/user-manual.html): the month is listed by day-sliced
+``submittedDate`` queries, paged politely; the listing gives each paper's latest version, where a
+withdrawal shows (comment or abstract). Prompt metadata is then fetched as version 1
+(``id_list=<id>v1``), since later revisions can carry post-cutoff information; only title,
+abstract, authors, primary category and the v1 ``<published>`` day are kept.
 
-* the month is listed by day-sliced ``submittedDate:[YYYYMMDD0000 TO YYYYMMDD2359]`` queries,
-  paged with ``start``/``max_results`` and a polite delay between requests; the listing gives
-  each paper's *latest* version, which is where a withdrawal shows (comment / abstract);
-* prompt metadata is then fetched explicitly as version 1 (``id_list=<id>v1``), because later
-  revisions can carry post-cutoff information ("accepted at ICML 2026");
-* only title, abstract, authors, primary category and the v1 ``<published>`` day are kept;
-  comments, journal reference and DOI are read only to flag withdrawals and never stored.
-
-Semantic Scholar: ``POST /graph/v1/paper/batch?fields=paperId,title,citationCount`` with
-``{"ids": ["ARXIV:2601.01234", ...]}`` returns a list aligned with the ids, ``null`` for papers it
-does not know; every parsed row records the snapshot date.
+Semantic Scholar: ``POST /graph/v1/paper/batch`` with ``{"ids": ["ARXIV:2601.01234", ...]}``
+returns a list aligned with the ids, ``null`` for unknown papers.
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import sys
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -75,8 +70,7 @@ Fetch = Callable[[HttpRequest], bytes]
 
 def httpx_fetch(timeout_s: float = 60.0, retries: int = 4, backoff_s: float = 5.0) -> Fetch:
     """A real :data:`Fetch` over httpx, retrying 429/5xx and dropped connections with exponential
-    backoff. A host that cannot be connected to at all (no network, DNS failure, refused) fails at
-    once, and every failure is a one-line :class:`~rap_benchmark.core.errors.ServiceError`."""
+    backoff; an unreachable host fails at once; every failure is a one-line ``ServiceError``."""
     import httpx
 
     from rap_benchmark.core.errors import ServiceError
@@ -191,15 +185,15 @@ def parse_atom(payload: bytes) -> AtomPage:
         comment = _text(el.find("arxiv:comment", _NS))  # read for the withdrawal flag only
         published = _text(el.find("atom:published", _NS))
         meta = PaperMeta(
-            arxiv_id=m.group("id"),
-            title=_text(el.find("atom:title", _NS)),
-            abstract=abstract,
-            authors=tuple(_text(a.find("atom:name", _NS)) for a in el.findall("atom:author", _NS)),
-            primary_category=(primary.get("term", "") if primary is not None else (cats[0] if cats else "")),
-            date=dt.date.fromisoformat(published[:10]),
+            m.group("id"),
+            _text(el.find("atom:title", _NS)),
+            abstract,
+            tuple(_text(a.find("atom:name", _NS)) for a in el.findall("atom:author", _NS)),
+            primary.get("term", "") if primary is not None else (cats[0] if cats else ""),
+            dt.date.fromisoformat(published[:10]),
         )
         withdrawn = bool(_WITHDRAWN_COMMENT.search(comment) or _WITHDRAWN_ABSTRACT.search(abstract))
-        entries.append(ArxivEntry(meta=meta, version=int(m.group("v") or 1), withdrawn=withdrawn))
+        entries.append(ArxivEntry(meta, int(m.group("v") or 1), withdrawn))
     return AtomPage(tuple(entries), total, start)
 
 
@@ -233,11 +227,9 @@ class ArxivHarvester:
         self, year: int, month: int, *, lead_days: int = 0, category: str | None = None, progress: bool = False
     ) -> list[ArxivEntry]:
         """The month's listing, 2601-style id filter applied by the caller (see :func:`cohort_ids`)."""
-        days = day_slices(year, month, lead_days)
-        if progress:
-            from tqdm import tqdm
+        from tqdm import tqdm
 
-            days = tqdm(days, desc="arXiv days", file=__import__("sys").stderr)
+        days = tqdm(day_slices(year, month, lead_days), desc="arXiv days", file=sys.stderr, disable=not progress)
         out: dict[str, ArxivEntry] = {}
         for day in days:
             for entry in self.list_day(day, category):
@@ -290,15 +282,7 @@ def parse_s2_batch(payload: bytes, arxiv_ids: Sequence[str], snapshot_date: dt.d
         count = item.get("citationCount")
         if count is not None and not is_count(count):  # JSON true or 3.5 is no count, not 1 or 3
             raise HarvestError(f"{aid}: citationCount {count!r} is not a nonnegative integer")
-        rows.append(
-            CitationRecord(
-                arxiv_id=aid,
-                paper_id=item.get("paperId"),
-                title=item.get("title"),
-                citation_count=count,
-                snapshot_date=snapshot_date,
-            )
-        )
+        rows.append(CitationRecord(aid, item.get("paperId"), item.get("title"), count, snapshot_date))
     return rows
 
 

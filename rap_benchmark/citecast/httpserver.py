@@ -1,18 +1,15 @@
 """The workers' HTTP/1.1 transport: an asyncio protocol on the ``httptools`` parser (the one uvicorn
 uses) that hands each complete request to :meth:`CiteCastApp.respond` and writes the answer.
 
-Why not uvicorn's ASGI cycle here: a CiteCast handler is synchronous and short (a search is a
-fraction of a millisecond), and on a small machine the per-request ASGI machinery (a task, message
-dicts, two sends) cost about as much CPU as the work itself. Here a request is parsed, answered and
-written within the one ``data_received`` call that completed it. Keep-alive, pipelining (answers
-in order), chunked request bodies and ``Expect: 100-continue`` work; a body above the app's limit is
-never kept (413, then the connection closes); a malformed request gets 400 and a close.
+Not uvicorn's ASGI cycle: a handler is synchronous and short, and the per-request ASGI machinery
+cost about as much CPU as the work itself; here a request is parsed, answered and written within
+the ``data_received`` call that completed it. Keep-alive, pipelining, chunked bodies and
+``Expect: 100-continue`` work; a body above the limit is never kept (413 and a close), a malformed
+request gets 400 and a close.
 
-Closing on an error is a lingering close, as Apache and nginx do it: the answer is written, the
-write side shut, and whatever the client still sends is read and dropped until it closes (or
-``LINGER_S`` passes). Closing at once with unread bytes in the socket makes the kernel send a reset,
-which can reach the client before it has read the 413 and turn a clear refusal into "connection
-reset by peer".
+A close on an error lingers (as in Apache and nginx): the write side is shut and what the client
+still sends is dropped until it closes or ``LINGER_S`` passes, because closing with unread bytes
+makes the kernel send a reset that can overtake the 413.
 """
 
 from __future__ import annotations
@@ -31,8 +28,6 @@ LINGER_S = 5.0  # the longest a refused connection is drained before it is close
 
 
 class HttpProtocol(asyncio.Protocol):
-    """One connection."""
-
     __slots__ = (
         "app",
         "parser",
@@ -61,7 +56,6 @@ class HttpProtocol(asyncio.Protocol):
         self._announced: int | None = None
         self._continue = False
 
-    # -- asyncio ---------------------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
 
@@ -78,7 +72,6 @@ class HttpProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
 
-    # -- httptools callbacks -------------------------------------------------------------------------
     def on_message_begin(self) -> None:
         self._reset()
 
@@ -121,7 +114,6 @@ class HttpProtocol(asyncio.Protocol):
         status, body = self.app.respond(method, path, parsed.query or b"", self._auth, b"".join(self._chunks))
         self._write(status, body, close=not self.parser.should_keep_alive())
 
-    # -- writing ----------------------------------------------------------------------------------------
     def _write(self, status: int, body: bytes, *, close: bool = False) -> None:
         if self.transport is None:
             return

@@ -10,9 +10,8 @@ SHA256SUMS                sha256 of every file above (verified on load)
 .cache/webindex-<key>/    the memory-mapped search index of the cutoff view (derived, not hashed;
                           see :mod:`rap_benchmark.citecast.webindex`)
 
-:func:`write_instance` builds into a temporary sibling folder and swaps it into place only once
-everything (the search index included) is written, so a build killed half-way leaves the previous
-instance as it was.
+:func:`write_instance` swaps the folder into place only once everything (the index included) is
+written: a build killed half-way leaves the previous instance as it was.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.fsio import replacing
 from rap_benchmark.core.serial import to_dict
 from rap_benchmark.core.spec import CITECAST_VERSION
-from rap_benchmark.core.sums import CACHE_DIR, SUMS_FILE, verify, write_sums
+from rap_benchmark.core.sums import CACHE_DIR, listed_sha256, verify, write_sums
 
 MANIFEST = "citecast.json"
 CORPUS_FILE = Path("corpus") / "documents.jsonl"
@@ -53,20 +52,12 @@ class CiteCastInstance:
     def corpus(self) -> WebCorpus:
         return WebCorpus.from_jsonl(self.root / CORPUS_FILE)
 
-    def corpus_sha256(self) -> str:
-        """The corpus file's sha256 as recorded in SHA256SUMS (verified when the instance loaded)."""
-        for line in (self.root / SUMS_FILE).read_text(encoding="utf-8").splitlines():
-            digest, _, rel = line.partition("  ")
-            if rel == CORPUS_FILE.as_posix():
-                return digest
-        raise ArtifactError(f"{self.root}: {CORPUS_FILE.as_posix()} is not listed in {SUMS_FILE}")
-
     def index_dir(self, cutoff: dt.date | None = None, cache_dir: str | Path | None = None) -> Path:
         """Where the memory-mapped search index of the view at ``cutoff`` lives."""
         from rap_benchmark.citecast.webindex import index_key
 
         base = Path(cache_dir) if cache_dir is not None else self.root / CACHE_DIR
-        return base / f"webindex-{index_key(self.corpus_sha256(), cutoff or self.cutoff)}"
+        return base / f"webindex-{index_key(listed_sha256(self.root, CORPUS_FILE.as_posix()), cutoff or self.cutoff)}"
 
     def web_index(self, cutoff: dt.date | None = None, cache_dir: str | Path | None = None):  # -> MappedView
         """The search index of the view at ``cutoff`` (default: the instance's), built on first use
@@ -129,8 +120,7 @@ def write_instance(
 
 
 def load_instance(root: str | Path, *, check: bool = True) -> CiteCastInstance:
-    """The CiteCast instance at ``root`` (verified against its ``SHA256SUMS`` unless ``check`` is
-    False). A folder that is not a CiteCast instance is an :class:`ArtifactError` naming what it is."""
+    """The CiteCast instance at ``root``, verified against its ``SHA256SUMS`` unless ``check`` is False."""
     root = Path(root)
     if not root.is_dir():
         raise ArtifactError(f"no CiteCast instance at {root}: no such folder (build one with rap citecast build)")

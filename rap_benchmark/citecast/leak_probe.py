@@ -1,20 +1,16 @@
 """The leak probe: can the backdated tools reveal the answer?
 
-For the N most-cited tasks, run real backdated searches through an environment client (the
-paper's title, and the title + " citations"), fetch every returned url, and regex-scan every
-returned text (snippets and pages) for citation figures ("cited by 12", "12 citations",
-``"citationCount": 12``, ...). For each task report the largest figure found anywhere and the
-largest found in a text about the probed paper (one that carries its arXiv id or its normalised
-title), against the task's band lower bound. A figure about the paper at or above the band's
-lower bound is a leak.
-
-The probe only reads through the same session tools an agent gets and never submits; its
-sessions are closed afterwards.
+For the N most-cited tasks, search through an environment client (the title, and the title +
+" citations"), fetch every returned url, and scan every text for citation figures ("cited by 12",
+``"citationCount": 12``, ...). A figure in a text about the paper (carrying its arXiv id or
+normalised title) at or above the band's lower bound is a leak. The probe uses an agent's tools,
+never submits, and closes its sessions.
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,16 +99,14 @@ def run_leak_probe(
     client: EnvClient, tasks: Sequence[CiteTask], n: int = 25, *, progress: bool = False
 ) -> list[ProbeRow]:
     """Probe the ``n`` most-cited tasks (ties by task id)."""
+    from tqdm import tqdm
+
     bands = bands_by_name(DEFAULT_BANDS)
     top = sorted(tasks, key=lambda t: (-t.target, t.task_id))[:n]
-    it: Any = top
-    if progress:
-        import sys
-
-        from tqdm import tqdm
-
-        it = tqdm(top, desc="leak probe", file=sys.stderr)
-    return [probe_task(client, t, bands[t.band].lo if t.band in bands else 0) for t in it]
+    return [
+        probe_task(client, t, bands[t.band].lo if t.band in bands else 0)
+        for t in tqdm(top, desc="leak probe", file=sys.stderr, disable=not progress)
+    ]
 
 
 def summarise(rows: Sequence[ProbeRow]) -> dict[str, Any]:

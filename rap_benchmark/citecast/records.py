@@ -1,12 +1,6 @@
-"""Frozen records of the CiteCast environment, one per stage.
-
-    harvest -> PaperMeta (arXiv v1 metadata), CitationRecord (Semantic Scholar snapshot row)
-    tasks   -> Exclusion, CiteTask (server-side), TaskSpec (agent-facing: a task id only)
-    corpus  -> WebDocument (one crawl of one url)
-    server  -> ToolCall (one logged tool call of a session)
-
-Fixed vocabularies (sub-corpus, split) are enums; constructing a record with a value outside its
-vocabulary raises ``ValueError``.
+"""Frozen records of the CiteCast environment, one per stage: harvest (PaperMeta,
+CitationRecord), tasks (Exclusion, CiteTask, TaskSpec), corpus (WebDocument). A value outside an
+enum's vocabulary raises ``ValueError``.
 """
 
 from __future__ import annotations
@@ -152,13 +146,3 @@ class WebDocument(Record):
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> WebDocument:
         return from_dict(cls, {"title": "", **d}, strict=True, what="document")
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One logged tool call of a session: name, arguments and the exact observation."""
-
-    name: str
-    arguments: dict[str, Any]
-    observation: Any
-    ok: bool

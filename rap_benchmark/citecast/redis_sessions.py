@@ -1,10 +1,9 @@
 """A Redis session store, so N servers behind any HTTP load balancer share their sessions.
 
-Same contract as :class:`~rap_benchmark.citecast.sessions.SqliteStore`; every change is one Lua
-script, which Redis runs atomically. A session is a hash ``<prefix>s:<sid>`` whose time to live is
-reset on every call (Redis expires idle sessions itself); a scored claim is a hash
-``<prefix>scored:<key>:<task_id>`` without expiry, listed in the set ``<prefix>scored``. Use one
-Redis primary (the scripts name keys they build, which Redis Cluster does not allow).
+Same contract as :class:`~rap_benchmark.citecast.sessions.SqliteStore`, every change one atomic
+Lua script. A session is a hash ``<prefix>s:<sid>`` whose TTL each call resets; a scored claim is
+a hash ``<prefix>scored:<key>:<task_id>`` without expiry, listed in the set ``<prefix>scored``.
+One Redis primary (the scripts build key names, which Redis Cluster does not allow).
 """
 
 from __future__ import annotations

@@ -13,9 +13,7 @@ import numpy as np
 
 from rap_benchmark.core.records import is_count
 
-# Far above any citation count (the most-cited paper ever has ~3e5); bounds the float conversion
-# of the reward, so a prediction such as 10**400 is refused instead of overflowing.
-MAX_PREDICTION = 10**9
+MAX_PREDICTION = 10**9  # far above any citation count; 10**400 is refused instead of overflowing
 
 
 class PredictionError(ValueError):
@@ -25,9 +23,8 @@ class PredictionError(ValueError):
 def validate_prediction(value: Any) -> int:
     """Return ``value`` as an int, or raise :class:`PredictionError` saying why it is refused.
 
-    Accepted: an int in ``[0, MAX_PREDICTION]``, or a float with an integral value in that range
-    (``12.0``; JSON encoders of some models emit these). Refused: negatives, values above
-    ``MAX_PREDICTION`` (e.g. ``10**400``), fractions, NaN/inf, booleans, strings.
+    Accepted: an int in ``[0, MAX_PREDICTION]``, or an integral float in that range (``12.0``, as
+    some models' JSON has it); booleans, fractions, NaN and strings are refused.
     """
     if isinstance(value, bool):
         raise PredictionError(f"prediction must be a nonnegative integer, got the boolean {value!r}")

@@ -1,9 +1,7 @@
 """Score an evaluation run after the fact: the scored sessions a store recorded, against the targets.
 
-In evaluation mode the server never returns a reward; each API key's one scored session per
-Test task leaves its prediction in the session store. :func:`score_results` joins them with the
-server-side targets: every Test task counts for every key, a task without a submitted prediction
-scores 0 (so abandoning a hard task never helps), and the rewards are the card's reward.
+Every Test task counts for every API key; a task without a submitted prediction scores 0, so
+abandoning a hard task never helps.
 """
 
 from __future__ import annotations

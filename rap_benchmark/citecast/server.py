@@ -15,11 +15,8 @@ exists, 413 body above ``max_body_bytes`` (not read), 422 invalid JSON, tool nam
 429 call limit. API keys: ``Authorization: Bearer <secret>``; when the server has keys every route
 but ``/health`` requires one (evaluation mode always has keys).
 
-Every call goes to :class:`~rap_benchmark.citecast.env.CiteCastEnv` (cutoff applied there; it is
-not a request parameter). No framework: a request costs a route match, ``json.loads`` of a small
-body and one ``orjson`` encoding, so a worker spends its time on the search itself. The routes
-are served over the workers' plain HTTP/1.1 protocol (:mod:`rap_benchmark.citecast.httpserver`);
-one server scales out by worker processes (:mod:`rap_benchmark.citecast.serving`).
+Every call goes to :class:`~rap_benchmark.citecast.env.CiteCastEnv` (which applies the cutoff).
+No framework: a request costs a route match, a ``json.loads`` and an ``orjson`` encoding.
 """
 
 from __future__ import annotations
@@ -51,9 +48,7 @@ def _response(status: int, payload: Any) -> tuple[int, bytes]:
 
 
 class CiteCastApp:
-    """The routes. :meth:`respond` maps one request to ``(status, JSON bytes)`` and is all a
-    transport needs (the workers' HTTP/1.1 protocol, :mod:`rap_benchmark.citecast.httpserver`;
-    tests hand it requests in-process).
+    """The routes; :meth:`respond` (one request -> status and JSON bytes) is all a transport needs.
     ``api_keys`` maps secret -> key name (empty: no key required)."""
 
     def __init__(
@@ -147,8 +142,3 @@ def _query_param(query: bytes, name: str) -> str | None:
 
     values = parse_qs(query.decode("latin-1")).get(name)
     return values[0] if values else None
-
-
-def create_app(env: CiteCastEnv, api_keys: Mapping[str, str] | None = None, **kw: Any) -> CiteCastApp:
-    """The routes serving ``env`` (:func:`rap_benchmark.citecast.httpserver.run` serves them)."""
-    return CiteCastApp(env, api_keys, **kw)

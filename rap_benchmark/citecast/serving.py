@@ -1,13 +1,10 @@
 """``rap citecast serve``: several worker processes behind one listening socket.
 
-The supervisor verifies the instance, opens (building once if needed) the memory-mapped search
-index, creates the session store's schema, compiles the search kernels with one warm-up query,
-binds the socket, then forks ``workers`` processes that each serve that socket
-(:mod:`rap_benchmark.citecast.httpserver`). The
-workers inherit the mapped index (one copy in the page cache for all of them) and each opens its
-own connection to the one session store (SQLite file in WAL mode, or Redis), so every worker
-serves every session. A worker that dies is replaced; since no session lives in a worker, no
-session is lost. Several such servers on several machines share sessions through Redis.
+The supervisor verifies the instance, maps (building once) the search index, creates the session
+store's schema, warms the kernels, binds the socket and forks ``workers`` processes that serve it
+(:mod:`rap_benchmark.citecast.httpserver`). Workers share the mapped index through the page cache
+and each connects to the one session store (SQLite in WAL mode, or Redis, which also lets several
+machines share sessions), so any worker serves any session and a dead worker, replaced, loses none.
 """
 
 from __future__ import annotations
@@ -120,9 +117,9 @@ def serve(cfg: ServeConfig, *, ready: Callable[[socket.socket], None] | None = N
                 signal.signal(signal.SIGINT, signal.SIG_DFL)
                 _die_with(supervisor)
                 from rap_benchmark.citecast.httpserver import run
-                from rap_benchmark.citecast.server import create_app
+                from rap_benchmark.citecast.server import CiteCastApp
 
-                run(create_app(factory(), cfg.api_keys), sock)
+                run(CiteCastApp(factory(), cfg.api_keys), sock)
             except BaseException:  # noqa: BLE001 - a worker reports and exits; the supervisor respawns it
                 import traceback
 

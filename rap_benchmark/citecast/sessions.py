@@ -1,22 +1,14 @@
 """Session stores: where every server worker (and every server, with Redis) keeps session state.
 
-A session is one row: its task, the API key name it belongs to, whether it is a scored
-(evaluation) session, the web calls it used, and once submitted its prediction. Every change is
-one atomic statement on the store, so any worker of any server can serve any request of any
-session, and two workers racing on one session cannot both win a submission:
-
-* :meth:`SessionStore.reserve_call` takes one web call from the budget, only when the session
-  exists, is not finished and has budget left (refused calls are never counted);
-* :meth:`SessionStore.submit` records the one prediction, only when none is recorded yet;
-* scored sessions also claim ``(key, task)`` when created, and the claim (with the prediction,
-  once submitted) outlives the session: it is what ``rap citecast score`` reads.
-
-The reward is not stored: it is a pure function of the recorded prediction and the server-side
-target. Sessions expire ``ttl_s`` seconds after their last call (an expired session answers as
-unknown and is deleted by :meth:`SessionStore.expire`); :meth:`SessionStore.delete` removes a
-session's state at once. :class:`SqliteStore` (one file in WAL mode, shared by the workers of one
-machine) is the default; :class:`~rap_benchmark.citecast.redis_sessions.RedisStore` serves
-several machines.
+A session is one row: task, API key name, scored or not, web calls used and, once submitted, the
+prediction. Every change is one atomic statement, so any worker serves any session and two racing
+workers cannot both win a submission: :meth:`SessionStore.reserve_call` takes a call only from a
+live, unfinished session with budget left; :meth:`SessionStore.submit` records only the first
+prediction; a scored session claims ``(key, task)`` when created, and the claim (with its
+prediction) outlives the session for ``rap citecast score``. The reward is not stored (a function
+of prediction and target). Sessions expire ``ttl_s`` seconds after their last call.
+:class:`SqliteStore` serves one machine's workers;
+:class:`~rap_benchmark.citecast.redis_sessions.RedisStore` several machines.
 """
 
 from __future__ import annotations
@@ -115,10 +107,9 @@ _LIVE = "sid = ? AND key = ? AND touched >= ?"
 
 
 class SqliteStore:
-    """Sessions in one SQLite file (WAL mode: readers never block, one writer at a time, commits
-    without fsync; every change is one autocommitted statement), shared by every worker process
-    on the machine; ``path=None`` keeps them in memory (one process). Connections are opened per
-    process, so the store survives ``fork``."""
+    """Sessions in one SQLite file in WAL mode (every change one autocommitted statement), shared
+    by the machine's worker processes (a connection per process: it survives ``fork``);
+    ``path=None`` keeps them in memory (one process)."""
 
     def __init__(
         self, path: str | Path | None = None, *, ttl_s: float = DEFAULT_TTL_S, clock: Callable[[], float] = time.time
@@ -150,11 +141,9 @@ class SqliteStore:
     def _run(self, sql: str, params: tuple = (), fetch: str = "") -> Any:
         """Run one autocommitted statement; ``fetch`` "one"/"all" returns rows, else the row count.
 
-        When another process holds the write lock the statement is retried after 0, 50, 100, ...
-        microseconds (at most 2 ms apart, 30 s in all; the thread lock is not held while it waits).
-        SQLite's own busy handler would sleep at least a whole millisecond per collision, which with
-        several workers writing a few thousand times a second left the CPUs idle. A statement that
-        failed on the lock changed nothing, so retrying it is safe."""
+        A statement that failed on another process's write lock changed nothing and is retried
+        after 0, 50, 100, ... microseconds (at most 2 ms apart, 30 s in all): SQLite's own busy
+        handler sleeps a whole millisecond per collision, which left the CPUs idle under load."""
         delay, deadline = 0.0, None
         while True:
             try:

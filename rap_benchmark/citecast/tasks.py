@@ -5,15 +5,13 @@ Citation bands (true Semantic Scholar count at the snapshot; inclusive bounds):
 
     0 | 1-2 | 3-5 | 6-10 | 11-25 | 26-100 | >100
 
-Roughly half of a month's papers have zero citations seven months on, so the shipped mix is
-stratified (``DEFAULT_MIX``: 15% / 20% / 20% / 18% / 21.4% / 4.6% / 1.0%, so papers above 25
-citations are 5.6% of the mix, as on the card). Within a band, papers are taken in the order of
-``sha256("mix:" + arxiv_id)``; the train/test split then takes, within each band, the papers
-first in ``sha256(arxiv_id)`` order as test (the test share is 200/2200 at full scale), so every
-band is represented in the test split and the split of a paper never depends on other bands.
+About half of a month's papers have zero citations seven months on, so the mix is stratified
+(``DEFAULT_MIX``; papers above 25 citations are 5.6% of it, as on the card). Within a band, papers
+are taken in ``sha256("mix:" + arxiv_id)`` order; the test split takes, within each band, the
+first papers in ``sha256(arxiv_id)`` order (200/2200 at full scale), so every band is in the test
+split and a paper's split never depends on other bands.
 
-Files written by :func:`write_task_files` (``server/`` stays with the server; ``specs/`` is what
-agents get)::
+Files written by :func:`write_task_files` (``server/`` stays with the server; agents get ``specs/``)::
 
     server/tasks.jsonl        one CiteTask per line: v1 metadata, band, split, target, S2 id
     server/exclusions.jsonl   arxiv_id, reason, detail
@@ -127,12 +125,9 @@ def select_eligible(
     citations: Mapping[str, CitationRecord],
     withdrawn: Collection[str] = (),
 ) -> tuple[list[Candidate], list[Exclusion]]:
-    """Apply the exclusions in a fixed order over papers sorted by id.
-
-    A paper is dropped when its id is not 2601.*, when it is withdrawn, when Semantic Scholar
-    has no row (or no count) for it, or when an earlier-id paper already has its Semantic
-    Scholar paperId or its normalised title (the earliest id of a duplicate group is kept).
-    """
+    """Apply the exclusions, in this order, over papers sorted by id: not 2601.*, withdrawn, no
+    Semantic Scholar row or count, a Semantic Scholar paperId or normalised title an earlier id
+    already has (the earliest id of a duplicate group is kept)."""
     eligible: list[Candidate] = []
     excluded: list[Exclusion] = []
     seen_s2: dict[str, str] = {}
@@ -253,10 +248,7 @@ def build_tasks(
     mix: Mapping[str, float] = DEFAULT_MIX,
     bands: Sequence[Band] = DEFAULT_BANDS,
 ) -> TaskSet:
-    """Exclusions, the stratified mix and the split: the whole cohort-to-tasks step.
-
-    ``n_test`` defaults to ``round(n_total * 200 / 2200)`` (the card's proportion).
-    """
+    """Exclusions, the stratified mix and the split; ``n_test`` defaults to the card's 200/2200."""
     if not isinstance(citations, Mapping):
         citations = {c.arxiv_id: c for c in citations}
     eligible, excluded = select_eligible(papers, citations, withdrawn)
@@ -293,12 +285,3 @@ def load_tasks(instance_dir: str | Path) -> dict[str, CiteTask]:
     """The server-side tasks of a built instance, by task id."""
     tasks = read_jsonl(Path(instance_dir) / "server" / "tasks.jsonl", CiteTask.from_dict)
     return {t.task_id: t for t in tasks}
-
-
-def load_specs(instance_dir: str | Path, split: TaskSplit | str) -> list[TaskSpec]:
-    """The agent-facing specs of one split: task ids only (other keys are refused)."""
-    rows = list(read_jsonl(Path(instance_dir) / "specs" / f"{TaskSplit(split).value}.jsonl"))
-    for row in rows:
-        if set(row) != {"task_id"}:
-            raise ValueError(f"a task spec may carry only task_id, got keys {sorted(row)}")
-    return [TaskSpec(r["task_id"]) for r in rows]

@@ -1,11 +1,8 @@
 """The agent's tools: plain typed functions whose signature and docstring are their schema.
 
-:class:`SessionTools` holds one session's tools; its three public methods are exactly what an
-agent may call. The cutoff lives in :class:`BackdatedWeb`, which the server builds; no tool takes
-it as an argument, so an agent can neither see nor move it. :func:`tool_schemas` derives the
-OpenAI function-calling schemas from the methods and :func:`call_tool` validates an agent's
-arguments against them, both with the project's one rule (``rap_benchmark.tools``): unknown,
-missing or mistyped arguments are refused with a clear :class:`ToolArgumentError`.
+:class:`SessionTools`' three public methods are exactly what an agent may call. The cutoff lives
+in the server-built :class:`BackdatedWeb`, never in a tool argument. Schemas and argument checks
+follow the project's one rule (``rap_benchmark.tools``).
 """
 
 from __future__ import annotations
@@ -47,11 +44,19 @@ class BackdatedWeb:
 
 
 class SessionTools:
-    """The tools of one task session. Every public method is one agent-callable tool."""
+    """The tools of one task session. Every public method is one agent-callable tool; a search or
+    fetch calls ``reserve`` (which takes a call from the session's budget or raises) once its
+    arguments are checked."""
 
-    def __init__(self, web: BackdatedWeb, submit: Callable[[int, str], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        web: BackdatedWeb,
+        submit: Callable[[int, str], dict[str, Any]],
+        reserve: Callable[[], None] = lambda: None,
+    ) -> None:
         self._web = web
         self._submit = submit
+        self._reserve = reserve
 
     def web_search(self, query: str) -> list[dict[str, str]]:
         """Search an archived snapshot of the web (arXiv, news and general web pages) as it stood at
@@ -62,6 +67,7 @@ class SessionTools:
         """
         if not query.strip():
             raise ToolArgumentError("web_search: query is empty")
+        self._reserve()
         return self._web.search(query)
 
     def web_fetch(self, url: str) -> dict[str, Any]:
@@ -75,6 +81,7 @@ class SessionTools:
             raise ToolArgumentError("web_fetch: url is empty")
         if len(url) > MAX_URL_CHARS:  # refused, and never echoed back
             raise ToolArgumentError(f"web_fetch: url has {len(url):,} characters; at most {MAX_URL_CHARS:,}")
+        self._reserve()
         return self._web.fetch(url)
 
     def submit_prediction(self, prediction: int, justification: str) -> dict[str, Any]:
@@ -96,14 +103,12 @@ TOOL_NAMES: tuple[str, ...] = ("web_search", "web_fetch", "submit_prediction")
 
 
 def tool_schemas() -> list[dict[str, Any]]:
-    """OpenAI function-calling schemas of the three tools, derived from their signatures and
-    docstrings (the functions are the single source of truth; ``rap_benchmark.tools.tool_schema``)."""
+    """OpenAI function-calling schemas of the three tools, derived from their signatures and docstrings."""
     return [tool_schema(getattr(SessionTools, name)) for name in TOOL_NAMES]
 
 
 def call_tool(tools: SessionTools, name: str, arguments: Any) -> Any:
-    """Validate and run one tool call (``rap_benchmark.tools.check_arguments`` checks names and
-    types; the tool itself refuses values it cannot take)."""
+    """Validate (names and types; the tool refuses values it cannot take) and run one tool call."""
     if name not in TOOL_NAMES:
         raise ToolArgumentError(f"unknown tool {name[:64]!r} (tools: {', '.join(TOOL_NAMES)})")
     fn = getattr(tools, name)

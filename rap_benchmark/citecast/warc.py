@@ -1,10 +1,7 @@
-"""A small reader and writer for WARC/1.0 files (ISO 28500), plain or record-gzipped.
-
-Only what a crawl-dated corpus needs: ``response`` records (an HTTP response: status line,
-headers, body; chunked transfer and gzip content encoding are decoded), ``resource`` records and
-``conversion`` records (e.g. WET plain text). ``warcinfo``, ``request``, ``metadata`` and
-``revisit`` records are skipped, as are non-2xx responses. HTML is reduced to text with the
-standard library's parser (scripts and styles dropped, the ``<title>`` kept).
+"""A small WARC/1.0 (ISO 28500) reader, plain or record-gzipped, for what a crawl-dated corpus
+needs: 2xx ``response`` records (chunked and gzip/deflate bodies decoded), ``resource`` and
+``conversion`` records; other records are skipped. HTML is reduced to text (title kept, scripts
+and styles dropped) by the standard library's parser.
 """
 
 from __future__ import annotations

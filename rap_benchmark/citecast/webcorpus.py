@@ -1,13 +1,9 @@
 """The frozen crawl-dated web corpus and its point-in-time views.
 
-A corpus is a set of :class:`WebDocument` crawls (url, crawl date, sub-corpus arxiv/news/web,
-title, text); one url may have several crawls. It loads from JSON lines (one document object a
-line) and from WARC files (see :mod:`rap_benchmark.citecast.warc`).
-
-:meth:`WebCorpus.view` gives the corpus as it stood on a cutoff day: for every url, its latest
-crawl dated on or before the cutoff (urls first crawled after the cutoff do not exist in the
-view), plus a BM25 index (the project's engine, ``rap_benchmark.bm25.BM25Index``) built over
-that view only, so not even corpus statistics (IDF, average length) depend on later crawls.
+A corpus is a set of :class:`WebDocument` crawls (a url may have several), loaded from JSON lines
+or WARC files (:mod:`rap_benchmark.citecast.warc`). :meth:`WebCorpus.view` is the corpus on a
+cutoff day: each url's latest crawl on or before it, with a BM25 index built over that view only,
+so not even corpus statistics (IDF, average length) depend on later crawls.
 """
 
 from __future__ import annotations
@@ -16,7 +12,6 @@ import datetime as dt
 import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -49,12 +44,6 @@ def classify_url(url: str, default: SubCorpus = SubCorpus.WEB) -> SubCorpus:
     """arXiv hosts go to the arxiv sub-corpus; everything else to ``default``."""
     host = (urlsplit(url if "//" in url else "https://" + url).hostname or "").lower()
     return SubCorpus.ARXIV if host == "arxiv.org" or host.endswith(".arxiv.org") else default
-
-
-@dataclass(frozen=True)
-class SearchHitDoc:
-    document: WebDocument
-    score: float
 
 
 class CorpusView:
@@ -99,24 +88,14 @@ class CorpusView:
         """Build the BM25 index now (otherwise on the first search)."""
         self.bm25_index()
 
-    def search(self, query: str, k: int = 8) -> tuple[list[SearchHitDoc], int]:
-        """Top ``k`` documents by BM25 (ties by url order) and the number matching any term."""
-        if not query_terms(query) or not self.documents:
-            return [], 0
-        result = self.bm25_index().search(query, k=k)
-        hits = []
-        for doc_id, score in zip(result.ids, result.scores, strict=True):
-            doc = self._by_key[doc_id]
-            if doc.crawl_date > self.cutoff:  # defence in depth: the view never holds one
-                raise AssertionError(f"post-cutoff document in a view: {doc.url}")
-            hits.append(SearchHitDoc(doc, float(score)))
-        return hits, int(result.total_hits)
-
     def search_results(self, query: str, k: int = 8) -> list[dict[str, str]]:
-        """What ``web_search`` shows: title, url and a snippet around the query's first term."""
-        hits, _ = self.search(query, k=k)
+        """What ``web_search`` shows for the top ``k`` documents by BM25 (ties by url order): title,
+        url and a snippet around the query's first term."""
         terms = query_terms(query)
-        return [search_result(h.document.title, h.document.url, flatten(h.document.text), terms) for h in hits]
+        if not terms or not self.documents:
+            return []
+        docs = [self._by_key[key] for key in self.bm25_index().search(query, k=k).ids]
+        return [search_result(d.title, d.url, flatten(d.text), terms) for d in docs]
 
     def fetch(self, url: str) -> WebDocument | None:
         """The latest crawl of ``url`` on or before the cutoff, or None."""
@@ -153,36 +132,27 @@ class WebCorpus:
 
     # -- loading and saving ----------------------------------------------------------------
     @classmethod
-    def from_jsonl(cls, *paths: str | Path) -> WebCorpus:
-        return cls(doc for p in paths for doc in iter_jsonl_documents(p))
+    def from_jsonl(cls, path: str | Path) -> WebCorpus:
+        return cls(read_jsonl(path, WebDocument.from_dict))
 
     @classmethod
     def load(cls, paths: Iterable[str | Path], classify: Callable[[str], SubCorpus] = classify_url) -> WebCorpus:
         """JSON lines (``*.jsonl``/``*.json``) and WARC (``*.warc``, ``*.warc.gz``) files, by suffix."""
+        from rap_benchmark.citecast.warc import iter_pages
+
         docs: list[WebDocument] = []
         for p in paths:
             name = str(p)
             if re.search(r"\.warc(\.gz)?$", name):
-                docs.extend(iter_warc_documents(p, classify))
+                docs.extend(WebDocument(w.url, w.date, classify(w.url), w.title, w.text) for w in iter_pages(p))
             elif re.search(r"\.jsonl?$", name):
-                docs.extend(iter_jsonl_documents(p))
+                docs.extend(read_jsonl(p, WebDocument.from_dict))
             else:
                 raise ValueError(f"{p}: expected .jsonl, .warc or .warc.gz")
         return cls(docs)
 
     def to_jsonl(self, path: str | Path) -> None:
         write_jsonl(path, self.documents)
-
-
-def iter_jsonl_documents(path: str | Path) -> Iterable[WebDocument]:
-    return read_jsonl(path, WebDocument.from_dict)
-
-
-def iter_warc_documents(path: str | Path, classify: Callable[[str], SubCorpus] = classify_url) -> Iterable[WebDocument]:
-    from rap_benchmark.citecast.warc import iter_pages
-
-    for page in iter_pages(path):
-        yield WebDocument(page.url, page.date, classify(page.url), page.title, page.text)
 
 
 _SPACE = re.compile(r"\s+")

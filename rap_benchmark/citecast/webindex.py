@@ -1,10 +1,8 @@
 """The corpus view at the cutoff as files, built once and memory-mapped read-only by every worker.
 
-A server's workers share one copy of the index in the page cache instead of each parsing the
-corpus and building BM25 postings (seconds and tens of MB per worker). The folder is derived data:
-it lives under the instance's ``.cache/`` (never hashed), is named by the sha256 of the corpus file,
-the cutoff and :data:`FORMAT`, and is written to a temporary folder that is renamed into place, so
-a reader never sees a half-written index.
+The workers share one copy in the page cache instead of each building BM25 postings. The folder
+is derived data under the instance's ``.cache/`` (never hashed), named by the corpus file's
+sha256, the cutoff and :data:`FORMAT`, and renamed into place once complete.
 
     meta.json                   format, cutoff, number of documents, BM25 k1 and b
     vocab.json                  the BM25 vocabulary (a term's position is its id)
@@ -88,8 +86,8 @@ def index_key(corpus_sha256: str, cutoff: dt.date) -> str:
 
 
 def write_index(view: CorpusView, out: Path) -> Path:
-    """Write ``view`` (documents and BM25 index) as an index folder at ``out`` (atomically: a
-    temporary sibling renamed into place; when ``out`` already exists it is kept as it is)."""
+    """Write ``view`` (documents and BM25 index) as an index folder at ``out``, atomically; an
+    existing ``out`` is kept as it is."""
     return build_once(out, "meta.json", lambda folder: _write_index(view, folder))
 
 

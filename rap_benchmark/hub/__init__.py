@@ -1,7 +1,6 @@
 """Distribution on the Hugging Face Hub: export a built instance as dataset repos, publish them,
 read them back, and check revealed targets against their salted commitments."""
 
-from rap_benchmark.core.canonical import canonical_json, commitment, content_hash
 from rap_benchmark.hub.export import DEFAULT_ORG, ExportResult, export_instance, instance_repos
 from rap_benchmark.hub.layout import PRIVATE_DIR, REPO_NAMES, RepoTables
 from rap_benchmark.hub.load import RepoError, load_repo, load_table, read_manifest, resolve_repo, verify_repo
@@ -17,9 +16,6 @@ __all__ = [
     "RepoError",
     "RepoTables",
     "RevealReport",
-    "canonical_json",
-    "commitment",
-    "content_hash",
     "export_instance",
     "instance_repos",
     "load_repo",

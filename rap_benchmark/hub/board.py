@@ -1,15 +1,13 @@
 """The leaderboard as a Hugging Face dataset repo: ``rap hub export-board``.
 
-Layout, the same as the instance repos (``rap_manifest.json`` verified before ``rap hub publish``
-uploads it, so the board is published by the same path)::
+Laid out like the instance repos, so ``rap hub publish`` verifies and uploads it the same way::
 
     <HUB_DIR>/<org>/<name>/README.md                       card; YAML ``configs:`` per track and table
     <HUB_DIR>/<org>/<name>/data/<config>/<split>.parquet   retrospective, forecast_live, contrasts,
                                                            submissions (one row per submission and condition)
     <HUB_DIR>/<org>/<name>/rap_manifest.json               rows, content hash and sha256 per file; the board's meta
 
-The card states what every number was computed against: the instance and its manifest hash, the
-benchmark and scorer versions, the bootstrap resamples and seed, and each submission's metadata.
+The card (``cards/leaderboard_card.md.j2``) states what every number was computed against.
 """
 
 from __future__ import annotations
@@ -23,10 +21,11 @@ import pandas as pd
 
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
-from rap_benchmark.hub.cards import config_entries
+from rap_benchmark.hub.cards import config_entries, render_template
 from rap_benchmark.hub.layout import MANIFEST_FILE
 
 BOARD_REPO = "leaderboard"
+BOARD_TEMPLATE = "leaderboard_card.md.j2"
 TRACK_CONFIGS = {"leaderboard.csv": "retrospective", "leaderboard_live.csv": "forecast_live"}
 USAGE_FIELDS = ("episodes", "input_tokens", "output_tokens", "search_calls", "cost_usd")
 
@@ -37,11 +36,9 @@ def split_name(split: str) -> str:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    if not path.is_file() or path.stat().st_size == 0:
-        return pd.DataFrame()
     try:
-        return pd.read_csv(path, keep_default_na=True)
-    except pd.errors.EmptyDataError:
+        return pd.read_csv(path)
+    except (FileNotFoundError, IsADirectoryError, pd.errors.EmptyDataError):  # absent or empty: no rows
         return pd.DataFrame()
 
 
@@ -126,56 +123,13 @@ def _card(repo: str, configs: dict[str, dict[str, Any]], meta: dict[str, Any], s
         "tags": ["rap-benchmark", "leaderboard", "forecasting"],
         "configs": config_entries(configs, {"retrospective"}),
     }
-    lines = [
-        "---",
-        yaml.safe_dump(front, sort_keys=False).rstrip(),
-        "---",
-        "",
-        "# RAP leaderboard",
-        "",
-        "Scores of the submissions to the RAP benchmark (research forecasting with LLM agents), one row per "
-        "model and condition, with their cost beside them.",
-        "",
-        "## Scored against",
-        "",
-        f"- instance: `{meta.get('instance')}` (version {meta.get('instance_version')})",
-        f"- instance manifest hash: `{meta.get('manifest_hash')}`",
-        f"- benchmark version: {meta.get('benchmark_version')}; scorer: rap_benchmark {meta.get('scorer_version')}",
-        f"- split: {meta.get('split')}; bootstrap: {meta.get('n_resamples')} block resamples, seed {meta.get('seed')}",
-        "",
-        "## Configs",
-        "",
-        "- `retrospective`: the retrospective track (`rap leaderboard score`); `forecast_live`: the Forecast-Live "
-        "track (sealed forecasts, `rap leaderboard score --live`).",
-        "- Columns: `rank` (complete rows only) with `rank_lo`/`rank_hi` (95% block-bootstrap rank interval), "
-        "`spearman` with `spearman_lo`/`spearman_hi` (field-macro, 95% block bootstrap), `tv`, `jsd`, "
-        "`spearman_strict`/`spearman_exposed` (cells on or after / before the stated knowledge cutoff), and the "
-        "usage as the submission stated it: `input_tokens`, `output_tokens`, `search_calls`, `cost_usd`, each in "
-        "total and `_per_episode`. A null is unknown, never zero.",
-        "- `contrasts`: candidate minus reference on the cells both cover (the same block bootstrap as the scores).",
-        "- `submissions`: every submission's verdict and metadata, one row per declared condition.",
-        "",
-        "## Submissions",
-        "",
-        "| submission | model | condition | accepted | knowledge cutoff | usage from |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in subs.to_dict(orient="records") if len(subs) else []:
-        lines.append(
-            f"| {r['submission']} | {r['model']} | {r['condition']} | {'yes' if r['accepted'] else 'no'} | "
-            f"{r['knowledge_cutoff'] or 'unknown'} | {r['usage_source'] or 'unknown'} |"
-        )
-    lines += [
-        "",
-        "## Load",
-        "",
-        "```python",
-        "import datasets",
-        f'board = datasets.load_dataset("{repo}", "retrospective")',
-        "```",
-        "",
-    ]
-    return "\n".join(lines)
+    return render_template(
+        BOARD_TEMPLATE,
+        front_matter=yaml.safe_dump(front, sort_keys=False),
+        meta=meta,
+        repo=repo,
+        submissions=subs.to_dict(orient="records") if len(subs) else [],
+    )
 
 
 def export_board(

@@ -1,8 +1,7 @@
-"""Dataset cards: README.md with YAML front matter, rendered from the templates in ``cards/``.
+"""Dataset cards: README.md with YAML front matter, rendered from the Jinja templates in ``cards/``.
 
-Everything the card states is computed here (configs, splits, rows, hashes, withheld rows); the
-Jinja template in ``cards/dataset_card.md.j2`` only lays it out, and ``cards/CHANGELOG.md`` is
-included verbatim. The front matter's ``configs:`` block declares every data file, so the Hub and
+What a card states is computed here; the templates only lay it out (``CHANGELOG.md`` is included
+verbatim). The front matter's ``configs:`` block declares every data file, so the Hub and
 ``datasets.load_dataset`` need no loading script.
 """
 
@@ -22,12 +21,8 @@ CHANGELOG = "CHANGELOG.md"
 
 
 def cards_dir() -> Path:
-    """The folder holding the card templates.
-
-    Looked up in order: ``$RAP_CARDS_DIR``; ``cards/`` next to the package (a source checkout or
-    an editable install); ``<prefix>/share/rap_benchmark/cards`` (a wheel that ships them as data
-    files).
-    """
+    """The folder holding the card templates: ``$RAP_CARDS_DIR``, else ``cards/`` next to the
+    package (a checkout), else ``<prefix>/share/rap_benchmark/cards`` (a wheel's data files)."""
     candidates = []
     if os.environ.get("RAP_CARDS_DIR"):
         candidates.append(Path(os.environ["RAP_CARDS_DIR"]))
@@ -50,9 +45,7 @@ TASK_CATEGORIES: dict[str, list[str]] = {
     "search_manifests": ["text-retrieval"],
     "citecast_tasks": ["tabular-regression"],
 }
-"""Hugging Face ``task_categories`` per repo: the search corpus and its universes serve retrieval,
-the instrument's labels and codebooks are a classification, RAP's episodes forecast a composition
-and CiteCast forecasts a count."""
+"""Hugging Face ``task_categories`` per repo."""
 
 SIZE_BUCKETS: tuple[tuple[int, str], ...] = (
     (1_000, "n<1K"),
@@ -81,8 +74,7 @@ def is_citecast(tables: RepoTables) -> bool:
 
 
 def front_matter(tables: RepoTables, manifest: dict[str, Any], context: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The card's YAML metadata: licence, name, categories, size, tags and one ``configs`` entry
-    per config."""
+    """The card's YAML metadata, with one ``configs`` entry per config."""
     context = context or {}
     synthetic = context.get("citecast_synthetic" if is_citecast(tables) else "synthetic", False)
     tags = ["rap-benchmark", "forecasting", "science-of-science"]
@@ -203,17 +195,21 @@ def licence_text(tables: RepoTables, context: dict[str, Any]) -> str:
     )
 
 
-def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str, Any]) -> str:
+def render_template(name: str, **values: Any) -> str:
+    """Render the Jinja template ``name`` of :func:`cards_dir` (undefined names are errors)."""
     import jinja2
-    import yaml
 
-    root = cards_dir()
     env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(root)),
+        loader=jinja2.FileSystemLoader(str(cards_dir())),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
     )
+    return env.get_template(name).render(**values)
+
+
+def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str, Any]) -> str:
+    import yaml
 
     def entries(section: str, *keys: str) -> list[dict[str, Any]]:
         """One row per (config, split) of a manifest section, with the given keys of its entry."""
@@ -224,7 +220,8 @@ def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str,
         ]
 
     default = next((c.name for c in tables.configs if c.default), tables.configs[0].name)
-    return env.get_template(CARD_TEMPLATE).render(
+    return render_template(
+        CARD_TEMPLATE,
         front_matter=yaml.safe_dump(front_matter(tables, manifest, context), sort_keys=False, allow_unicode=True),
         citecast=is_citecast(tables),
         source=source_text(tables, context),
@@ -238,6 +235,6 @@ def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str,
         configs=tables.configs,
         withheld=entries("withheld", "rows", "target_columns"),
         pending=entries("pending", "rows", "origins"),
-        changelog=(root / CHANGELOG).read_text(encoding="utf-8").strip(),
+        changelog=(cards_dir() / CHANGELOG).read_text(encoding="utf-8").strip(),
         **context,
     )

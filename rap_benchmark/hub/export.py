@@ -13,31 +13,24 @@ Repos: ``papers`` (arXiv metadata), ``assignments`` (the paper-field membership 
 ``fields`` (codebooks), ``splits`` (dependency blocks, Dev/Test), ``episodes`` (one config per
 counting policy), ``search_manifests`` and, given a CiteCast task folder, ``citecast_tasks``.
 
-Withholding (``withhold_from=W``): for Test fields, every quantity computed from direction labels
-of papers dated on or after W leaves the public repos: the episodes' target group (``y``,
-``y_counts``, ``n_y`` and the ``y_empty`` flag) when the target window reaches W, and the
-assignments dated on or after W, labels and membership alike (which paper belongs to which Test
-field, and when: the membership alone gives the counted mass ``n_y``, and the published
-instrument run on the papers would give the labels). Those rows move to a ``<config>_heldout``
-config that has no target column at all: assignment rows keep only an opaque key (a salted hash
-of paper and field) and episode rows their public inputs, each with a ``target_sha256`` commitment
-(:mod:`rap_benchmark.core.canonical`); the targets and the salt go to ``_private/``. The ``papers``
-repo then ends before W (no episode can search a paper dated on or after its origin, and the last
-origin is on or before W), so the target-window papers are not in the published data either.
-W may not precede the last origin: the realised window of one origin is the recent window of the
-next, so an earlier W would leave the withheld targets readable from public inputs.
+Withholding (``withhold_from=W``): for Test fields, everything computed from direction labels of
+papers dated on or after W leaves the public repos: the episodes' targets (``y``, ``y_counts``,
+``n_y``, the ``y_empty`` flag) when the target window reaches W, and the assignments dated on or
+after W, labels and membership alike (membership alone gives ``n_y``). Those rows move to a
+``<config>_heldout`` config without target columns (assignments keep only an opaque salted key,
+episodes their public inputs), each row with a ``target_sha256`` commitment
+(:mod:`rap_benchmark.core.canonical`); targets and salt go to ``_private/``. The ``papers`` repo
+ends before W. W may not precede the last origin: one origin's realised window is the next one's
+recent window, so the withheld targets would be readable from public inputs.
 
-Pending targets (a living instance, ``rap extend``): an episode flagged ``y_pending`` has no
-target yet: its window [T, T+6mo) is not in the data. It is published in a ``<policy>_pending``
-config with its inputs (``x``, the history, their counts, the flags) and no target columns at all,
-never in the scored ``<policy>`` config with a null ``y`` or zero counts that read as a target;
-``rap_manifest.json`` (``pending``) and the card say which origins wait. Nothing is committed
-(no one knows the target); forecasts for them are sealed (``rap submit seal``). Once ``rap
-resolve`` has filled ``y``, the next export publishes those episodes in ``<policy>`` like any other.
+Pending targets (a living instance, ``rap extend``): episodes flagged ``y_pending`` have no target
+yet and are published in a ``<policy>_pending`` config with their inputs and no target columns
+(never in ``<policy>`` with a null ``y`` that reads as a target); the manifest (``pending``) and
+the card name the waiting origins. Once ``rap resolve`` fills ``y``, the next export publishes
+them in ``<policy>``.
 
-What stays true (and what the cards say): every retrospective target is recomputable from public
-arXiv data with the published instrument once its window has passed; withholding keeps it out of
-these repos, and only the living track is leak-free by construction.
+Every retrospective target stays recomputable from public arXiv data with the published
+instrument once its window has passed; only the living track is leak-free by construction.
 """
 
 from __future__ import annotations
@@ -107,9 +100,8 @@ def _as_date_strings(values: pd.Series) -> pd.Series:
 def _withhold(
     salt: bytes | None, keys: list[str], private: pd.DataFrame, public: pd.DataFrame, target_columns: tuple[str, ...]
 ) -> Withheld:
-    """Withheld rows under ``keys``: the private table (key first, then the natural key and the
-    targets) and the public one (``key`` in front of its columns, unless it has it) with each row's
-    commitment to its target, exactly as :func:`verify_reveal` will recompute it."""
+    """Withheld rows under ``keys``: the private table (key first) and the public one, with each
+    row's commitment to its target as :func:`verify_reveal` recomputes it."""
     if salt is None:
         raise ValueError("withholding needs a salt")
     private.insert(0, "key", keys)
@@ -117,10 +109,6 @@ def _withhold(
         public.insert(0, "key", keys)
     public[COMMITMENT_COLUMN] = commitments(salt, keys, target_values(private, target_columns))
     return Withheld(target_columns, "key", public, private)
-
-
-def _field_splits(inst: Instance) -> dict[str, str]:
-    return dict(zip(inst.blocks["field_id"], inst.blocks["split"], strict=True))
 
 
 def _by_split(frame: pd.DataFrame, split_of_row: np.ndarray) -> dict[str, pd.DataFrame]:
@@ -174,7 +162,7 @@ def papers_table(inst: Instance, withhold_from: dt.date | None = None) -> RepoTa
 
 def opaque_keys(salt: bytes, natural: list[str]) -> list[str]:
     """Keys that name a withheld row without saying which paper or field it is (a salted hash of
-    the natural key; the reveal publishes the salt and the natural key with the target)."""
+    the natural key)."""
     import hashlib
 
     return [hashlib.sha256(salt + b"\x00row\x00" + k.encode("utf-8")).hexdigest()[:32] for k in natural]
@@ -183,9 +171,8 @@ def opaque_keys(salt: bytes, natural: list[str]) -> list[str]:
 def assignments_table(inst: Instance, salt: bytes | None, withhold_from: dt.date | None) -> RepoTables:
     frame = inst.assignments.copy()
     frame["date"] = _as_date_strings(frame["date"])
-    split_of = _field_splits(inst)
-    row_split = frame["field_id"].map(split_of).to_numpy(object)
-    splits = _by_split(frame, row_split)
+    split_of = dict(zip(inst.blocks["field_id"], inst.blocks["split"], strict=True))
+    splits = _by_split(frame, frame["field_id"].map(split_of).to_numpy(object))
     withheld: dict[str, Withheld] = {}
     if withhold_from is not None and Split.TEST.value in splits:
         test = splits[Split.TEST.value]
@@ -372,12 +359,9 @@ def citecast_is_synthetic(task_dir: str | Path) -> bool:
 
 
 def citecast_table(tasks: pd.DataFrame, salt: bytes | None, *, synthetic: bool = False) -> RepoTables:
-    """The CiteCast task table: train rows keep their target, test targets (and bands) are withheld.
-
-    ``tasks`` needs ``task_id``, ``split`` (train/test), ``target`` and ``band``; the Semantic
-    Scholar id is withheld with the target on Test rows (:data:`CITECAST_LOOKUP_COLUMNS`); any other
-    column (the paper's v1 metadata, the snapshot date) is published as is.
-    """
+    """The CiteCast task table: train rows keep their target; test targets, bands and Semantic
+    Scholar ids are withheld. ``tasks`` needs ``task_id``, ``split``, ``target`` and ``band``; any
+    other column is published as is."""
     missing = [c for c in ("task_id", "split", *CITECAST_TARGET_COLUMNS) if c not in tasks]
     if missing:
         raise ValueError(f"CiteCast tasks table lacks columns: {', '.join(missing)}")
@@ -428,12 +412,8 @@ def instance_repos(
 # -- writing ---------------------------------------------------------------------------------
 
 
-def _rel_data_path(config: str, split: str) -> str:
-    return f"data/{config}/{split}.parquet"
-
-
 def _write_table(repo_dir: Path, config: str, split: str, frame: pd.DataFrame) -> dict[str, Any]:
-    rel = _rel_data_path(config, split)
+    rel = f"data/{config}/{split}.parquet"
     path = repo_dir / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     write_parquet(path, frame, None)  # a derived view: its columns are listed in rap_manifest.json
@@ -496,7 +476,7 @@ def write_repo(
 
 def _load_salt(salt_file: Path | None, private_dir: Path) -> bytes:
     """The salt in ``salt_file``, else the one kept in ``private_dir`` (re-exports reuse their
-    commitments), else a fresh one; written only by :func:`_keep_salt`, once every check has passed."""
+    commitments), else a fresh one (stored by :func:`_keep_salt` once every check has passed)."""
     path = salt_file or (private_dir / SALT_FILE)
     if path.is_file():
         return read_salt(path)
@@ -516,8 +496,7 @@ def _keep_salt(salt: bytes, private_dir: Path) -> None:
 
 
 def _foreign_entry(hub_dir: Path) -> Path | None:
-    """The first entry of ``hub_dir`` that an export did not write (None when all are an export's:
-    the private folder, and org folders of repo folders that each hold a manifest)."""
+    """The first entry of ``hub_dir`` that an export did not write (None when there is none)."""
     for entry in sorted(hub_dir.iterdir()):
         if entry.name == PRIVATE_DIR and entry.is_dir():
             continue
@@ -569,9 +548,8 @@ def export_instance(
 ) -> ExportResult:
     """Write every repo of ``inst`` under ``<hub_dir>/<org>/``; return where they are.
 
-    A salt is only needed when something is withheld; it is taken from ``salt``, else from
-    ``salt_file``, else from ``<hub_dir>/_private/salt.hex`` (created with fresh secret
-    randomness when absent, so re-exports reuse the same commitments).
+    A salt, needed only when something is withheld, comes from ``salt``, else ``salt_file``, else
+    ``<hub_dir>/_private/salt.hex`` (created fresh when absent).
     """
     hub_dir = Path(hub_dir)
     private_dir = hub_dir / PRIVATE_DIR

@@ -1,7 +1,5 @@
-"""Names and shapes shared by every module of an exported repo (the writer, the card, the reader,
-the reveal check and the publisher): file names, the private folder, the commitment column, and
-the records a repo is built from (:class:`RepoTables` of :class:`ConfigTable` s). A leaf module,
-so the hub's modules import it and never each other in a circle."""
+"""Names and shapes shared by the hub's modules (file names, the private folder, the commitment
+column, :class:`RepoTables` of :class:`ConfigTable` s): a leaf, so they never import in a circle."""
 
 from __future__ import annotations
 
@@ -27,11 +25,8 @@ PENDING_SUFFIX = "_pending"
 
 @dataclass(frozen=True)
 class Withheld:
-    """Rows of one (config, split) whose targets were withheld.
-
-    ``public`` is what the heldout config publishes (keys + ``target_sha256``); ``targets`` is
-    the private table (keys + the target columns) needed to score and, later, to reveal.
-    """
+    """Rows of one (config, split) whose targets were withheld: ``public`` (keys and
+    ``target_sha256``) and the private ``targets`` (keys and target columns, to score and reveal)."""
 
     target_columns: tuple[str, ...]
     key_column: str

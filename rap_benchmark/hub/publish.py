@@ -1,8 +1,7 @@
 """Push exported repos to the Hugging Face Hub (the only place that writes to the network).
 
-``publish`` takes an ``HfApi``-like object so tests pass a fake; it never touches
-``<HUB_DIR>/_private``. Each repo is created (``repo_type="dataset"``), its folder uploaded in
-one commit, and the version tag created on that commit.
+Each repo is created, its folder uploaded in one commit and the version tag created on that
+commit, through an ``HfApi``-like object (tests pass a fake); ``_private`` is never touched.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """Check revealed targets against the salted commitments published with a repo.
 
-At release a repo's ``<config>_heldout`` configs publish, per withheld row, its ``key`` and
-``target_sha256``. The reveal publishes the exporter's private folder (``salt.hex`` and
-``<repo>/<config>/<split>.parquet`` with the key and the target columns). Anyone can then
-recompute every hash: a row verifies when ``sha256(salt || canonical_json({"key", "target"}))``
-equals the committed hash.
+A repo's ``<config>_heldout`` configs publish each withheld row's ``key`` and ``target_sha256``;
+the reveal publishes the exporter's private folder (``salt.hex`` and
+``<repo>/<config>/<split>.parquet``). A row verifies when
+``sha256(salt || canonical_json({"key", "target"}))`` equals its committed hash.
 """
 
 from __future__ import annotations
