@@ -239,8 +239,11 @@ def cmd_score(args: argparse.Namespace) -> int:
                 print(f"rap leaderboard: {f} not split ({len(exc.problems)} problem(s))", file=sys.stderr)
                 expanded.append(f)
         files = expanded
+    from tqdm.auto import tqdm
+
+    progress = tqdm(files, desc="submissions", unit="file", file=sys.stderr, leave=False)
     result = score_submissions(
-        files, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
+        progress, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
     )
     out = write_leaderboard(result, args.out)
     for r in result.reports:

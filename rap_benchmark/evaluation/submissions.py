@@ -24,7 +24,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -397,7 +397,7 @@ def _rejected(report: SubmissionReport, problem: str) -> SubmissionReport:
 
 
 def score_submissions(
-    paths: Sequence[str | Path],
+    paths: Iterable[str | Path],
     inst: Any,
     *,
     split: Split | None = Split.TEST,
@@ -407,7 +407,8 @@ def score_submissions(
     registry: Any = None,
     contrasts: bool = True,
 ) -> LeaderboardResult:
-    """Validate and score each submission on its own; the board stacks the accepted ones.
+    """Validate and score each submission on its own (``paths`` is read once, in order: a progress
+    bar may wrap it); the board stacks the accepted ones.
 
     A submission whose model and condition were already given by an earlier accepted submission
     is refused (the earlier one is kept): a file can never remove or replace another's scores.
