@@ -129,7 +129,8 @@ def load_table(path: Path, key: str) -> TokenTable | None:
             if data["key"].tobytes().decode("utf-8") != key:
                 return None
             blob = data["vocab"].tobytes().decode("utf-8")
-            return TokenTable(tuple(blob.split("\n")) if blob else (), *(data[name] for name in ARRAYS))
+            vocab = tuple(blob.split("\n")) if blob else ()
+            return TokenTable(vocab=vocab, **{name: data[name] for name in ARRAYS})
     except (OSError, KeyError, ValueError):
         return None
 

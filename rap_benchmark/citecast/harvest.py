@@ -185,12 +185,12 @@ def parse_atom(payload: bytes) -> AtomPage:
         comment = _text(el.find("arxiv:comment", _NS))  # read for the withdrawal flag only
         published = _text(el.find("atom:published", _NS))
         meta = PaperMeta(
-            m.group("id"),
-            _text(el.find("atom:title", _NS)),
-            abstract,
-            tuple(_text(a.find("atom:name", _NS)) for a in el.findall("atom:author", _NS)),
-            primary.get("term", "") if primary is not None else (cats[0] if cats else ""),
-            dt.date.fromisoformat(published[:10]),
+            arxiv_id=m.group("id"),
+            title=_text(el.find("atom:title", _NS)),
+            abstract=abstract,
+            authors=tuple(_text(a.find("atom:name", _NS)) for a in el.findall("atom:author", _NS)),
+            primary_category=primary.get("term", "") if primary is not None else (cats[0] if cats else ""),
+            date=dt.date.fromisoformat(published[:10]),
         )
         withdrawn = bool(_WITHDRAWN_COMMENT.search(comment) or _WITHDRAWN_ABSTRACT.search(abstract))
         entries.append(ArxivEntry(meta, int(m.group("v") or 1), withdrawn))
@@ -277,12 +277,22 @@ def parse_s2_batch(payload: bytes, arxiv_ids: Sequence[str], snapshot_date: dt.d
     rows = []
     for aid, item in zip(arxiv_ids, data, strict=True):
         if item is None:
-            rows.append(CitationRecord(aid, None, None, None, snapshot_date))
+            rows.append(
+                CitationRecord(aid, paper_id=None, title=None, citation_count=None, snapshot_date=snapshot_date)
+            )
             continue
         count = item.get("citationCount")
         if count is not None and not is_count(count):  # JSON true or 3.5 is no count, not 1 or 3
             raise HarvestError(f"{aid}: citationCount {count!r} is not a nonnegative integer")
-        rows.append(CitationRecord(aid, item.get("paperId"), item.get("title"), count, snapshot_date))
+        rows.append(
+            CitationRecord(
+                aid,
+                paper_id=item.get("paperId"),
+                title=item.get("title"),
+                citation_count=count,
+                snapshot_date=snapshot_date,
+            )
+        )
     return rows
 
 

@@ -70,8 +70,17 @@ def default_arxiv_source() -> Path | None:
 
 
 LLM_ONLY = (
-    "base_url model draft_models max_spend_usd prices reasoning_tokens llm_store tokenizer chat_template_kwargs extra_body"
-    " fallback".split()
+    "base_url",
+    "model",
+    "draft_models",
+    "max_spend_usd",
+    "prices",
+    "reasoning_tokens",
+    "llm_store",
+    "tokenizer",
+    "chat_template_kwargs",
+    "extra_body",
+    "fallback",
 )
 """The ``rap build`` options only the LLM instrument reads (``--dry-run`` too)."""
 

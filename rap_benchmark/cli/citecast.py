@@ -253,7 +253,6 @@ def _server(url: str, api_key: str | None):
     """A client of the CiteCast server at ``url`` with its API key (``api_key``, else
     ``$CITECAST_API_KEY``; an evaluation-mode server needs one), checked with one request before
     anything is written: an unreachable server or a refused key is one line, not a traceback."""
-
     import httpx
 
     from rap_benchmark.citecast.client import HttpClient

@@ -11,7 +11,8 @@ escapes is a bug and keeps its traceback.
     ├── FileFormatError  a file the user gave cannot be read or parsed (names the file, and the line)
     └── ArtifactError    an instance or run folder is missing, incomplete or fails its SHA256SUMS
 
-``InputError`` and ``FileFormatError`` are also ``ValueError`` s.
+``InputError`` and ``FileFormatError`` are also ``ValueError`` s, so callers that catch
+``ValueError`` keep working.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import pandas as pd
 
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
-from rap_benchmark.hub.cards import config_entries, render_template
+from rap_benchmark.hub.cards import config_entries, render_card_template
 from rap_benchmark.hub.layout import MANIFEST_FILE
 
 BOARD_REPO = "leaderboard"
@@ -123,7 +123,7 @@ def _card(repo: str, configs: dict[str, dict[str, Any]], meta: dict[str, Any], s
         "tags": ["rap-benchmark", "leaderboard", "forecasting"],
         "configs": config_entries(configs, {"retrospective"}),
     }
-    return render_template(
+    return render_card_template(
         BOARD_TEMPLATE,
         front_matter=yaml.safe_dump(front, sort_keys=False),
         meta=meta,

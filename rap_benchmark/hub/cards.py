@@ -195,7 +195,7 @@ def licence_text(tables: RepoTables, context: dict[str, Any]) -> str:
     )
 
 
-def render_template(name: str, **values: Any) -> str:
+def render_card_template(name: str, **values: Any) -> str:
     """Render the Jinja template ``name`` of :func:`cards_dir` (undefined names are errors)."""
     import jinja2
 
@@ -220,7 +220,7 @@ def render_card(tables: RepoTables, manifest: dict[str, Any], context: dict[str,
         ]
 
     default = next((c.name for c in tables.configs if c.default), tables.configs[0].name)
-    return render_template(
+    return render_card_template(
         CARD_TEMPLATE,
         front_matter=yaml.safe_dump(front_matter(tables, manifest, context), sort_keys=False, allow_unicode=True),
         citecast=is_citecast(tables),

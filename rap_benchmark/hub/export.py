@@ -20,7 +20,9 @@ after W, labels and membership alike (membership alone gives ``n_y``). Those row
 ``<config>_heldout`` config without target columns (assignments keep only an opaque salted key,
 episodes their public inputs), each row with a ``target_sha256`` commitment
 (:mod:`rap_benchmark.core.canonical`); targets and salt go to ``_private/``. The ``papers`` repo
-ends before W. W may not precede the last origin: one origin's realised window is the next one's
+ends before W (no episode searches a paper dated on or after its origin, and the last origin is on
+or before W), so the target-window papers are not in the published data either. W may not precede
+the last origin: one origin's realised window is the next one's
 recent window, so the withheld targets would be readable from public inputs.
 
 Pending targets (a living instance, ``rap extend``): episodes flagged ``y_pending`` have no target

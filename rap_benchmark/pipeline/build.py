@@ -226,7 +226,9 @@ def _derived(
         "assignment_type_shares": type_shares(assignments),
         "n_blocks": int(blocks["block_id"].nunique()),
         "dev_seed_fields": list(dev_seed_fields(blocks["field_id"].tolist(), spec)),
-        **{f"n_{kind}_by_split": {s: c[kind] for s, c in splits.items()} for kind in ("fields", "blocks", "episodes")},
+        "n_fields_by_split": {s: c["fields"] for s, c in splits.items()},
+        "n_blocks_by_split": {s: c["blocks"] for s, c in splits.items()},
+        "n_episodes_by_split": {s: c["episodes"] for s, c in splits.items()},
         "canonical_episode_flags": _flag_counts(canonical),
         **({"fields": fields_summary} if fields_summary else {}),
     }

@@ -90,9 +90,8 @@ class CorpusReport:
         )
 
     def to_dict(self, max_malformed: int | None = None) -> dict[str, Any]:
-        out = dataclasses.asdict(self) | {"n_malformed": self.n_malformed}
-        out["malformed"] = out["malformed"][:max_malformed]
-        return out
+        kept = dataclasses.replace(self, malformed=self.malformed[:max_malformed])  # before converting
+        return dataclasses.asdict(kept) | {"n_malformed": self.n_malformed}
 
     def summary(self) -> str:
         return (

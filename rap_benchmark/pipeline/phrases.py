@@ -205,9 +205,11 @@ def _continues_word(text: str, i: int, step: int) -> bool:
 
 
 def first_surface(text: str, key: str) -> str | None:
-    """The surface form of ``key`` in ``text`` (None if unused): its leftmost occurrence as a
-    phrase. ASCII text is searched for the key itself (an occurrence
-    with no word running into it from either side); other text is read run by run."""
+    """The surface form of ``key`` in ``text`` (None if unused): its leftmost occurrence as a phrase.
+
+    ASCII text is searched for the key itself: an occurrence is a phrase when no word runs into it
+    from either side, since the key's own words are single-spaced and none of them breaks a run.
+    Other text is read run by run."""
     n = key.count(" ") + 1
     if not MIN_WORDS <= n <= MAX_WORDS:
         return None

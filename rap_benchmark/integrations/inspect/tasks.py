@@ -180,6 +180,7 @@ def rap_state_scorer() -> Scorer:
 
 def rap_task(
     condition: str,
+    *,
     instance_dir: str | None,
     hub: str | None,
     hub_revision: str | None,
@@ -193,7 +194,9 @@ def rap_task(
     docs = episode_docs(inst, cond, split=split)
     return Task(
         dataset=MemoryDataset(episode_samples(docs), name=f"rap-{cond.value}"),
-        solver=rap_episode(cond.value, instance_dir, hub, hub_revision, max_search_calls),
+        solver=rap_episode(
+            cond.value, instance_dir=instance_dir, hub=hub, hub_revision=hub_revision, max_search_calls=max_search_calls
+        ),
         scorer=rap_state_scorer() if cond.task is RapTask.STATE else rap_scorer(),
         metadata={"condition": cond.value, "manifest_hash": inst.manifest_hash, "benchmark_version": inst.spec.version},
         version=1,
@@ -211,7 +214,14 @@ def rap_forecast(
 ) -> Task:
     """RAP under one condition (A0 closed, A1 fixed Search, A3 expanding Search; A2/A4 are the
     State conditions, also reachable as ``rap_state``)."""
-    return rap_task(condition, instance_dir, hub, hub_revision, split, max_search_calls)
+    return rap_task(
+        condition,
+        instance_dir=instance_dir,
+        hub=hub,
+        hub_revision=hub_revision,
+        split=split,
+        max_search_calls=max_search_calls,
+    )
 
 
 @task
@@ -226,7 +236,14 @@ def rap_state(
     """RAP's State task (A2 fixed Search, A4 expanding Search)."""
     if Condition(condition).task is not RapTask.STATE:
         raise ValueError(f"rap_state takes a State condition (A2 or A4), got {condition}; use rap_forecast")
-    return rap_task(condition, instance_dir, hub, hub_revision, split, max_search_calls)
+    return rap_task(
+        condition,
+        instance_dir=instance_dir,
+        hub=hub,
+        hub_revision=hub_revision,
+        split=split,
+        max_search_calls=max_search_calls,
+    )
 
 
 # -- CiteCast ---------------------------------------------------------------------------------------

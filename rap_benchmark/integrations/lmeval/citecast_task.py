@@ -9,7 +9,8 @@ It plugs into lm-eval's evaluator as :class:`~rap_benchmark.integrations.lmeval.
 2. ``apply_filters`` continues every task with :class:`rap_benchmark.agents.citecast.CiteCastUnit`
    (the unit ``rap citecast run`` runs) against an in-process client of
    :class:`~rap_benchmark.citecast.env.CiteCastEnv`, so the research cutoff, the call limit and
-   the one-shot submission are the server's own rules;
+   the one-shot submission are the server's own rules; at most ``max_tool_calls`` web calls,
+   then a forced ``<submit>integer</submit>``;
 3. each instance's ``resps`` holds the episode record as JSON and ``filtered_resps["none"]`` its
    final reply; ``process_results`` reads the reward the environment gave (0 without an accepted
    submission).

@@ -17,7 +17,8 @@ How it plugs into ``lm_eval.evaluator.evaluate`` (the internals it relies on are
 3. Each instance's ``resps`` holds the unit's record as JSON and ``filtered_resps["none"]`` its
    final answer, which ``process_results`` scores with the project's parser and Spearman
    (``spearman`` and ``state_fidelity`` aggregate field-macro). An episode without a defined
-   score adds no value, as in the scorer, so the results never hold a bare NaN.
+   score (invalid answer, constant target) adds no value, as in the scorer, so the results never
+   hold a bare NaN; a condition with no defined score has no ``spearman`` entry at all.
 
 Contexts are strings, or lm-eval's ``JsonChatStr`` for chat API models (``local-chat-completions``
 with ``--apply_chat_template``).
@@ -211,6 +212,11 @@ class ToolLoopTask(ConfigurableTask):
             "tag": cfg.get("tag"),
             "custom_dataset": docs,
             "test_split": "test",
+            # episodes are the test split only, zero-shot: a YAML cannot add another split or examples
+            "training_split": None,
+            "validation_split": None,
+            "fewshot_split": None,
+            "fewshot_config": None,
             "output_type": "generate_until",
             "generation_kwargs": {"until": until, "max_gen_toks": max_gen_toks, "do_sample": False, "temperature": 0.0},
             "metric_list": metric_list,

@@ -59,7 +59,8 @@ def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
     return rest.strip(), reasoning
 
 
-_STRING_OR_TRAILING_COMMA = re.compile(r'("(?:\\.|[^"\\])*")|,([ \t\r\n]*[}\]])')
+_STRING_OR_TRAILING_COMMA = re.compile(r'("(?:\\.|[^"\\])*(?:"|\\?\Z))|,([ \t\r\n]*[}\]])', re.S)
+"""A string (an unclosed one runs to the end, as the old character loop read it), or a trailing comma."""
 
 
 def _drop_trailing_commas(text: str) -> str:
@@ -327,10 +328,18 @@ def validate_codebook(
 
 
 def to_codebook(dirs: Sequence[dict[str, Any]], field_id: str, name: str, definition: str) -> Codebook:
-    directions = (
-        Direction(key, **{**d, "exemplars": tuple(d["exemplars"])}) for key, d in zip(DIRECTION_KEYS, dirs, strict=True)
+    directions = tuple(
+        Direction(
+            key=key,
+            name=d["name"],
+            definition=d["definition"],
+            inclusion=d["inclusion"],
+            exclusion=d["exclusion"],
+            exemplars=tuple(d["exemplars"]),
+        )
+        for key, d in zip(DIRECTION_KEYS, dirs, strict=True)
     )
-    return Codebook(field_id, name, definition, tuple(directions))
+    return Codebook(field_id, name, definition, directions)
 
 
 def _name_tokens(name: str) -> frozenset[str]:
