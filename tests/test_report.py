@@ -219,3 +219,17 @@ def test_report_on_arxiv_sample(arxiv_sample_dir: Path, arxiv_sample_baselines: 
     for label in ("EWMA", "Recent", "ARIMA", "Holt", "ridge VAR"):
         assert re.search(rf"{re.escape(label)}[^;]* -?\d\.\d{{3}} \[-?\d\.\d{{3}}, -?\d\.\d{{3}}\]", note), label
     assert "0.803" in note and "0.911" in note
+
+
+def test_the_board_pages_contrast_tooltip_reads_a_missing_interval_as_the_bare_estimate() -> None:
+    """Regression: the contrast matrix's cell title formatted its bounds by hand and read
+    ``+0.0120 [+nan, +nan]`` when they were missing; it now uses the report's one formatter."""
+    from rap_benchmark.evaluation.board.page import matrices
+
+    row = {"condition": "A1", "metric": "spearman", "candidate": "a", "reference": "b", "estimate": 0.012}
+    flipped = {**row, "candidate": "b", "reference": "a", "estimate": -0.012}
+    for lo, hi, title in [(float("nan"), float("nan"), "+0.0120"), (-0.004, 0.03, "+0.0120 [-0.0040, +0.0300]")]:
+        contrasts = pd.DataFrame([r | {"lo": lo, "hi": hi, "excludes_zero": False} for r in (row, flipped)])
+        (matrix,) = matrices(contrasts)
+        cell = matrix["rows"][0]["cells"][1]
+        assert cell["title"] == f"a minus b: {title}", cell

@@ -19,6 +19,7 @@ from rap_benchmark.evaluation.board.display import display_board
 from rap_benchmark.evaluation.board.plots import contrast_matrix, finite, plot_cost_vs_score
 from rap_benchmark.evaluation.report.html import data_uri, render_template
 from rap_benchmark.evaluation.report.plots import plot_leaderboard
+from rap_benchmark.evaluation.report.tables import fmt_interval
 from rap_benchmark.evaluation.usage import unknown
 
 TEMPLATE = "leaderboard.html.j2"
@@ -94,7 +95,7 @@ def matrices(contrasts: pd.DataFrame) -> list[dict[str, Any]]:
                     {
                         "text": f"{est:+.3f}{' *' if real else ''}",
                         "cls": cls,
-                        "title": f"{cand} minus {ref}: {est:+.4f} [{lo:+.4f}, {hi:+.4f}]",
+                        "title": f"{cand} minus {ref}: {fmt_interval(est, lo, hi, 4, signed=True)}",
                     }
                 )
             rows.append({"model": cand, "cells": cells})

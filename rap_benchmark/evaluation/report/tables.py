@@ -172,8 +172,8 @@ def fmt_interval(est: Any, lo: Any, hi: Any, digits: int = 3, *, signed: bool = 
     estimate (``0.803``) when a bound is missing, and empty when the estimate is (None, NA, NaN)."""
     if unknown(est):
         return ""
-    bounds = fmt_bounds(lo, hi, digits, signed=signed)
-    return f"{_number(est, digits, signed)} {bounds}".rstrip()
+    number, bounds = _number(est, digits, signed), fmt_bounds(lo, hi, digits, signed=signed)
+    return f"{number} {bounds}" if bounds else number
 
 
 def interval_cell(row: Mapping[str, Any], prefix: str = "spearman", *, signed: bool = False) -> str:
