@@ -295,3 +295,20 @@ def test_audit_analyse_two_readers_gives_the_hand_computed_shares(mini_dir, tmp_
     bad = _write(tmp_path / "bad.csv", [("f000", "D0", "great")], rcols)
     assert main(["audit", "analyse", str(mini_dir), key, a, "--ratings", bad]) == 2
     assert "unknown rating" in capsys.readouterr().err
+
+
+def test_the_audit_resamplers_refuse_zero_draws_as_the_scorer_does() -> None:
+    """Regression: ``rap audit`` bounded its flags, but the library functions behind them still
+    took 0 resamples and answered with an IndexError or a silent ``[nan, nan]`` interval; they now
+    refuse it like ``evaluation.scoring.bootstrap.draw_weights``."""
+    from rap_benchmark.audit.intervals import field_bootstrap
+    from rap_benchmark.audit.parallel import field_resampled
+
+    fields, labels = np.array(["f1", "f1", "f2"]), np.array([0, 1, 2])
+    with pytest.raises(ValueError, match="n_resamples must be >= 1"):
+        field_bootstrap(fields, {"mean": lambda rows: float(labels[rows].mean())}, n_resamples=0, seed=1)
+    with pytest.raises(ValueError, match="n_resamples must be >= 1"):
+        field_resampled(np.array([0.5, 0.7]), n_resamples=0, seed=1)
+    with pytest.raises(ValueError, match="n_permutations must be >= 1"):
+        tv_permutation_test(labels, labels, n_permutations=0, seed=1)
+    assert np.isfinite(field_resampled(np.array([0.5, 0.7]), n_resamples=1, seed=1).lo)

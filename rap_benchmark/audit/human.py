@@ -308,6 +308,8 @@ def tv_permutation_test(a: np.ndarray, b: np.ndarray, *, n_permutations: int = 9
     b = np.asarray(b, dtype=np.int64)
     if a.shape != b.shape or a.ndim != 1 or a.size == 0:
         raise ValueError("need two equal-length, non-empty label vectors")
+    if n_permutations < 1:
+        raise ValueError("n_permutations must be >= 1")
     if (a < 0).any() or (b < 0).any() or (a >= N_DIRECTIONS).any() or (b >= N_DIRECTIONS).any():
         raise ValueError("labels must be direction indices 0..7")
     n = a.size

@@ -30,6 +30,8 @@ def field_bootstrap(
 ) -> dict[str, Estimate]:
     """Each statistic (a function of row positions) on all rows, with a 95% percentile interval
     from resampling whole fields with replacement (rows of one field are not independent)."""
+    if n_resamples < 1:
+        raise ValueError("n_resamples must be >= 1")
     uniq = np.unique(fields)
     by_field = [np.flatnonzero(fields == f) for f in uniq]
     rng = np.random.default_rng(seed)

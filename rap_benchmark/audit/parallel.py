@@ -73,6 +73,8 @@ def slots_as_primary(assignments: pd.DataFrame, second: pd.DataFrame) -> pd.Data
 
 def field_resampled(values: np.ndarray, *, n_resamples: int, seed: int) -> Estimate:
     """The mean of per-field ``values`` (finite ones) with a field-resampled 95% percentile interval."""
+    if n_resamples < 1:
+        raise ValueError("n_resamples must be >= 1")
     values = values[np.isfinite(values)]
     if values.size == 0:
         return Estimate(float("nan"), float("nan"), float("nan"), 0)
