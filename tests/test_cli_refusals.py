@@ -179,8 +179,9 @@ def test_an_unreachable_server_is_one_line_and_writes_nothing(citecast_embedded_
         (404, "application/json", b'{"detail": "Not Found"}'),  # a model server's answer to /tasks
         (200, "text/html", b"<html><body>a web page</body></html>"),
         (200, "application/json", b'{"models": []}'),
+        (500, "application/json", b'["an error", "as a list"]'),  # was an AttributeError in the client
     ],
-    ids=["404-json", "html", "json-without-tasks"],
+    ids=["404-json", "html", "json-without-tasks", "error-body-not-an-object"],
 )
 def test_a_url_that_is_not_a_citecast_server_is_one_line_and_writes_nothing(
     citecast_embedded_dir: Path, tmp_path: Path, capsys, status: int, ctype: str, body: bytes

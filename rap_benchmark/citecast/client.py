@@ -65,6 +65,8 @@ class HttpClient:
             try:
                 body = resp.json()
             except ValueError:
+                body = None
+            if not isinstance(body, dict):  # not JSON, or JSON that is not the server's error object
                 body = {"detail": resp.text}
             exc_type = _ERRORS.get(body.get("error", ""), EnvError)
             raise exc_type(body.get("detail", f"HTTP {resp.status_code}"))
