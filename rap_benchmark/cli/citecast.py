@@ -300,8 +300,10 @@ def _run(args: argparse.Namespace) -> int:
 
     shard = parse_shard(args.shard)
     prices = load_prices(args.prices)
-    client, instance = _client(args), args.url or manifest_hash(args.instance_dir)  # before a model loads
-    backend, model = _backend(args)
+    server = _server(args.url, args.api_key) if args.url else None  # a dead --url is said before a model loads
+    backend, model = _backend(args)  # its option checks come before the local environment is built
+    client = server or _client(args)
+    instance = args.url or manifest_hash(args.instance_dir)
     stats, path = cc.run_citecast(
         client,
         backend,
