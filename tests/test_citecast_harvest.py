@@ -213,3 +213,13 @@ def test_httpx_fetch_retries_only_transient_failures(monkeypatch, answers, outco
         with pytest.raises(ServiceError, match=detail):
             fetch(HttpRequest("GET", "https://example.org/x"))
     assert slept == sleeps and next(queue, None) is None
+
+
+@pytest.mark.parametrize(
+    ("payload", "says"), [(b"<html>busy</html>", "not JSON"), (b"null", "got NoneType"), (b"7", "got int")]
+)
+def test_s2_batch_refuses_a_reply_that_is_not_a_list_in_one_error(payload: bytes, says: str) -> None:
+    """Regression: a non-JSON body was a bare JSONDecodeError, and JSON null or a number a TypeError
+    from ``len(data)`` inside the message meant to refuse it."""
+    with pytest.raises(HarvestError, match=says):
+        parse_s2_batch(payload, ["2601.01234"], SNAP)

@@ -269,11 +269,15 @@ def s2_batch_request(arxiv_ids: Sequence[str], api_key: str | None = None) -> Ht
 
 def parse_s2_batch(payload: bytes, arxiv_ids: Sequence[str], snapshot_date: dt.date) -> list[CitationRecord]:
     """Parse a batch response aligned with ``arxiv_ids``; ``null`` entries become missing rows."""
-    data = json.loads(payload)
+    try:
+        data = json.loads(payload)
+    except ValueError as exc:  # a proxy's HTML page, a cut body
+        raise HarvestError(f"not a Semantic Scholar batch reply (not JSON: {exc})") from exc
     if isinstance(data, dict):  # error bodies are objects: {"error": ...} or {"message": ...}
         raise HarvestError(f"Semantic Scholar error: {data.get('error') or data.get('message') or data}")
     if not isinstance(data, list) or len(data) != len(arxiv_ids):
-        raise HarvestError(f"expected a list of {len(arxiv_ids)} entries, got {type(data).__name__} of {len(data)}")
+        got = f"a list of {len(data)}" if isinstance(data, list) else type(data).__name__
+        raise HarvestError(f"expected a list of {len(arxiv_ids)} entries, got {got}")
     rows = []
     for aid, item in zip(arxiv_ids, data, strict=True):
         if item is None:
