@@ -227,3 +227,14 @@ def test_sigkill_mid_run_then_resume_matches_uninterrupted_run(citecast_dir, tmp
             assert e["unit_id"] not in first_done, f"{e['unit_id']} ran again after completing"
     assert len(first_done) == n_tasks
     assert all(json.loads(line)["valid"] for line in got.splitlines())
+
+
+@pytest.mark.parametrize("value", [-1, 3.5, True, 10**12])
+def test_the_constant_backend_refuses_what_the_server_would(value: object) -> None:
+    """Regression: it checked only ``value < 0``, so 3.5 became 3 and a value over the server's
+    maximum was accepted and then refused on every task, after its searches."""
+    from rap_benchmark.citecast.reward import PredictionError
+
+    with pytest.raises(PredictionError):
+        ConstantBackend(value)
+    assert ConstantBackend(12).value == 12 and ConstantBackend(12.0).value == 12

@@ -30,6 +30,7 @@ from rap_benchmark.agents.runner import RunStats, accounting_columns, run_to_end
 from rap_benchmark.agents.store import RunStore, TaskKey
 from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolOutcome, decode_arguments
 from rap_benchmark.citecast.records import TaskSplit
+from rap_benchmark.citecast.reward import validate_prediction
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import parse_enum
 from rap_benchmark.llmclient.pricing import PriceTable
@@ -182,9 +183,7 @@ class ConstantBackend:
     conversation so far, so a restarted unit replays identically."""
 
     def __init__(self, value: int, *, research: bool = True, name: str | None = None) -> None:
-        if value < 0:
-            raise ValueError(f"the constant must be a nonnegative integer, got {value}")
-        self.value = int(value)
+        self.value = validate_prediction(value)  # the server's own rule, said before any task starts
         self.research = research
         self.name = name or f"constant/{self.value}"
 
