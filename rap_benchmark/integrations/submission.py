@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.records import DIRECTION_KEYS, InvalidReason
+from rap_benchmark.core.records import DIRECTION_KEYS, InvalidReason, is_count
 from rap_benchmark.core.schemas import PREDICTION_KEY
 
 
@@ -43,7 +43,7 @@ def prediction_row(model: str, episode: dict[str, Any], answer: str | None, reco
     row["attempts"] = int(record.get("attempts", 0))
     for column in ("prompt_tokens", "completion_tokens"):
         value = record.get(column)
-        row[column] = int(value) if isinstance(value, int) and not isinstance(value, bool) else None
+        row[column] = value if is_count(value) else None  # a negative or fractional count is unknown
     return row
 
 
