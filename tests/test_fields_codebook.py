@@ -18,7 +18,7 @@ from rap_benchmark.core.spec import mini_spec
 from rap_benchmark.core.text import tokenize
 from rap_benchmark.pipeline.clusters import spherical_kmeans_dense
 from rap_benchmark.pipeline.codebook import build_codebooks, codebooks_from_blueprint
-from rap_benchmark.pipeline.fields import TfidfSpace, build_fields, tokenize_papers
+from rap_benchmark.pipeline.fields import TfidfSpace, build_fields, fit_fields, tokenize_papers
 from rap_benchmark.pipeline.synth import MiniCorpus, generate_mini
 
 SPEC = mini_spec()
@@ -129,12 +129,52 @@ def test_build_fields_recovers_the_generators_fields(corpus: MiniCorpus) -> None
 def test_build_fields_is_deterministic_and_drops_small_fields(corpus: MiniCorpus) -> None:
     papers = corpus.papers.iloc[::6].reset_index(drop=True)
     spec = SPEC.replace(min_field_papers=50)
-    a = build_fields(papers, spec)
-    b = build_fields(papers.sample(frac=1.0, random_state=3), spec)  # row order does not matter
+    a = fit_fields(papers, spec)
+    shuffled = papers.sample(frac=1.0, random_state=3)
+    b = build_fields(shuffled, spec)  # row order does not matter
     pd.testing.assert_frame_equal(a[0], b[0])
     assert a[1] == b[1]
-    none, info = build_fields(papers, SPEC.replace(min_field_papers=10**6))
+    # the frozen model gives the build's papers the build's table, dtypes included
+    pd.testing.assert_frame_equal(a[2].memberships(shuffled), a[0])
+    none, info, model = fit_fields(papers, SPEC.replace(min_field_papers=10**6))
     assert info == {} and none.empty
+    pd.testing.assert_frame_equal(model.memberships(papers), none)
+
+
+POOLS = [tuple(f"{stem}{i}" for i in range(12)) for stem in ("graph", "speech", "vision", "reward")]
+FILLER = ("we", "study", "method", "results", "show", "model", "data", "improves", "novel", "approach")
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    sizes=st.lists(st.integers(45, 80), min_size=2, max_size=4),
+    bridges=st.integers(10, 60),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_fit_fields_table_is_the_field_models_table(sizes: list[int], bridges: int, seed: int) -> None:
+    """The build's memberships (fit_fields) and a later paper's (FieldModel.memberships) come from
+    one builder: on corpora of 2-4 topics with papers bridging two topics (several memberships),
+    the fitted model gives the same papers, in any order, exactly the build's table."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(sum(sizes) + bridges):
+        t = int(np.searchsorted(np.cumsum(sizes), i, side="right")) if i < sum(sizes) else None
+        pools = [POOLS[t]] if t is not None else [POOLS[j] for j in rng.choice(len(sizes), 2, replace=False)]
+        words = [w for pool in pools for w in rng.choice(pool, 4)]
+        day = int(rng.integers(0, 1000))
+        rows.append(
+            {
+                "arxiv_id": f"{2300 + (t if t is not None else 9):04d}.{i:05d}",
+                "title": " ".join(words[:2]),
+                "abstract": " ".join([*words, *rng.choice(FILLER, 5)]),
+                "date": (pd.Timestamp("2022-01-01") + pd.Timedelta(days=day)).strftime("%Y-%m-%d"),
+            }
+        )
+    papers = pd.DataFrame(rows)
+    spec = SPEC.replace(n_fields=len(sizes), min_field_papers=10, extra={"field_lsa_dims": 10})
+    memberships, _, model = fit_fields(papers, spec)
+    again = model.memberships(papers.sample(frac=1.0, random_state=seed % 1000))
+    pd.testing.assert_frame_equal(again, memberships)
 
 
 # -- codebooks ---------------------------------------------------------------------------------

@@ -262,13 +262,22 @@ class FieldModel:
     def memberships(self, papers: pd.DataFrame) -> pd.DataFrame:
         """Columns arxiv_id, field_id of ``papers`` in the kept fields, sorted by (field_id, arxiv_id)."""
         x, _ = self.space.transform(tokenize_papers(papers))
-        member = self.member(x)
-        ids = papers["arxiv_id"].to_numpy(dtype=object)
+        return self.membership_frame(papers["arxiv_id"].to_numpy(dtype=object), self.member(x))
+
+    def membership_frame(self, ids: np.ndarray, member: np.ndarray) -> pd.DataFrame:
+        """Columns arxiv_id, field_id: ``ids[i]`` in kept field ``f{j:03d}`` wherever
+        ``member[i, kept[j]]`` (``member``: papers x clusters, from :meth:`member`), sorted by
+        (field_id, arxiv_id). The one place the memberships table is made: the build's
+        (:func:`fit_fields`) and a later paper's (:meth:`memberships`)."""
         frames = [
             pd.DataFrame({"arxiv_id": ids[member[:, c]], "field_id": f"f{j:03d}"}) for j, c in enumerate(self.kept)
         ]
-        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"arxiv_id": [], "field_id": []})
-        return frame.astype(object).sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
+        frame = (
+            pd.concat(frames, ignore_index=True)
+            if frames
+            else pd.DataFrame({"arxiv_id": pd.Series(dtype=object), "field_id": pd.Series(dtype=object)})
+        )
+        return frame.sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
 
 
 FIELDS_BAR = "{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]"
@@ -334,24 +343,16 @@ def fit_fields(
     names, definitions = _field_names(papers, member, keep, pre_mask)
     kept = sorted(keep.tolist(), key=lambda c: (names[c].lower(), c))
     info: dict[str, FieldInfo] = {}
-    frames = []
-    ids = papers["arxiv_id"].to_numpy(dtype=object)
     elig_mask = dates < spec.eligibility_end
     for j, c in enumerate(kept):
         fid = f"f{j:03d}"
         rows = np.flatnonzero(member[:, c] & elig_mask)
         cohesion = float(np.mean(z[rows] @ centres[c])) if rows.size else float("nan")
         info[fid] = FieldInfo(field_id=fid, name=names[c], definition=definitions[c], cohesion=cohesion)
-        frames.append(pd.DataFrame({"arxiv_id": ids[member[:, c]], "field_id": fid}))
+    model = FieldModel(space=space, centres=centres, kept=tuple(int(c) for c in kept), projection=projection)
+    memberships = model.membership_frame(papers["arxiv_id"].to_numpy(dtype=object), member)
     steps.update(next(shares))
     steps.close()
-    memberships = (
-        pd.concat(frames, ignore_index=True)
-        if frames
-        else pd.DataFrame({"arxiv_id": pd.Series(dtype=object), "field_id": pd.Series(dtype=object)})
-    )
-    memberships = memberships.sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
-    model = FieldModel(space=space, centres=centres, kept=tuple(int(c) for c in kept), projection=projection)
     return memberships, info, model
 
 
