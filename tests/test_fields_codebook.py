@@ -18,6 +18,7 @@ from rap_benchmark.core.spec import mini_spec
 from rap_benchmark.core.text import tokenize
 from rap_benchmark.pipeline.clusters import spherical_kmeans_dense
 from rap_benchmark.pipeline.codebook import build_codebooks, codebooks_from_blueprint
+from rap_benchmark.pipeline.features import Features, LocalSpace
 from rap_benchmark.pipeline.fields import TfidfSpace, build_fields, fit_fields, tokenize_papers
 from rap_benchmark.pipeline.synth import MiniCorpus, generate_mini
 
@@ -58,6 +59,38 @@ def test_tfidf_matches_scikit_learn(docs: list[list[str]]) -> None:
     np.testing.assert_allclose(space.idf, ref.idf_, rtol=1e-12)
     np.testing.assert_allclose(x.toarray(), ref.transform(texts).toarray(), rtol=1e-10, atol=1e-12)
     assert n_known.tolist() == [len(d) for d in docs]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(WORDS, min_size=0, max_size=12), min_size=4, max_size=15), st.integers(0, 2**31 - 1))
+def test_a_fields_local_space_is_the_field_spaces_rules_on_its_rows(docs: list[list[str]], seed: int) -> None:
+    """Oracle: a field's LocalSpace (unigrams and bigrams) weighs its columns as scikit-learn's
+    TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True) with min_df=2, max_df=0.5 picks and
+    weighs them, through the same helpers as the field space; its LSA axes are orthonormal and
+    each one's largest loading is positive."""
+    sklearn_text = pytest.importorskip("sklearn.feature_extraction.text")
+    texts = [" ".join(d) for d in docs]
+    corpus = tokenize_papers(_frame(texts))
+    features = Features.fit(corpus, min_df=1)
+    counts, _ = features.counts(corpus)
+    ref = sklearn_text.TfidfVectorizer(
+        ngram_range=(1, 2), sublinear_tf=True, min_df=2, max_df=0.5, token_pattern=r"[a-z0-9]+", dtype=np.float64
+    )
+    try:
+        ref.fit(texts)
+    except ValueError:  # no term in the band: no local space either
+        with pytest.raises(ValueError):
+            LocalSpace.fit(counts, dims=3, seed=seed)
+        return
+    space = LocalSpace.fit(counts, dims=3, seed=seed)
+    names = np.asarray(features.names, dtype=object)[space.columns]
+    order = np.argsort(names)
+    assert names[order].tolist() == ref.get_feature_names_out().tolist()
+    np.testing.assert_allclose(space.idf[order], ref.idf_, rtol=1e-12)
+    np.testing.assert_allclose(space.tfidf(counts).toarray()[:, order], ref.transform(texts).toarray(), atol=1e-12)
+    axes = space.axes
+    np.testing.assert_allclose(axes @ axes.T, np.eye(axes.shape[0]), atol=1e-8)
+    assert (axes[np.arange(axes.shape[0]), np.abs(axes).argmax(axis=1)] > 0).all()
 
 
 def test_tfidf_vocabulary_bounds_and_unknown_tokens() -> None:
