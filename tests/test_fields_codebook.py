@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -172,6 +174,34 @@ def test_build_fields_is_deterministic_and_drops_small_fields(corpus: MiniCorpus
     none, info, model = fit_fields(papers, SPEC.replace(min_field_papers=10**6))
     assert info == {} and none.empty
     pd.testing.assert_frame_equal(model.memberships(papers), none)
+
+
+def test_a_corpus_too_small_or_too_uniform_for_fields_is_one_cli_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: more n_fields than eligible papers was a bare ValueError, and papers too alike to
+    leave two TF-IDF terms reached scikit-learn's randomized_svd with n_components=-1: both were
+    tracebacks from rap build. Now each is an InputError: one line, exit 2, nothing written."""
+    import json
+
+    from rap_benchmark.cli import main as rap
+    from rap_benchmark.core.errors import InputError
+
+    versions = [{"version": "v1", "created": "Mon, 2 Jan 2023 10:00:00 GMT"}]
+    record = {"title": "alpha beta", "abstract": "alpha beta gamma delta", "categories": "cs.LG", "versions": versions}
+    snap = tmp_path / "same.jsonl"
+    snap.write_text("".join(json.dumps({"id": f"2301.{i:05d}", **record}) + "\n" for i in range(50)))
+    papers = _frame(["alpha beta gamma delta"] * 50).assign(date="2023-01-02")
+    for n_fields, message in ((51, "50 papers before eligibility_end"), (3, "0 term(s) occur in at least 3")):
+        spec = SPEC.replace(name="tiny", n_fields=n_fields, min_field_papers=4, n_dev_seed_fields=1)
+        with pytest.raises(InputError, match=re.escape(message)):
+            fit_fields(papers, spec)
+        (tmp_path / "spec.json").write_text(json.dumps(spec.to_dict()))
+        argv = ["build", "--spec", str(tmp_path / "spec.json"), "--source", str(snap), "--out", str(tmp_path / "o")]
+        assert rap([*argv, "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("rap build: ") and message in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "o").exists()
 
 
 POOLS = [tuple(f"{stem}{i}" for i in range(12)) for stem in ("graph", "speech", "vision", "reward")]

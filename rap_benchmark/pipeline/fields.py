@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import N_DIRECTIONS
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.core.text import token_ids
@@ -332,8 +333,11 @@ def fit_fields(
     dates = papers["date"].astype(str).to_numpy()
     eligible = np.flatnonzero(dates < spec.eligibility_end)
     k = spec.n_fields
-    if eligible.size < k:
-        raise ValueError(f"{eligible.size} papers before {spec.eligibility_end}; {k} fields need more")
+    if eligible.size < max(k, 2):
+        raise InputError(
+            f"the corpus has {eligible.size} papers before eligibility_end {spec.eligibility_end}; "
+            f"finding n_fields={k} fields needs at least {max(k, 2)}"
+        )
     corpus = tokenize_papers(papers)
     steps.update(next(shares))
     space = TfidfSpace.fit(
@@ -342,6 +346,11 @@ def fit_fields(
         max_df_ratio=0.3,
         max_terms=int(spec.extra.get("field_max_terms", 40_000)),
     )
+    if space.n_terms < 2:
+        raise InputError(
+            f"{space.n_terms} term(s) occur in at least 3 and at most 30% of the {eligible.size} papers before "
+            f"eligibility_end {spec.eligibility_end}; fields need two or more: the papers are too few or too alike"
+        )
     x, _ = space.transform(corpus)
     rng = np.random.default_rng([spec.seed, 2])
     n_fit = min(eligible.size, int(spec.extra.get("field_fit_sample", 60_000)))
