@@ -297,12 +297,37 @@ def test_audit_analyse_two_readers_gives_the_hand_computed_shares(mini_dir, tmp_
     assert "unknown rating" in capsys.readouterr().err
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.one_of(st.floats(-1, 1), st.just(float("nan"))), max_size=30),
+    st.integers(1, 300),
+    st.integers(0, 2**32 - 1),
+)
+def test_the_per_field_mean_interval_is_the_field_bootstrap_with_one_row_per_field(
+    values: list[float], n_resamples: int, seed: int
+) -> None:
+    """field_resampled (the parallel-instrument summaries) is field_bootstrap's rule drawn as one
+    array: on the finite values, one row per field, both give the same estimate and interval."""
+    from rap_benchmark.audit.intervals import field_bootstrap, field_resampled
+
+    v = np.asarray(values, dtype=float)
+    fast = field_resampled(v, n_resamples=n_resamples, seed=seed)
+    finite = v[np.isfinite(v)]
+    if finite.size == 0:
+        assert fast.n == 0 and np.isnan([fast.estimate, fast.lo, fast.hi]).all()
+        return
+    fields = np.array([f"f{i:03d}" for i in range(finite.size)])
+    slow = field_bootstrap(
+        fields, {"mean": lambda rows: float(finite[rows].mean())}, n_resamples=n_resamples, seed=seed
+    )
+    assert fast == slow["mean"]
+
+
 def test_the_audit_resamplers_refuse_zero_draws_as_the_scorer_does() -> None:
     """Regression: ``rap audit`` bounded its flags, but the library functions behind them still
     took 0 resamples and answered with an IndexError or a silent ``[nan, nan]`` interval; they now
     refuse it like ``evaluation.scoring.bootstrap.draw_weights``."""
-    from rap_benchmark.audit.intervals import field_bootstrap
-    from rap_benchmark.audit.parallel import field_resampled
+    from rap_benchmark.audit.intervals import field_bootstrap, field_resampled
 
     fields, labels = np.array(["f1", "f1", "f2"]), np.array([0, 1, 2])
     with pytest.raises(ValueError, match="n_resamples must be >= 1"):

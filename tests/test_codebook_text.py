@@ -221,9 +221,7 @@ def test_frozen_real_text_instrument_labels_as_the_build_did(tmp_path: Path) -> 
     )
     frozen.save(inst, tmp_path)
     again = frozen.load(tmp_path)
-    pd.testing.assert_frame_equal(
-        again.label(papers).reset_index(drop=True), asg.reset_index(drop=True), check_dtype=False
-    )
+    pd.testing.assert_frame_equal(again.label(papers).reset_index(drop=True), asg.reset_index(drop=True))
 
 
 def test_a_field_that_cannot_hold_eight_directions_is_dropped_and_listed_never_raised() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -18,7 +20,8 @@ from rap_benchmark.core.spec import mini_spec
 from rap_benchmark.core.text import tokenize
 from rap_benchmark.pipeline.clusters import spherical_kmeans_dense
 from rap_benchmark.pipeline.codebook import build_codebooks, codebooks_from_blueprint
-from rap_benchmark.pipeline.fields import TfidfSpace, build_fields, tokenize_papers
+from rap_benchmark.pipeline.features import Features, LocalSpace
+from rap_benchmark.pipeline.fields import TfidfSpace, build_fields, fit_fields, tokenize_papers
 from rap_benchmark.pipeline.synth import MiniCorpus, generate_mini
 
 SPEC = mini_spec()
@@ -58,6 +61,38 @@ def test_tfidf_matches_scikit_learn(docs: list[list[str]]) -> None:
     np.testing.assert_allclose(space.idf, ref.idf_, rtol=1e-12)
     np.testing.assert_allclose(x.toarray(), ref.transform(texts).toarray(), rtol=1e-10, atol=1e-12)
     assert n_known.tolist() == [len(d) for d in docs]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.lists(WORDS, min_size=0, max_size=12), min_size=4, max_size=15), st.integers(0, 2**31 - 1))
+def test_a_fields_local_space_is_the_field_spaces_rules_on_its_rows(docs: list[list[str]], seed: int) -> None:
+    """Oracle: a field's LocalSpace (unigrams and bigrams) weighs its columns as scikit-learn's
+    TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True) with min_df=2, max_df=0.5 picks and
+    weighs them, through the same helpers as the field space; its LSA axes are orthonormal and
+    each one's largest loading is positive."""
+    sklearn_text = pytest.importorskip("sklearn.feature_extraction.text")
+    texts = [" ".join(d) for d in docs]
+    corpus = tokenize_papers(_frame(texts))
+    features = Features.fit(corpus, min_df=1)
+    counts, _ = features.counts(corpus)
+    ref = sklearn_text.TfidfVectorizer(
+        ngram_range=(1, 2), sublinear_tf=True, min_df=2, max_df=0.5, token_pattern=r"[a-z0-9]+", dtype=np.float64
+    )
+    try:
+        ref.fit(texts)
+    except ValueError:  # no term in the band: no local space either
+        with pytest.raises(ValueError):
+            LocalSpace.fit(counts, dims=3, seed=seed)
+        return
+    space = LocalSpace.fit(counts, dims=3, seed=seed)
+    names = np.asarray(features.names, dtype=object)[space.columns]
+    order = np.argsort(names)
+    assert names[order].tolist() == ref.get_feature_names_out().tolist()
+    np.testing.assert_allclose(space.idf[order], ref.idf_, rtol=1e-12)
+    np.testing.assert_allclose(space.tfidf(counts).toarray()[:, order], ref.transform(texts).toarray(), atol=1e-12)
+    axes = space.axes
+    np.testing.assert_allclose(axes @ axes.T, np.eye(axes.shape[0]), atol=1e-8)
+    assert (axes[np.arange(axes.shape[0]), np.abs(axes).argmax(axis=1)] > 0).all()
 
 
 def test_tfidf_vocabulary_bounds_and_unknown_tokens() -> None:
@@ -129,12 +164,80 @@ def test_build_fields_recovers_the_generators_fields(corpus: MiniCorpus) -> None
 def test_build_fields_is_deterministic_and_drops_small_fields(corpus: MiniCorpus) -> None:
     papers = corpus.papers.iloc[::6].reset_index(drop=True)
     spec = SPEC.replace(min_field_papers=50)
-    a = build_fields(papers, spec)
-    b = build_fields(papers.sample(frac=1.0, random_state=3), spec)  # row order does not matter
+    a = fit_fields(papers, spec)
+    shuffled = papers.sample(frac=1.0, random_state=3)
+    b = build_fields(shuffled, spec)  # row order does not matter
     pd.testing.assert_frame_equal(a[0], b[0])
     assert a[1] == b[1]
-    none, info = build_fields(papers, SPEC.replace(min_field_papers=10**6))
+    # the frozen model gives the build's papers the build's table, dtypes included
+    pd.testing.assert_frame_equal(a[2].memberships(shuffled), a[0])
+    none, info, model = fit_fields(papers, SPEC.replace(min_field_papers=10**6))
     assert info == {} and none.empty
+    pd.testing.assert_frame_equal(model.memberships(papers), none)
+
+
+def test_a_corpus_too_small_or_too_uniform_for_fields_is_one_cli_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: more n_fields than eligible papers was a bare ValueError, and papers too alike to
+    leave two TF-IDF terms reached scikit-learn's randomized_svd with n_components=-1: both were
+    tracebacks from rap build. Now each is an InputError: one line, exit 2, nothing written."""
+    import json
+
+    from rap_benchmark.cli import main as rap
+    from rap_benchmark.core.errors import InputError
+
+    versions = [{"version": "v1", "created": "Mon, 2 Jan 2023 10:00:00 GMT"}]
+    record = {"title": "alpha beta", "abstract": "alpha beta gamma delta", "categories": "cs.LG", "versions": versions}
+    snap = tmp_path / "same.jsonl"
+    snap.write_text("".join(json.dumps({"id": f"2301.{i:05d}", **record}) + "\n" for i in range(50)))
+    papers = _frame(["alpha beta gamma delta"] * 50).assign(date="2023-01-02")
+    for n_fields, message in ((51, "50 papers before eligibility_end"), (3, "0 term(s) occur in at least 3")):
+        spec = SPEC.replace(name="tiny", n_fields=n_fields, min_field_papers=4, n_dev_seed_fields=1)
+        with pytest.raises(InputError, match=re.escape(message)):
+            fit_fields(papers, spec)
+        (tmp_path / "spec.json").write_text(json.dumps(spec.to_dict()))
+        argv = ["build", "--spec", str(tmp_path / "spec.json"), "--source", str(snap), "--out", str(tmp_path / "o")]
+        assert rap([*argv, "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("rap build: ") and message in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "o").exists()
+
+
+POOLS = [tuple(f"{stem}{i}" for i in range(12)) for stem in ("graph", "speech", "vision", "reward")]
+FILLER = ("we", "study", "method", "results", "show", "model", "data", "improves", "novel", "approach")
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    sizes=st.lists(st.integers(45, 80), min_size=2, max_size=4),
+    bridges=st.integers(10, 60),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_fit_fields_table_is_the_field_models_table(sizes: list[int], bridges: int, seed: int) -> None:
+    """The build's memberships (fit_fields) and a later paper's (FieldModel.memberships) come from
+    one builder: on corpora of 2-4 topics with papers bridging two topics (several memberships),
+    the fitted model gives the same papers, in any order, exactly the build's table."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(sum(sizes) + bridges):
+        t = int(np.searchsorted(np.cumsum(sizes), i, side="right")) if i < sum(sizes) else None
+        pools = [POOLS[t]] if t is not None else [POOLS[j] for j in rng.choice(len(sizes), 2, replace=False)]
+        words = [w for pool in pools for w in rng.choice(pool, 4)]
+        day = int(rng.integers(0, 1000))
+        rows.append(
+            {
+                "arxiv_id": f"{2300 + (t if t is not None else 9):04d}.{i:05d}",
+                "title": " ".join(words[:2]),
+                "abstract": " ".join([*words, *rng.choice(FILLER, 5)]),
+                "date": (pd.Timestamp("2022-01-01") + pd.Timedelta(days=day)).strftime("%Y-%m-%d"),
+            }
+        )
+    papers = pd.DataFrame(rows)
+    spec = SPEC.replace(n_fields=len(sizes), min_field_papers=10, extra={"field_lsa_dims": 10})
+    memberships, _, model = fit_fields(papers, spec)
+    again = model.memberships(papers.sample(frac=1.0, random_state=seed % 1000))
+    pd.testing.assert_frame_equal(again, memberships)
 
 
 # -- codebooks ---------------------------------------------------------------------------------

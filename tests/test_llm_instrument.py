@@ -293,6 +293,58 @@ def test_store_cuts_a_torn_last_line_and_is_exclusive(tmp_path: Path) -> None:
     assert path.read_bytes() == whole
 
 
+def _damaged_stores(whole: bytes) -> dict[str, tuple[bytes, int | None]]:
+    """A real store damaged as a killed writer or an editor leaves it: (its bytes, the line both
+    readers refuse, or None when only a torn last line is cut)."""
+    lines = whole.splitlines(keepends=True)
+    misspelt, negative = orjson.loads(lines[1]), orjson.loads(lines[1])
+    misspelt["kee"] = misspelt.pop("key")  # valid JSON, not an answer
+    negative["prompt_tokens"] = -3
+    rest = b"".join(lines[2:])
+    return {
+        "cut mid-JSON at the end": (whole + lines[3][: len(lines[3]) // 2], None),
+        "last line without its newline": (whole[:-1], None),  # complete JSON, but its append never ended
+        "cut mid-JSON, then more lines": (lines[0] + lines[1][:40] + b"\n" + rest, 2),
+        "a misspelt key": (lines[0] + orjson.dumps(misspelt) + b"\n" + rest, 2),
+        "a misspelt key on the last line": (whole + orjson.dumps(misspelt) + b"\n", len(lines) + 1),
+        "a negative token count": (lines[0] + orjson.dumps(negative) + b"\n" + rest, 2),
+    }
+
+
+def test_the_build_and_the_dry_run_read_a_damaged_store_alike(tmp_path: Path, baseline: Any) -> None:
+    """Regression: the dry run read requests.jsonl by hand, skipping any line that was not JSON
+    and counting a last line that never got its newline, while the build's store refused the
+    first and cut the second (and a misspelt key was a KeyError traceback in both). Now both
+    read through one reader: on a real store damaged as a killed writer or an editor leaves it,
+    they count the same answers, refuse the same line, and the dry run changes nothing."""
+    from rap_benchmark.core.errors import FileFormatError
+
+    papers, memberships, candidates = corpus()
+    whole = (baseline[2] / "requests.jsonl").read_bytes()
+    for i, (name, (data, bad_line)) in enumerate(_damaged_stores(whole).items()):
+        store = tmp_path / f"store{i}"
+        store.mkdir()
+        path = store / "requests.jsonl"
+        path.write_bytes(data)
+        if bad_line is None:
+            kept = data[: data.rindex(b"\n") + 1]
+            dry = estimate(papers, memberships, candidates, SPEC, CONFIG, store_dir=store)
+            assert path.read_bytes() == data, name  # the dry run only reads
+            with RequestStore(store) as st:
+                assert st.loaded == dry["total"]["from_store"] == len(kept.splitlines()), name
+                assert st.repaired_bytes == len(data) - len(kept), name
+            assert path.read_bytes() == kept, name
+            continue
+        with pytest.raises(FileFormatError) as dry_error:
+            estimate(papers, memberships, candidates, SPEC, CONFIG, store_dir=store)
+        with pytest.raises(FileFormatError) as build_error:
+            RequestStore(store)
+        assert str(dry_error.value) == str(build_error.value), name
+        assert build_error.value.line == bad_line and f"requests.jsonl:{bad_line}: " in str(build_error.value), name
+        assert path.read_bytes() == data, name  # nothing cut, nothing lost
+        assert not (store / ".lock").exists(), name  # the refusing store let its lock go
+
+
 _CHILD = """
 import sys
 from pathlib import Path
@@ -330,8 +382,10 @@ def test_sigkill_mid_run_then_resume_sends_no_answered_request_again(tmp_path: P
     assert fingerprint(result) == fingerprint(baseline[0])
 
 
-def test_rap_build_with_the_llm_instrument_end_to_end(tmp_path: Path) -> None:
-    """The stock CLI on a tiny synthetic snapshot in the real format: dry run, build, resume."""
+def test_rap_build_with_the_llm_instrument_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The stock CLI on a tiny synthetic snapshot in the real format: dry run, build, resume, and
+    a damaged store refused in one line by both (it was a traceback in the build, and skipped
+    silently by the dry run)."""
     from arxiv_snapshot import write_snapshot
 
     from rap_benchmark.cli import main as rap
@@ -349,6 +403,17 @@ def test_rap_build_with_the_llm_instrument_end_to_end(tmp_path: Path) -> None:
         assert rap(args) == 0
         sent = srv.app.answered
         assert rap(args) == 0 and srv.app.answered == sent  # a rebuild is answered from the store
+        path = tmp_path / "inst.llm-store" / "requests.jsonl"
+        lines = path.read_bytes().splitlines(keepends=True)
+        path.write_bytes(lines[0] + lines[1].replace(b'"key"', b'"kee"', 1) + b"".join(lines[2:]))
+        built = (tmp_path / "inst" / "SHA256SUMS").read_bytes()
+        capsys.readouterr()
+        for damaged in ([*args, "--dry-run"], args):  # a damaged store: one line, exit 2, nothing sent or written
+            assert rap(damaged) == 2 and srv.app.answered == sent
+            err = capsys.readouterr().err
+            assert err.startswith("rap build: ") and "requests.jsonl:2: not a stored answer: no 'key'" in err
+            assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+        assert (tmp_path / "inst" / "SHA256SUMS").read_bytes() == built
     inst = load_instance(tmp_path / "inst")
     assert inst.ledger["derived"]["instrument"]["name"] == "llm"
     assert len(inst.papers) == plan.n_in_frame

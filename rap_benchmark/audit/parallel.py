@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from rap_benchmark.audit.align import cross_fit, direction_index, fit_half
-from rap_benchmark.audit.intervals import Estimate, finite_mean
+from rap_benchmark.audit.intervals import Estimate, field_resampled, finite_mean
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS
 
 SECOND_DIMS = 8
@@ -69,19 +69,6 @@ def slots_as_primary(assignments: pd.DataFrame, second: pd.DataFrame) -> pd.Data
     out = assignments.drop(columns=["primary"]).merge(second, on=["arxiv_id", "field_id"], how="inner")
     out["primary"] = keys[out.pop("slot").to_numpy().astype(np.int64)]
     return out
-
-
-def field_resampled(values: np.ndarray, *, n_resamples: int, seed: int) -> Estimate:
-    """The mean of per-field ``values`` (finite ones) with a field-resampled 95% percentile interval."""
-    if n_resamples < 1:
-        raise ValueError("n_resamples must be >= 1")
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return Estimate(float("nan"), float("nan"), float("nan"), 0)
-    rng = np.random.default_rng(seed)
-    stats = values[rng.integers(0, values.size, size=(n_resamples, values.size))].mean(axis=1)
-    lo, hi = np.percentile(stats, [2.5, 97.5])
-    return Estimate(float(values.mean()), float(lo), float(hi), values.size)
 
 
 def parallel_agreement(

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
-from rap_benchmark.pipeline.clusters import l2_normalise_rows, normalise_dense
-from rap_benchmark.pipeline.fields import TokenizedCorpus
+from rap_benchmark.pipeline.clusters import normalise_dense
+from rap_benchmark.pipeline.fields import TokenizedCorpus, lsa_axes, smoothed_idf, sublinear_tfidf, terms_in_band
 
 __all__ = ["Features", "LocalSpace"]
 
@@ -125,26 +125,20 @@ class LocalSpace:
         cls, counts: sp.csr_matrix, *, dims: int, seed: int, min_df: int = 2, max_df_ratio: float = 0.5
     ) -> LocalSpace:
         """Fit on ``counts`` (the field's pre-cutoff rows): columns in ``min_df`` .. ``max_df_ratio``
-        of the rows, smoothed IDF, then a seeded randomized truncated SVD of the TF-IDF rows."""
-        from sklearn.utils.extmath import randomized_svd
-
+        of the rows, smoothed IDF, then a seeded randomized truncated SVD of the TF-IDF rows (the
+        field space's rules, :mod:`rap_benchmark.pipeline.fields`, on this field's rows)."""
         n = counts.shape[0]
         df = np.bincount(counts.indices, minlength=counts.shape[1])
-        columns = np.flatnonzero((df >= min_df) & (df <= max_df_ratio * n))
-        idf = np.log((1.0 + n) / (1.0 + df[columns].astype(np.float64))) + 1.0
+        columns = terms_in_band(df, n, min_df=min_df, max_df_ratio=max_df_ratio)
+        idf = smoothed_idf(df[columns], n)
         space = cls(columns=columns, idf=idf, axes=np.zeros((0, columns.size)))
         x = space.tfidf(counts)
         dims = max(1, min(dims, min(x.shape) - 1))
-        _, _, vt = randomized_svd(x, dims, n_iter=7, random_state=seed)
-        # sign convention: each axis's largest-magnitude loading is positive
-        signs = np.sign(vt[np.arange(vt.shape[0]), np.abs(vt).argmax(axis=1)])
-        return cls(columns=columns, idf=idf, axes=vt * signs[:, None])
+        return cls(columns=columns, idf=idf, axes=lsa_axes(x, dims, seed, n_iter=7))
 
     def tfidf(self, counts: sp.csr_matrix) -> sp.csr_matrix:
         """Sublinear TF times IDF over this space's columns, rows L2-normalised."""
-        mat = sp.csr_matrix(counts[:, self.columns], dtype=np.float64)
-        mat.data = 1.0 + np.log(mat.data)
-        return l2_normalise_rows(sp.csr_matrix(mat @ sp.diags(self.idf)))
+        return sublinear_tfidf(counts[:, self.columns], self.idf)
 
     def embed(self, counts: sp.csr_matrix) -> np.ndarray:
         """Rows projected on the SVD axes, L2-normalised (zero rows stay zero)."""

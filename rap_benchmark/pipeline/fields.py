@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import N_DIRECTIONS
 from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.core.text import token_ids
@@ -31,6 +32,10 @@ __all__ = [
     "TokenizedCorpus",
     "build_fields",
     "fit_fields",
+    "lsa_axes",
+    "smoothed_idf",
+    "sublinear_tfidf",
+    "terms_in_band",
     "tokenize_papers",
 ]
 
@@ -113,6 +118,37 @@ def tokenize_papers(papers: pd.DataFrame) -> TokenizedCorpus:
     return corpus
 
 
+def terms_in_band(df: np.ndarray, n: int, *, min_df: int, max_df_ratio: float) -> np.ndarray:
+    """The terms (indices into ``df``, sorted) in at least ``min_df`` and at most ``max_df_ratio``
+    of ``n`` docs: the vocabulary rule of every TF-IDF space here."""
+    return np.flatnonzero((df >= min_df) & (df <= max_df_ratio * n))
+
+
+def smoothed_idf(df: np.ndarray, n: int) -> np.ndarray:
+    """``ln((1 + n) / (1 + df)) + 1`` of document frequencies ``df`` over ``n`` docs (scikit-learn's
+    ``smooth_idf``)."""
+    return np.log((1.0 + n) / (1.0 + df.astype(np.float64))) + 1.0
+
+
+def sublinear_tfidf(counts: sp.csr_matrix, idf: np.ndarray) -> sp.csr_matrix:
+    """Sublinear term frequency ``1 + ln(tf)`` of raw ``counts`` times ``idf``, rows L2-normalised
+    (float64; ``counts`` is left as it is)."""
+    mat = sp.csr_matrix(counts, dtype=np.float64, copy=True)
+    mat.data = 1.0 + np.log(mat.data)
+    mat = mat @ sp.diags(idf)
+    return l2_normalise_rows(sp.csr_matrix(mat))
+
+
+def lsa_axes(x: sp.csr_matrix, dims: int, seed: int, *, n_iter: int) -> np.ndarray:
+    """The top ``dims`` SVD axes of ``x`` (dims x terms; seeded randomized SVD with ``n_iter``
+    power iterations, each axis's largest-magnitude loading positive): latent semantic analysis."""
+    from sklearn.utils.extmath import randomized_svd
+
+    _, _, vt = randomized_svd(x, dims, n_iter=n_iter, random_state=seed)
+    signs = np.sign(vt[np.arange(vt.shape[0]), np.abs(vt).argmax(axis=1)])
+    return vt * signs[:, None]
+
+
 @dataclass(frozen=True)
 class TfidfSpace:
     """A frozen vocabulary with smoothed IDF: ``idf = ln((1 + n) / (1 + df)) + 1``.
@@ -147,13 +183,12 @@ class TfidfSpace:
         )
         incidence.sum_duplicates()
         df = np.bincount(incidence.indices, minlength=v)
-        keep = np.flatnonzero((df >= min_df) & (df <= max_df_ratio * n))
+        keep = terms_in_band(df, n, min_df=min_df, max_df_ratio=max_df_ratio)
         if max_terms is not None and keep.size > max_terms:
             # vocab ids are in sorted term order, so a stable sort by -df breaks ties by term
             keep = np.sort(keep[np.argsort(-df[keep], kind="stable")[:max_terms]])
         terms = tuple(corpus.vocab[i] for i in keep)
-        idf = np.log((1.0 + n) / (1.0 + df[keep].astype(np.float64))) + 1.0
-        return cls(terms=terms, idf=idf)
+        return cls(terms=terms, idf=smoothed_idf(df[keep], n))
 
     @property
     def n_terms(self) -> int:
@@ -180,10 +215,7 @@ class TfidfSpace:
 
     def weight(self, counts: sp.csr_matrix) -> sp.csr_matrix:
         """Sublinear TF times IDF, rows L2-normalised."""
-        mat = sp.csr_matrix(counts, dtype=np.float64, copy=True)
-        mat.data = 1.0 + np.log(mat.data)
-        mat = mat @ sp.diags(self.idf)
-        return l2_normalise_rows(sp.csr_matrix(mat))
+        return sublinear_tfidf(counts, self.idf)
 
 
 # --------------------------------------------------------------------------------------------
@@ -195,16 +227,6 @@ MIN_MEMBERSHIP_COS = 0.30
 SYNONYM_COS = 0.90  # two clusters whose centroids are at least this close are one field
 MIN_PRECUTOFF_PER_DIRECTION = 5  # a kept field needs 8 x this many pre-cutoff papers (or extra["min_precutoff_papers"])
 NAME_PHRASES = 4
-
-
-def _lsa_axes(x: sp.csr_matrix, dims: int, seed: int) -> np.ndarray:
-    """The top ``dims`` SVD axes of ``x`` (dims x terms; seeded randomized SVD, each axis's
-    largest-magnitude loading positive)."""
-    from sklearn.utils.extmath import randomized_svd
-
-    _, _, vt = randomized_svd(x, dims, n_iter=4, random_state=seed)
-    signs = np.sign(vt[np.arange(vt.shape[0]), np.abs(vt).argmax(axis=1)])
-    return vt * signs[:, None]
 
 
 def _merge_synonyms(centres: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -262,13 +284,22 @@ class FieldModel:
     def memberships(self, papers: pd.DataFrame) -> pd.DataFrame:
         """Columns arxiv_id, field_id of ``papers`` in the kept fields, sorted by (field_id, arxiv_id)."""
         x, _ = self.space.transform(tokenize_papers(papers))
-        member = self.member(x)
-        ids = papers["arxiv_id"].to_numpy(dtype=object)
+        return self.membership_frame(papers["arxiv_id"].to_numpy(dtype=object), self.member(x))
+
+    def membership_frame(self, ids: np.ndarray, member: np.ndarray) -> pd.DataFrame:
+        """Columns arxiv_id, field_id: ``ids[i]`` in kept field ``f{j:03d}`` wherever
+        ``member[i, kept[j]]`` (``member``: papers x clusters, from :meth:`member`), sorted by
+        (field_id, arxiv_id). The one place the memberships table is made: the build's
+        (:func:`fit_fields`) and a later paper's (:meth:`memberships`)."""
         frames = [
             pd.DataFrame({"arxiv_id": ids[member[:, c]], "field_id": f"f{j:03d}"}) for j, c in enumerate(self.kept)
         ]
-        frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({"arxiv_id": [], "field_id": []})
-        return frame.astype(object).sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
+        frame = (
+            pd.concat(frames, ignore_index=True)
+            if frames
+            else pd.DataFrame({"arxiv_id": pd.Series(dtype=object), "field_id": pd.Series(dtype=object)})
+        )
+        return frame.sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
 
 
 FIELDS_BAR = "{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]"
@@ -302,8 +333,11 @@ def fit_fields(
     dates = papers["date"].astype(str).to_numpy()
     eligible = np.flatnonzero(dates < spec.eligibility_end)
     k = spec.n_fields
-    if eligible.size < k:
-        raise ValueError(f"{eligible.size} papers before {spec.eligibility_end}; {k} fields need more")
+    if eligible.size < max(k, 2):
+        raise InputError(
+            f"the corpus has {eligible.size} papers before eligibility_end {spec.eligibility_end}; "
+            f"finding n_fields={k} fields needs at least {max(k, 2)}"
+        )
     corpus = tokenize_papers(papers)
     steps.update(next(shares))
     space = TfidfSpace.fit(
@@ -312,12 +346,17 @@ def fit_fields(
         max_df_ratio=0.3,
         max_terms=int(spec.extra.get("field_max_terms", 40_000)),
     )
+    if space.n_terms < 2:
+        raise InputError(
+            f"{space.n_terms} term(s) occur in at least 3 and at most 30% of the {eligible.size} papers before "
+            f"eligibility_end {spec.eligibility_end}; fields need two or more: the papers are too few or too alike"
+        )
     x, _ = space.transform(corpus)
     rng = np.random.default_rng([spec.seed, 2])
     n_fit = min(eligible.size, int(spec.extra.get("field_fit_sample", 60_000)))
     fit_rows = np.sort(rng.choice(eligible, size=n_fit, replace=False))
     dims = min(int(spec.extra.get("field_lsa_dims", 100)), space.n_terms - 1, n_fit - 1)
-    projection = _lsa_axes(x[fit_rows], dims, spec.seed)
+    projection = lsa_axes(x[fit_rows], dims, spec.seed, n_iter=4)
     z = FieldModel(space=space, centres=np.zeros((0, dims)), kept=(), projection=projection).embed(x)
     steps.update(next(shares))
     labels, centres = spherical_kmeans_dense(z[fit_rows], k, rng)
@@ -334,24 +373,16 @@ def fit_fields(
     names, definitions = _field_names(papers, member, keep, pre_mask)
     kept = sorted(keep.tolist(), key=lambda c: (names[c].lower(), c))
     info: dict[str, FieldInfo] = {}
-    frames = []
-    ids = papers["arxiv_id"].to_numpy(dtype=object)
     elig_mask = dates < spec.eligibility_end
     for j, c in enumerate(kept):
         fid = f"f{j:03d}"
         rows = np.flatnonzero(member[:, c] & elig_mask)
         cohesion = float(np.mean(z[rows] @ centres[c])) if rows.size else float("nan")
         info[fid] = FieldInfo(field_id=fid, name=names[c], definition=definitions[c], cohesion=cohesion)
-        frames.append(pd.DataFrame({"arxiv_id": ids[member[:, c]], "field_id": fid}))
+    model = FieldModel(space=space, centres=centres, kept=tuple(int(c) for c in kept), projection=projection)
+    memberships = model.membership_frame(papers["arxiv_id"].to_numpy(dtype=object), member)
     steps.update(next(shares))
     steps.close()
-    memberships = (
-        pd.concat(frames, ignore_index=True)
-        if frames
-        else pd.DataFrame({"arxiv_id": pd.Series(dtype=object), "field_id": pd.Series(dtype=object)})
-    )
-    memberships = memberships.sort_values(["field_id", "arxiv_id"], kind="stable").reset_index(drop=True)
-    model = FieldModel(space=space, centres=centres, kept=tuple(int(c) for c in kept), projection=projection)
     return memberships, info, model
 
 

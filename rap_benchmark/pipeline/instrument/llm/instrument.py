@@ -21,7 +21,7 @@ from rap_benchmark.pipeline.instrument.llm.client import LLMClient, StageUsage, 
 from rap_benchmark.pipeline.instrument.llm.prompts import PROMPT_VERSION, prompt_hashes
 from rap_benchmark.pipeline.instrument.llm.records import PipelineConfig, PipelineResult, StageLost, stage_sizes
 from rap_benchmark.pipeline.instrument.llm.stages import Pipeline
-from rap_benchmark.pipeline.instrument.llm.store import RequestStore
+from rap_benchmark.pipeline.instrument.llm.store import REQUESTS_FILE, RequestStore, read_requests
 
 SUMMARY_FILE = "summary.json"
 REVIEW_FILE = "review.md"
@@ -219,19 +219,12 @@ def estimate(
     tokenizer: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The dry run: requests, tokens and price per stage, sending nothing. The real pipeline is
-    walked; answers in the store (``store_dir``, read only) count as ``from_store``, every other
-    request is rendered and answered with a typical stand-in reply (:mod:`.standin`). Tokens are
-    counted with ``tokenizer`` (a Hugging Face name or folder) when given, else by :mod:`.tokens`.
+    walked; answers in the store (``store_dir``, read only, by the build's own reader
+    :func:`.store.read_requests`) count as ``from_store``, every other request is rendered and
+    answered with a typical stand-in reply (:mod:`.standin`). Tokens are counted with
+    ``tokenizer`` (a Hugging Face name or folder) when given, else by :mod:`.tokens`.
     """
-    records: dict[str, dict[str, Any]] = {}
-    path = None if store_dir is None else Path(store_dir) / "requests.jsonl"
-    if path is not None and path.is_file():
-        for line in path.read_bytes().splitlines():
-            try:
-                rec = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                continue
-            records.setdefault(rec["key"], rec)
+    records = {} if store_dir is None else read_requests(Path(store_dir) / REQUESTS_FILE)[0]
     client = StandInClient(records, _prices(prices_path), tokenizer, config.extra_body)
     asyncio.run(Pipeline(client, config, spec).run(papers, memberships, candidates))
     table = client.accounting.table()

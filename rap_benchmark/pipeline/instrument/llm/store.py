@@ -16,6 +16,9 @@ Guarantees, as ``rap run``'s run store: SIGKILL-safe group commits (one ``write`
 a torn last line is cut on open); an answer that reached the file is never asked again; invalid
 outputs are answers too (the retry quotes them, so it is another request), so a unit's history
 replays exactly on resume.
+
+One reader, :func:`read_requests`, serves the build (which then cuts the torn tail) and the dry
+run (which only reads): both count the same answers and refuse the same damage.
 """
 
 from __future__ import annotations
@@ -26,9 +29,70 @@ from typing import Any
 
 import orjson
 
+from rap_benchmark.core.errors import FileFormatError
 from rap_benchmark.core.fsio import FolderLock
 
 REQUESTS_FILE = "requests.jsonl"
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "key": str,
+    "stage": str,
+    "model": str,
+    "content": (str, type(None)),
+    "prompt_tokens": int,
+    "completion_tokens": int,
+}  # what every stored answer holds (response_model, finish_reason and reasoning may be absent)
+
+_FIX = "; fix or delete that line, or move the store aside (its answers would be asked again)"
+
+
+def read_requests(path: Path) -> tuple[dict[str, dict[str, Any]], int]:
+    """Every answer in a ``requests.jsonl`` by key (the first line of a key wins) and how many
+    bytes at its end are a torn last line; a missing file holds nothing.
+
+    A writer appends whole lines with one ``write``, so only the last line can be torn by a kill:
+    one without its newline, or one that is not JSON, is not an answer (the build cuts it and asks
+    again). Any other line that is not JSON, or is JSON but not an answer (not an object, a key
+    missing or misspelt, a token count that is not a count), means the file was changed or damaged
+    after it was written: :class:`FileFormatError` naming the line, before anything is sent or
+    counted, rather than asking (and paying for) a request whose answer is there but unreadable.
+    """
+    if not path.is_file():
+        return {}, 0
+    data = path.read_bytes()
+    records: dict[str, dict[str, Any]] = {}
+    pos, line = 0, 0
+    while pos < len(data):
+        end = data.find(b"\n", pos)
+        if end < 0:
+            break  # a kill during the append: the line never got its newline
+        line += 1
+        try:
+            rec = orjson.loads(data[pos:end])
+        except orjson.JSONDecodeError:
+            if end + 1 == len(data):
+                break
+            raise FileFormatError(
+                path, f"not JSON, and not the last line (which alone a kill can tear){_FIX}", line=line
+            ) from None
+        problem = _not_an_answer(rec)
+        if problem:
+            raise FileFormatError(path, f"not a stored answer: {problem}{_FIX}", line=line)
+        records.setdefault(rec["key"], rec)
+        pos = end + 1
+    return records, len(data) - pos
+
+
+def _not_an_answer(rec: Any) -> str | None:
+    """Why a JSON value is not a stored answer, or None."""
+    if not isinstance(rec, dict):
+        return f"a JSON {type(rec).__name__}, not an object"
+    for name, kind in _FIELDS.items():
+        if name not in rec:
+            return f"no {name!r}"
+        value = rec[name]
+        if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
+            return f"{name!r} is {value!r}"
+    return None
 
 
 class RequestStore:
@@ -38,39 +102,24 @@ class RequestStore:
         self.root = Path(root)
         self._lock = FolderLock(self.root).acquire()
         self.path = self.root / REQUESTS_FILE
-        self.records: dict[str, dict[str, Any]] = {}
-        self.repaired_bytes = self._load()
+        try:
+            self.records, self.repaired_bytes = self._load()
+        except BaseException:
+            self._lock.release()
+            raise
         self.loaded = len(self.records)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._pending: list[bytes] = []
 
-    def _load(self) -> int:
-        """Read every record; cut a torn last line (no newline, or not JSON); return bytes cut."""
-        if not self.path.is_file():
-            return 0
-        data = self.path.read_bytes()
-        pos = 0
-        keep = len(data)
-        while pos < len(data):
-            end = data.find(b"\n", pos)
-            if end < 0:
-                keep = pos  # a kill during the append: the line never got its newline
-                break
-            try:
-                rec = orjson.loads(data[pos:end])
-            except orjson.JSONDecodeError:
-                if data.find(b"\n", end + 1) >= 0:
-                    raise ValueError(f"{self.path}: line at byte {pos} is not JSON (not a torn tail)") from None
-                keep = pos
-                break
-            self.records.setdefault(rec["key"], rec)
-            pos = end + 1
-        if keep != len(data):
+    def _load(self) -> tuple[dict[str, dict[str, Any]], int]:
+        """Read every answer (:func:`read_requests`) and cut a torn last line; (answers, bytes cut)."""
+        records, torn = read_requests(self.path)
+        if torn:
             with self.path.open("rb+") as fh:
-                fh.truncate(keep)
+                fh.truncate(self.path.stat().st_size - torn)
                 fh.flush()
                 os.fsync(fh.fileno())
-        return len(data) - keep
+        return records, torn
 
     def put(self, record: dict[str, Any]) -> None:
         """Remember an answer now; it reaches the disk at the next :meth:`flush`."""
