@@ -169,7 +169,19 @@ CASES: list[tuple[str, list[str], str, str]] = [
         "rap build",
         "no corpus",
     ),
-    ("build-out-not-an-instance", ["build", "--instance", "mini", "--out", "{ws}/pinned"], "rap build", "pinned"),
+    # the refusal names the kind of folder it would have replaced (it said "not a built instance" for all)
+    (
+        "build-out-not-an-instance",
+        ["build", "--instance", "mini", "--out", "{ws}/pinned"],
+        "rap build",
+        "pinned is a non-empty folder that is not a RAP instance",
+    ),
+    (
+        "citecast-build-out-not-an-instance",
+        ["citecast", "build", "--out", "{ws}/pinned"],
+        "rap citecast build",
+        "pinned is a non-empty folder that is not a CiteCast instance",
+    ),
     ("build-spec-bad-origins", ["build", "--spec", "{ws}/bad-order.json", "--out", "{ws}/b"], "rap build", "origins"),
     ("verify-missing", ["verify", "{ws}/nowhere"], "rap verify", "nowhere"),
     ("info-missing", ["info", "{ws}/nowhere"], "rap info", "nowhere"),
