@@ -268,6 +268,22 @@ CASES: list[tuple[str, list[str], str, str]] = [
     # a RAP instance or a missing folder where a CiteCast instance is expected (it said "SHA256SUMS is missing")
     ("citecast-serve-rap-instance", ["citecast", "serve", "{mini}"], "rap citecast serve", "is a RAP instance"),
     ("citecast-score-no-folder", ["citecast", "score", "{ws}/nowhere"], "rap citecast score", "no such folder"),
+    # serve's counts are parsed by the shared types, in their words (it checked them by hand after parsing)
+    *(
+        (
+            f"citecast-serve-{flag[2:]}-{value}",
+            ["citecast", "serve", "{ws}/nowhere", flag, value],
+            "rap citecast serve",
+            f"argument {flag}: {value!r} is not {what}",
+        )
+        for flag, value, what in (
+            ("--workers", "0", "a positive integer"),
+            ("--workers", "-2", "a positive integer"),
+            ("--session-ttl-s", "0", "a number > 0"),
+            ("--session-ttl-s", "nan", "a number > 0"),
+            ("--session-ttl-s", "inf", "a number > 0"),
+        )
+    ),
     # counts, seeds and resamples are bounded where they are parsed (each was a numpy traceback, an
     # IndexError, [nan, nan] intervals or an empty sample written with exit 0)
     *(
