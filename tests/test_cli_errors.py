@@ -352,6 +352,22 @@ CASES: list[tuple[str, list[str], str, str]] = [
             ("A4", "A4 is a State condition"),
         )
     ),
+    # ... and refused before the instance is loaded (a tampered one fails its slow hash check)
+    *(
+        (
+            f"sft-{action}-A0-before-load",
+            ["sft", action, "{ws}/tampered", *paths, "--conditions", "A0"],
+            f"rap sft {action}",
+            "A0 is closed-book",
+        )
+        for action, paths in (("export", ["{ws}/pinned", "--out", "{ws}/s.jsonl"]), ("gate", ["{ws}/pinned"] * 2))
+    ),
+    (
+        "diagnose-replay-A9-before-load",
+        ["diagnose", "replay", "{ws}/tampered", "{ws}/pinned", "--backend", "reference", "--conditions", "A9"],
+        "rap diagnose",
+        "A9",
+    ),
     # CiteCast: a count below 1, a server that cannot be reached
     (
         "citecast-leak-probe-n-0",

@@ -244,11 +244,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from rap_benchmark.core.records import Condition
 
     store = RunStore(run_folder(args.rundir))
+    conditions = enum_list(Condition, args.conditions, "--conditions") if args.kind == "replay" else []
     inst = load_instance(args.dir)
     if args.kind in ("replay", "oracle"):
         backend, model = _backend(args)
         if args.kind == "replay":
-            conditions = enum_list(Condition, args.conditions, "--conditions")
             units = dg.replay_units(inst, store, model, conditions=conditions)
         else:
             cells = episode_cells(inst, fields=_csv(args.fields), origins=_csv(args.origins))
@@ -286,13 +286,13 @@ def _means(table: Any, by: list[str], columns: list[str]) -> list[dict[str, Any]
 
 def cmd_sft_export(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.runner import episode_cells
-    from rap_benchmark.agents.sft import export_sft
+    from rap_benchmark.agents.sft import EXPORT_USE, export_sft, search_forecast
     from rap_benchmark.agents.store import RunStore
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.records import Condition
 
     store = RunStore(run_folder(args.rundir))
-    conditions = enum_list(Condition, args.conditions, "--conditions")
+    conditions = search_forecast(enum_list(Condition, args.conditions, "--conditions"), EXPORT_USE)  # before the load
     inst = load_instance(args.dir)
     episode_cells(inst, fields=_csv(args.fields), origins=_csv(args.origins))  # refuses unknown ones
     counts = export_sft(
@@ -308,13 +308,13 @@ def cmd_sft_export(args: argparse.Namespace) -> int:
 
 
 def cmd_sft_gate(args: argparse.Namespace) -> int:
-    from rap_benchmark.agents.sft import sft_gate
+    from rap_benchmark.agents.sft import GATE_USE, search_forecast, sft_gate
     from rap_benchmark.agents.store import RunStore
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.records import Condition
 
     candidate, base = RunStore(run_folder(args.candidate)), RunStore(run_folder(args.base))
-    conditions = enum_list(Condition, args.conditions, "--conditions")
+    conditions = search_forecast(enum_list(Condition, args.conditions, "--conditions"), GATE_USE)  # before the load
     inst = load_instance(args.dir)
     result = sft_gate(inst, candidate, base, conditions=conditions)
     print_json(result.to_dict())
