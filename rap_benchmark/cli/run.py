@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -220,20 +219,11 @@ printed as JSON.
 """
 
 
-def _clean(obj: Any) -> Any:
-    """NaN/inf -> null so the printed summary is strict JSON."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 def print_json(obj: Any) -> None:
-    """A summary as strict, indented JSON (NaN and inf become null)."""
-    print(json.dumps(_clean(obj), sort_keys=True, default=str, indent=1, allow_nan=False))
+    """A summary as strict, indented JSON: numpy and pandas values as plain ones, NaN, NA and inf as null."""
+    from rap_benchmark.core.canonical import to_plain
+
+    print(json.dumps(to_plain(obj, finite=True), sort_keys=True, default=str, indent=1, allow_nan=False))
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
