@@ -176,6 +176,15 @@ CASES: list[tuple[str, list[str], str, str]] = [
         "rap build",
         "pinned is a non-empty folder that is not a RAP instance",
     ),
+    *(
+        (
+            f"{verb}-out-not-an-instance",
+            [verb, "{mini}", "--source", "{mini}", *more, "--out", "{ws}/pinned"],
+            f"rap {verb}",
+            "pinned is a non-empty folder that is not a RAP instance",
+        )
+        for verb, more in (("extend", ["--origin", "2026-07-01"]), ("resolve", []))
+    ),
     (
         "citecast-build-out-not-an-instance",
         ["citecast", "build", "--out", "{ws}/pinned"],
