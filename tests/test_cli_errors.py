@@ -169,7 +169,28 @@ CASES: list[tuple[str, list[str], str, str]] = [
         "rap build",
         "no corpus",
     ),
-    ("build-out-not-an-instance", ["build", "--instance", "mini", "--out", "{ws}/pinned"], "rap build", "pinned"),
+    # the refusal names the kind of folder it would have replaced (it said "not a built instance" for all)
+    (
+        "build-out-not-an-instance",
+        ["build", "--instance", "mini", "--out", "{ws}/pinned"],
+        "rap build",
+        "pinned is a non-empty folder that is not a RAP instance",
+    ),
+    *(
+        (
+            f"{verb}-out-not-an-instance",
+            [verb, "{mini}", "--source", "{mini}", *more, "--out", "{ws}/pinned"],
+            f"rap {verb}",
+            "pinned is a non-empty folder that is not a RAP instance",
+        )
+        for verb, more in (("extend", ["--origin", "2026-07-01"]), ("resolve", []))
+    ),
+    (
+        "citecast-build-out-not-an-instance",
+        ["citecast", "build", "--out", "{ws}/pinned"],
+        "rap citecast build",
+        "pinned is a non-empty folder that is not a CiteCast instance",
+    ),
     ("build-spec-bad-origins", ["build", "--spec", "{ws}/bad-order.json", "--out", "{ws}/b"], "rap build", "origins"),
     ("verify-missing", ["verify", "{ws}/nowhere"], "rap verify", "nowhere"),
     ("info-missing", ["info", "{ws}/nowhere"], "rap info", "nowhere"),
@@ -256,6 +277,22 @@ CASES: list[tuple[str, list[str], str, str]] = [
     # a RAP instance or a missing folder where a CiteCast instance is expected (it said "SHA256SUMS is missing")
     ("citecast-serve-rap-instance", ["citecast", "serve", "{mini}"], "rap citecast serve", "is a RAP instance"),
     ("citecast-score-no-folder", ["citecast", "score", "{ws}/nowhere"], "rap citecast score", "no such folder"),
+    # serve's counts are parsed by the shared types, in their words (it checked them by hand after parsing)
+    *(
+        (
+            f"citecast-serve-{flag[2:]}-{value}",
+            ["citecast", "serve", "{ws}/nowhere", flag, value],
+            "rap citecast serve",
+            f"argument {flag}: {value!r} is not {what}",
+        )
+        for flag, value, what in (
+            ("--workers", "0", "a positive integer"),
+            ("--workers", "-2", "a positive integer"),
+            ("--session-ttl-s", "0", "a number > 0"),
+            ("--session-ttl-s", "nan", "a number > 0"),
+            ("--session-ttl-s", "inf", "a number > 0"),
+        )
+    ),
     # counts, seeds and resamples are bounded where they are parsed (each was a numpy traceback, an
     # IndexError, [nan, nan] intervals or an empty sample written with exit 0)
     *(
@@ -323,6 +360,22 @@ CASES: list[tuple[str, list[str], str, str]] = [
             ("A2", "A2 is a State condition"),
             ("A4", "A4 is a State condition"),
         )
+    ),
+    # ... and refused before the instance is loaded (a tampered one fails its slow hash check)
+    *(
+        (
+            f"sft-{action}-A0-before-load",
+            ["sft", action, "{ws}/tampered", *paths, "--conditions", "A0"],
+            f"rap sft {action}",
+            "A0 is closed-book",
+        )
+        for action, paths in (("export", ["{ws}/pinned", "--out", "{ws}/s.jsonl"]), ("gate", ["{ws}/pinned"] * 2))
+    ),
+    (
+        "diagnose-replay-A9-before-load",
+        ["diagnose", "replay", "{ws}/tampered", "{ws}/pinned", "--backend", "reference", "--conditions", "A9"],
+        "rap diagnose",
+        "A9",
     ),
     # CiteCast: a count below 1, a server that cannot be reached
     (

@@ -119,6 +119,25 @@ def test_tampered_reveal_refused(mini, live_files, tmp_path):
     assert "\n" not in verdict.message and result.board.empty
 
 
+def test_seal_reads_the_prediction_file_once(live_files, tmp_path, monkeypatch):
+    """Sealing with a new salt read and hashed the file twice (once to check it, once with the
+    salt); with a new salt or a given one it is read once, and the seal opens with the salt written."""
+    from rap_benchmark.core.canonical import read_salt
+    from rap_benchmark.evaluation import live
+
+    reads: list[Path] = []
+    read = live.read_predictions
+    monkeypatch.setattr(live, "read_predictions", lambda path: reads.append(Path(path)) or read(path))
+    path = live_files["baseline/ewma"]
+    salt_file = tmp_path / "new.salt.hex"
+    row, written = seal(path, salt_file=salt_file)
+    assert reads == [path] and written == salt_file
+    assert row["commitment"] == prediction_commitment(path, read_salt(salt_file))[1]  # the salt it wrote
+    reads.clear()
+    again, _ = seal(path, salt_file=salt_file)
+    assert reads == [path] and again["commitment"] == row["commitment"]
+
+
 def test_seal_refuses_a_broken_file_before_writing(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"model": "m"\n')

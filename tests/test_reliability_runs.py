@@ -65,10 +65,10 @@ def test_atomic_write_keeps_the_old_file_when_the_writer_fails(tmp_path):
 def test_replacing_swaps_in_a_finished_folder_and_drops_a_failed_one(tmp_path):
     """The one build-folder mechanism of build, extend and CiteCast builds."""
     out = tmp_path / "inst"
-    with fsio.replacing(out, ("SHA256SUMS",)) as tmp:
+    with fsio.replacing(out, ("SHA256SUMS",), kind="RAP instance") as tmp:
         (tmp / "SHA256SUMS").write_text("v1\n")
     assert (out / "SHA256SUMS").read_text() == "v1\n"
-    with pytest.raises(RuntimeError), fsio.replacing(out, ("SHA256SUMS",)) as tmp:
+    with pytest.raises(RuntimeError), fsio.replacing(out, ("SHA256SUMS",), kind="RAP instance") as tmp:
         (tmp / "SHA256SUMS").write_text("v2\n")
         raise RuntimeError("writer failed")
     assert (out / "SHA256SUMS").read_text() == "v1\n"  # the previous build is whole
@@ -76,8 +76,8 @@ def test_replacing_swaps_in_a_finished_folder_and_drops_a_failed_one(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with (
-        pytest.raises(FileExistsError, match="not a built instance"),
-        fsio.replacing(tmp_path / "other", ("SHA256SUMS",)),
+        pytest.raises(FileExistsError, match="not a RAP instance; refusing"),
+        fsio.replacing(tmp_path / "other", ("SHA256SUMS",), kind="RAP instance"),
     ):
         pass
 

@@ -18,6 +18,7 @@ from rap_benchmark.evaluation.report.tables import (
     LEADERBOARD_COLUMNS,
     _contrasts_wide,
     display,
+    fmt,
     fmt_interval,
     interval_cell,
     to_markdown,
@@ -178,6 +179,16 @@ def test_a_score_without_its_interval_reads_the_same_bare_estimate_in_the_report
     assert fmt_interval(0.0123, gap, gap, signed=True) == "+0.012"
     assert fmt_interval(0.0123, -0.004, 0.03, signed=True) == "+0.012 [-0.004, +0.030]"
     assert interval_cell({**row, "spearman": gap, "spearman_lo": 0.79}) == ""
+
+
+@pytest.mark.parametrize("missing", [None, float("nan"), np.float32("nan"), pd.NA, pd.NaT, np.datetime64("NaT")])
+def test_fmt_blanks_every_missing_value(missing) -> None:
+    """Regression: ``fmt`` blanked None and NaN but printed pandas' NA as ``<NA>`` and NaT as
+    ``NaT`` (a nullable Int64 count column with a gap, say); every missing value is an empty cell."""
+    assert fmt(missing) == ""
+    counts = pd.DataFrame({"n_cells": pd.array([4, None], dtype="Int64")})
+    assert display(counts, [("cells", "n_cells")])["cells"].tolist() == ["4", ""]
+    assert [fmt(v) for v in (0.8031, np.int64(7), True, "A1")] == ["0.803", "7", "yes", "A1"]
 
 
 @pytest.mark.parametrize("gap", [None, float("nan"), pd.NA])

@@ -39,6 +39,9 @@ GATE_MIN_QUERY_UNIQUE = 0.80
 SFT_DECIMALS = 3  # target percentages are printed to 0.001 points
 SEARCH_FORECAST = (Condition.A1, Condition.A3)
 """The conditions SFT reads: Forecast (the answer is scored against y) with Search (a regime)."""
+EXPORT_USE = "an SFT example is a teacher's Search trajectory ending in the realised next-window composition y"
+GATE_USE = "the gate measures the Forecast Spearman gain (answers against y) under each Search regime"
+"""Why :func:`export_sft` and :func:`sft_gate` take only :data:`SEARCH_FORECAST` (their refusals say it)."""
 
 
 def search_forecast(conditions: Iterable[Condition | str], why: str) -> set[Condition]:
@@ -92,9 +95,7 @@ def export_sft(
     """Write the SFT JSONL; return counts (written, skipped without Search, skipped without y)."""
     from rap_benchmark.tools import tool_schema
 
-    conditions = search_forecast(
-        conditions, "an SFT example is a teacher's Search trajectory ending in the realised next-window composition y"
-    )
+    conditions = search_forecast(conditions, EXPORT_USE)
     fields_s = set(fields) if fields is not None else None
     origins_s = {parse_date(o).isoformat() for o in origins} if origins is not None else None
     y_of = {cell: r.y for cell, r in episodes_by_cell(inst.episodes, policy).items()}
@@ -173,9 +174,7 @@ def sft_gate(
     """The validation gate on the cells both runs share (paired, differenced before aggregation)."""
     from rap_benchmark.evaluation.scoring import field_macro
 
-    conds = search_forecast(
-        conditions, "the gate measures the Forecast Spearman gain (answers against y) under each Search regime"
-    )
+    conds = search_forecast(conditions, GATE_USE)
     cand = _scores(inst, candidate, conds, policy)
     ref = _scores(inst, base, conds, policy)
     shared = sorted(set(cand) & set(ref))

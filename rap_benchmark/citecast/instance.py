@@ -89,7 +89,7 @@ def write_instance(
     provenance: dict[str, Any],
 ) -> Path:
     final = Path(out_dir)
-    with replacing(final, (MANIFEST,)) as out:
+    with replacing(final, (MANIFEST,), kind="CiteCast instance") as out:
         write_task_files(out, task_set)
         corpus.to_jsonl(out / CORPUS_FILE)
         splits: dict[str, dict[str, int]] = {}

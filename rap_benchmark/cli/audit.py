@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from rap_benchmark.cli.args import nonnegative_int, positive_int, run_folder, subcommands
 from rap_benchmark.cli.run import print_json
@@ -43,8 +44,12 @@ INSTANCE_HELP = "a built instance folder (rap build --out)"
 RESAMPLES_HELP = "field-resampled bootstrap draws for the 95%% intervals (default: %(default)s)"
 
 
-def _fmt(est) -> str:
-    return f"{est.estimate:.3f} [{est.lo:.3f}, {est.hi:.3f}]"
+def _fmt(est: Any, *, signed: bool = False) -> str:
+    """``0.803 [0.790, 0.815]`` (``signed``, for a change: ``-0.004 [-0.024, +0.014]``), written by the
+    report's ``fmt_interval``; ``undefined`` when the estimate is missing (no item to estimate it on)."""
+    from rap_benchmark.evaluation.report.tables import fmt_interval
+
+    return fmt_interval(est.estimate, est.lo, est.hi, signed=signed) or "undefined"
 
 
 def _print_estimates(estimates: dict, n_of: str = "") -> dict[str, dict]:
@@ -71,7 +76,7 @@ def _parallel(args: argparse.Namespace) -> int:
         label = {"pre": f"before {cutoff}", "post": f"from {cutoff}", "change": "paired change (post - pre)"}.get(
             name, "overall out of sample"
         )
-        print(f"  {label:32s} {_fmt(summary[name])}")
+        print(f"  {label:32s} {_fmt(summary[name], signed=name == 'change')}")
     from rap_benchmark.evaluation.scoring import reliability
 
     rel = reliability(inst, progress=False)

@@ -218,7 +218,7 @@ def _cmd_build(args: argparse.Namespace) -> int:
         from rap_benchmark.core.artifacts import LEDGER_FILE
         from rap_benchmark.core.sums import SUMS_FILE
 
-        check_replaceable(Path(args.out), (SUMS_FILE, LEDGER_FILE))  # a refusal stays one line
+        check_replaceable(args.out, (SUMS_FILE, LEDGER_FILE), kind="RAP instance")  # a refusal stays one line
         print(expected_cost(spec.name, source is not None, args.no_cache), file=sys.stderr)
     start = time.perf_counter()
     out = build_instance(

@@ -9,10 +9,10 @@ import os
 import sys
 from pathlib import Path
 
-from rap_benchmark.cli.args import nonnegative_int, positive_int, subcommands
+from rap_benchmark.cli.args import nonnegative_int, positive_float, positive_int, subcommands
 from rap_benchmark.cli.run import _add_backend_args, _backend, all_failed
 from rap_benchmark.core.errors import InputError, ServiceError
-from rap_benchmark.core.fsio import atomic_write_text
+from rap_benchmark.core.fsio import atomic_write_text, check_replaceable
 
 RUN_EPILOG = """examples:
   # the constant policy (search the title, fetch the top hit, submit 3): no model needed
@@ -92,7 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s.add_argument("instance_dir", type=Path, help=INSTANCE_HELP)
     s.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
     s.add_argument("--port", type=int, default=8765, help="port (0: any free port, printed at start)")
-    s.add_argument("--workers", type=int, default=None, help="worker processes (default: the number of CPUs)")
+    s.add_argument("--workers", type=positive_int, default=None, help="worker processes (default: the number of CPUs)")
     s.add_argument(
         "--mode",
         choices=["training", "evaluation"],
@@ -111,7 +111,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=None,
         help="file of name:secret lines (default: $CITECAST_API_KEYS, comma-separated); required in evaluation mode",
     )
-    s.add_argument("--session-ttl-s", type=float, default=3600.0, help="idle seconds before a session expires")
+    s.add_argument("--session-ttl-s", type=positive_float, default=3600.0, help="idle seconds before a session expires")
     s.set_defaults(func=_serve)
 
     sc = sub("score", help="score the evaluation-mode sessions recorded in a session store")
@@ -159,6 +159,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
+    from rap_benchmark.citecast.instance import MANIFEST
+
+    check_replaceable(args.out, (MANIFEST,), kind="CiteCast instance")  # refused before the generator or the network
     if args.instance == "embedded":
         from rap_benchmark.citecast.embedded import EmbeddedConfig, build_embedded
 
@@ -189,10 +192,6 @@ def _serve(args: argparse.Namespace) -> int:
         keys = parse_api_keys(os.environ.get("CITECAST_API_KEYS", ""), "$CITECAST_API_KEYS")
     if mode is Mode.EVALUATION and not keys:
         raise InputError("evaluation mode needs API keys (--api-keys FILE or $CITECAST_API_KEYS)")
-    if args.workers is not None and args.workers < 1:
-        raise InputError(f"--workers must be at least 1, got {args.workers}")
-    if not args.session_ttl_s > 0:
-        raise InputError(f"--session-ttl-s must be positive, got {args.session_ttl_s}")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"warning: serving on {args.host}, not loopback", file=sys.stderr)
     cfg = ServeConfig(

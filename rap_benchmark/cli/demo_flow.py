@@ -272,6 +272,7 @@ def step_report(ctx: DemoContext) -> str:
 
 def step_audit(ctx: DemoContext) -> str:
     from rap_benchmark.audit import parallel_agreement, second_instrument, truth_agreement
+    from rap_benchmark.evaluation.report.tables import fmt_interval
 
     inst = ctx.require_instance()
     truth = truth_agreement(inst.assignments, inst.extras["truth"])
@@ -283,8 +284,8 @@ def step_audit(ctx: DemoContext) -> str:
     return (
         f"frozen instrument vs the generator's latent directions: exact {truth['exact'].mean():.3f}, "
         f"within declared pair {truth['within_pair'].mean():.3f}\n"
-        f"second instrument, cross-fit Hungarian agreement: {iv.estimate:.3f} [{iv.lo:.3f}, {iv.hi:.3f}], "
-        f"change from the cutoff {ch.estimate:+.3f} [{ch.lo:+.3f}, {ch.hi:+.3f}]"
+        f"second instrument, cross-fit Hungarian agreement: {fmt_interval(iv.estimate, iv.lo, iv.hi)}, "
+        f"change from the cutoff {fmt_interval(ch.estimate, ch.lo, ch.hi, signed=True)}"
     )
 
 

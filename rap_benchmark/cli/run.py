@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -220,20 +219,11 @@ printed as JSON.
 """
 
 
-def _clean(obj: Any) -> Any:
-    """NaN/inf -> null so the printed summary is strict JSON."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _clean(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_clean(v) for v in obj]
-    return obj
-
-
 def print_json(obj: Any) -> None:
-    """A summary as strict, indented JSON (NaN and inf become null)."""
-    print(json.dumps(_clean(obj), sort_keys=True, default=str, indent=1, allow_nan=False))
+    """A summary as strict, indented JSON: numpy and pandas values as plain ones, NaN, NA and inf as null."""
+    from rap_benchmark.core.canonical import to_plain
+
+    print(json.dumps(to_plain(obj, finite=True), sort_keys=True, default=str, indent=1, allow_nan=False))
 
 
 def cmd_diagnose(args: argparse.Namespace) -> int:
@@ -244,11 +234,11 @@ def cmd_diagnose(args: argparse.Namespace) -> int:
     from rap_benchmark.core.records import Condition
 
     store = RunStore(run_folder(args.rundir))
+    conditions = enum_list(Condition, args.conditions, "--conditions") if args.kind == "replay" else []
     inst = load_instance(args.dir)
     if args.kind in ("replay", "oracle"):
         backend, model = _backend(args)
         if args.kind == "replay":
-            conditions = enum_list(Condition, args.conditions, "--conditions")
             units = dg.replay_units(inst, store, model, conditions=conditions)
         else:
             cells = episode_cells(inst, fields=_csv(args.fields), origins=_csv(args.origins))
@@ -286,13 +276,13 @@ def _means(table: Any, by: list[str], columns: list[str]) -> list[dict[str, Any]
 
 def cmd_sft_export(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.runner import episode_cells
-    from rap_benchmark.agents.sft import export_sft
+    from rap_benchmark.agents.sft import EXPORT_USE, export_sft, search_forecast
     from rap_benchmark.agents.store import RunStore
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.records import Condition
 
     store = RunStore(run_folder(args.rundir))
-    conditions = enum_list(Condition, args.conditions, "--conditions")
+    conditions = search_forecast(enum_list(Condition, args.conditions, "--conditions"), EXPORT_USE)  # before the load
     inst = load_instance(args.dir)
     episode_cells(inst, fields=_csv(args.fields), origins=_csv(args.origins))  # refuses unknown ones
     counts = export_sft(
@@ -308,13 +298,13 @@ def cmd_sft_export(args: argparse.Namespace) -> int:
 
 
 def cmd_sft_gate(args: argparse.Namespace) -> int:
-    from rap_benchmark.agents.sft import sft_gate
+    from rap_benchmark.agents.sft import GATE_USE, search_forecast, sft_gate
     from rap_benchmark.agents.store import RunStore
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.core.records import Condition
 
     candidate, base = RunStore(run_folder(args.candidate)), RunStore(run_folder(args.base))
-    conditions = enum_list(Condition, args.conditions, "--conditions")
+    conditions = search_forecast(enum_list(Condition, args.conditions, "--conditions"), GATE_USE)  # before the load
     inst = load_instance(args.dir)
     result = sft_gate(inst, candidate, base, conditions=conditions)
     print_json(result.to_dict())

@@ -35,21 +35,24 @@ MIN_SALT_BYTES = 16
 """A salt file holding fewer bytes is refused: a short salt could be found by trying them all."""
 
 
-def to_plain(value: Any) -> Any:
-    """Turn numpy/pandas values into plain JSON-able Python values (NaN and NA become None)."""
+def to_plain(value: Any, *, finite: bool = False) -> Any:
+    """Turn numpy/pandas values into plain JSON-able Python values (NaN and NA become None).
+
+    An infinity stays, so that canonical JSON refuses it rather than hash a null in its place;
+    ``finite=True`` turns it into None too (a summary printed as strict JSON, ``rap ... --json``)."""
     if value is None:
         return None
     if isinstance(value, Mapping):
-        return {str(k): to_plain(v) for k, v in value.items()}
+        return {str(k): to_plain(v, finite=finite) for k, v in value.items()}
     if isinstance(value, np.ndarray | list | tuple):
-        return [to_plain(v) for v in value]
+        return [to_plain(v, finite=finite) for v in value]
     if isinstance(value, bool | np.bool_):
         return bool(value)
     if isinstance(value, int | np.integer):
         return int(value)
     if isinstance(value, float | np.floating):
         f = float(value)
-        return None if math.isnan(f) else f
+        return None if math.isnan(f) or (finite and math.isinf(f)) else f
     if value is pd.NA or value is pd.NaT:
         return None
     if hasattr(value, "isoformat"):

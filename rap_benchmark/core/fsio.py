@@ -103,22 +103,25 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def check_replaceable(out: Path, markers: tuple[str, ...]) -> None:
-    """Refuse (FileExistsError) an ``out`` that is a file, or a non-empty folder holding none of ``markers``."""
+def check_replaceable(out: str | Path, markers: tuple[str, ...], *, kind: str) -> None:
+    """Refuse (FileExistsError) an ``out`` that is a file, or a non-empty folder holding none of
+    ``markers``; ``kind`` names what the markers mark (``"RAP instance"``, ``"CiteCast instance"``)
+    so that the refusal says what the folder is not."""
+    out = Path(out)
     if out.exists() and not out.is_dir():
         raise FileExistsError(f"{out} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()) and not any((out / m).is_file() for m in markers):
-        raise FileExistsError(f"{out} is a non-empty folder that is not a built instance; refusing to replace it")
+        raise FileExistsError(f"{out} is a non-empty folder that is not a {kind}; refusing to replace it")
 
 
-def building_folder(out: str | Path, markers: tuple[str, ...]) -> Path:
+def building_folder(out: str | Path, markers: tuple[str, ...], *, kind: str) -> Path:
     """A fresh ``.OUT.building-PID`` folder beside ``out`` to build a replacement of ``out`` in.
 
     ``out`` may be absent, empty, or a folder holding one of ``markers`` (files that mark a build
-    of this kind); anything else is refused rather than replaced. What killed builds of ``out``
+    of this ``kind``); anything else is refused rather than replaced. What killed builds of ``out``
     left behind is removed first. Finish with :func:`swap_into_place`."""
     out = Path(out)
-    check_replaceable(out, markers)
+    check_replaceable(out, markers, kind=kind)
     return _fresh_building(out)
 
 
@@ -145,12 +148,12 @@ def swap_into_place(tmp: Path, out: Path) -> None:
 
 
 @contextlib.contextmanager
-def replacing(out: str | Path, markers: tuple[str, ...]) -> Iterator[Path]:
+def replacing(out: str | Path, markers: tuple[str, ...], *, kind: str) -> Iterator[Path]:
     """Build a replacement of ``out``: yield a fresh :func:`building_folder` to write into; when
     the block ends normally it replaces ``out`` (:func:`swap_into_place`), and on any exception it
     is removed and ``out`` is left as it was."""
     out = Path(out)
-    tmp = building_folder(out, markers)
+    tmp = building_folder(out, markers, kind=kind)
     try:
         yield tmp
         swap_into_place(tmp, out)

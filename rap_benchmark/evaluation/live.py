@@ -45,6 +45,13 @@ LIVE_TRACK = "Forecast-Live"
 
 def prediction_commitment(path: str | Path, salt: bytes) -> tuple[pd.DataFrame, str]:
     """The prediction frame of ``path`` and the salted commitment to its canonical rows."""
+    frame, rows = _canonical_rows(path)
+    return frame, commitment(salt, SEAL_KEY, rows)
+
+
+def _canonical_rows(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """The prediction frame of ``path`` (a clean file, or :class:`FileFormatError`) sorted by its
+    key, and the rows a commitment hashes: the required columns as plain values."""
     path = Path(path)
     if not path.is_file():
         raise FileFormatError(path, "no such prediction file")
@@ -54,8 +61,7 @@ def prediction_commitment(path: str | Path, salt: bytes) -> tuple[pd.DataFrame, 
         first = str(exc.problems[0]) if exc.problems else "unreadable"
         raise FileFormatError(path, f"not a clean prediction file: {first}") from None
     frame = frame.sort_values(list(KEY_COLUMNS), kind="stable").reset_index(drop=True)
-    rows = [to_plain(r) for r in frame[list(REQUIRED_COLUMNS)].to_dict(orient="records")]
-    return frame, commitment(salt, SEAL_KEY, rows)
+    return frame, [to_plain(r) for r in frame[list(REQUIRED_COLUMNS)].to_dict(orient="records")]
 
 
 def utc_stamp(moment: dt.datetime) -> str:
@@ -83,11 +89,11 @@ def seal(
     """
     pred_path = Path(pred_path)
     salt_path = Path(salt_file) if salt_file is not None else pred_path.with_name(pred_path.name + SALT_SUFFIX)
-    salt = read_salt(salt_path) if salt_path.exists() else None
-    frame, digest = prediction_commitment(pred_path, salt or b"")  # file checked before any salt is written
-    if salt is None:
-        salt = new_salt()
-        frame, digest = prediction_commitment(pred_path, salt)
+    fresh = not salt_path.exists()
+    salt = new_salt() if fresh else read_salt(salt_path)
+    frame, rows = _canonical_rows(pred_path)  # read once, and checked before any salt is written
+    digest = commitment(salt, SEAL_KEY, rows)
+    if fresh:
         write_salt(salt_path, salt)
     row = {
         "seal_version": SEAL_VERSION,

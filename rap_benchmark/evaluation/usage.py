@@ -232,8 +232,12 @@ def _implausible(
 
 
 def unknown(value: Any) -> bool:
-    """A board cell with no value: None, pandas' NA or NaN (unknown is never shown as 0)."""
-    return value is None or value is pd.NA or (isinstance(value, float | np.floating) and math.isnan(value))
+    """A board cell with no value: None, pandas' NA or NaT, NaN (unknown is never shown as 0)."""
+    if value is None or value is pd.NA or value is pd.NaT:
+        return True
+    if isinstance(value, float | np.floating):
+        return math.isnan(value)
+    return isinstance(value, np.datetime64 | np.timedelta64) and bool(np.isnat(value))
 
 
 def fmt_usage(value: Any, digits: int = 0) -> str:

@@ -267,7 +267,7 @@ def build_instance(
 
     out = Path(out)
     with (
-        replacing(out, (SUMS_FILE, LEDGER_FILE)) as tmp,
+        replacing(out, (SUMS_FILE, LEDGER_FILE), kind="RAP instance") as tmp,
         tqdm(
             total=sum(BUILD_STEPS.values()),
             desc=f"build {spec.name}",

@@ -110,7 +110,7 @@ def _write_version(src: Path, out: Path, tables: dict[str, pd.DataFrame], ledger
     """Write a version into ``out`` atomically: ``src``'s frozen files byte for byte, ``tables``, ledger, sums."""
     from rap_benchmark.pipeline.instrument.frozen import FOLDER
 
-    with replacing(out, (SUMS_FILE, LEDGER_FILE)) as tmp:
+    with replacing(out, (SUMS_FILE, LEDGER_FILE), kind="RAP instance") as tmp:
         for name in COPIED:
             shutil.copyfile(src / name, tmp / name)
         shutil.copytree(src / FOLDER, tmp / FOLDER)

@@ -143,16 +143,16 @@ def compute_tables(
 
 
 def fmt(value: Any, digits: int = 3) -> str:
-    """A number with fixed digits; blanks for NaN/None; ints and strings as they are."""
-    if value is None:
+    """A number with fixed digits; blank when missing (None, NaN, pandas' NA and NaT: :func:`unknown`);
+    ints and strings as they are."""
+    if unknown(value):
         return ""
     if isinstance(value, bool | np.bool_):
         return "yes" if value else "no"
     if isinstance(value, int | np.integer):
         return str(int(value))
     if isinstance(value, float | np.floating):
-        v = float(value)
-        return "" if math.isnan(v) else f"{v:.{digits}f}"
+        return f"{float(value):.{digits}f}"
     return str(value)
 
 
