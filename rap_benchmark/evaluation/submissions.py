@@ -568,7 +568,7 @@ def check_board_folder(out: str | Path) -> Path:
         raise InputError(f"{out} is a file, not a board folder; choose another output folder")
     if out.is_dir() and any(out.iterdir()) and not any((out / m).is_file() for m in BOARD_MARKERS):
         raise InputError(
-            f"{out} is a non-empty folder that is not a board (no {', '.join(BOARD_MARKERS)}); "
+            f"{out} is a non-empty folder that is not a board (it holds none of {', '.join(BOARD_MARKERS)}); "
             "refusing to replace it: choose another output folder"
         )
     return out
