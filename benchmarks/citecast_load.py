@@ -25,6 +25,12 @@ uvloop), so that on a small machine it takes as little CPU from the server as po
 shares the machine's cores. Each run also reports the CPU milliseconds per request of the server
 processes and of the load generator, which a busy shared machine does not distort.
 
+A broken server ends the run at once with one line, ``citecast_load: <what is wrong>``, and exit
+status 2: a server process that exited (its exit code and the end of its stderr), no answer to
+``GET /health`` within ``--health-timeout-s``, an error reply to the health check or to a first
+session run alone before the load, or no answer to a request within ``--request-timeout-s``.
+A server's stderr goes to a file (a pipe nobody read filled up and stopped a chatty server).
+
     python benchmarks/citecast_load.py --sessions 64
     python benchmarks/citecast_load.py --sessions 256 --instance build/citecast
 """
@@ -44,7 +50,10 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from queue import Empty
 
 import httptools
 import numpy as np
@@ -57,6 +66,23 @@ from rap_benchmark.citecast.reward import reward  # noqa: E402
 
 MAX_SESSIONS = 2000
 CALL_KINDS = ("start", "web_search", "web_fetch", "submit", "submit_again", "state")
+HEALTH_TIMEOUT_S = 120.0
+REQUEST_TIMEOUT_S = 60.0
+EXPECTED = {"start": 200, "web_search": 200, "web_fetch": 200, "submit": 200, "submit_again": 409, "state": 200}
+
+
+class Broken(Exception):
+    """The server under test (or a load generator process) is broken; the message says how, in one line."""
+
+
+class CallFailed(OSError):
+    """One request got no answer: the connection failed or closed, or the answer did not come in time."""
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    """``text`` on one line, at most ``limit`` characters (its end kept: a traceback ends with its error)."""
+    flat = " / ".join(line.strip() for line in text.splitlines() if line.strip())
+    return flat if len(flat) <= limit else "..." + flat[-limit:]
 
 
 # -- a minimal HTTP/1.1 keep-alive client ----------------------------------------------------------
@@ -93,11 +119,25 @@ class _ClientProtocol(asyncio.Protocol):
 
 
 class Connection:
-    def __init__(self, host: str, port: int) -> None:
-        self.host, self.port = host, port
+    def __init__(self, host: str, port: int, timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+        self.host, self.port, self.timeout_s = host, port, timeout_s
         self.proto: _ClientProtocol | None = None
 
     async def request(self, method: str, path: str, body: object | None = None) -> tuple[int, object]:
+        """The status and the JSON body (the raw text when it is not JSON) of one request; a
+        :class:`CallFailed` naming the request when no answer comes within ``timeout_s``."""
+        try:
+            status, payload = await asyncio.wait_for(self._exchange(method, path, body), self.timeout_s)
+        except TimeoutError:
+            raise CallFailed(f"no answer to {method} {path} within {self.timeout_s:g} s") from None
+        except (OSError, httptools.HttpParserError) as exc:
+            raise CallFailed(f"{method} {path} failed: {exc or type(exc).__name__}") from exc
+        try:
+            return status, orjson.loads(payload) if payload else None
+        except orjson.JSONDecodeError:
+            return status, payload.decode("utf-8", "replace")
+
+    async def _exchange(self, method: str, path: str, body: object | None) -> tuple[int, bytes]:
         loop = asyncio.get_running_loop()
         if self.proto is None or self.proto.transport is None:
             _, self.proto = await loop.create_connection(_ClientProtocol, self.host, self.port)
@@ -105,8 +145,7 @@ class Connection:
         head = b"%s %s HTTP/1.1\r\nhost: bench\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n"
         self.proto.waiter = loop.create_future()
         self.proto.transport.write(head % (method.encode(), path.encode(), len(data)) + data)
-        status, payload = await self.proto.waiter
-        return status, orjson.loads(payload) if payload else None
+        return await self.proto.waiter
 
     def close(self) -> None:
         if self.proto is not None and self.proto.transport is not None:
@@ -114,15 +153,20 @@ class Connection:
 
 
 async def one_session(conn: Connection, i: int, task_id: str, title: str, lat: dict[str, list[float]]) -> dict:
+    unexpected: list[str] = []  # each reply whose status is not the one the call mix expects
+
     async def timed(kind: str, method: str, path: str, body: object | None = None) -> tuple[int, object]:
         t0 = time.perf_counter()
-        out = await conn.request(method, path, body)
+        status, payload = await conn.request(method, path, body)
         lat[kind].append(time.perf_counter() - t0)
-        return out
+        if status != EXPECTED[kind]:
+            text = payload if isinstance(payload, str) else orjson.dumps(payload).decode()
+            unexpected.append(f"{method} {path} answered {status} (expected {EXPECTED[kind]}): {_shorten(text, 200)}")
+        return status, payload
 
     status, started = await timed("start", "POST", f"/tasks/{task_id}/start")
-    if status != 200:
-        return {"i": i, "ok": False, "why": f"start {status}"}
+    if status != 200 or not isinstance(started, dict):
+        return {"i": i, "ok": False, "why": unexpected[0] if unexpected else f"start answered {started!r}"}
     sid = started["session_id"]
     s1, hits = await timed("web_search", "POST", f"/sessions/{sid}/tools/web_search", {"query": title})
     s2, _ = await timed("web_search", "POST", f"/sessions/{sid}/tools/web_search", {"query": f"{title} citations"})
@@ -142,11 +186,11 @@ async def one_session(conn: Connection, i: int, task_id: str, title: str, lat: d
         {"prediction": prediction + 1, "justification": "x"},
     )
     s6, state = await timed("state", "GET", f"/sessions/{sid}")
-    ok = (s1, s2, s3, s4, s5, s6) == (200, 200, 200, 200, 409, 200)
+    ok = not unexpected
     return {
         "i": i,
         "ok": ok,
-        "why": None if ok else f"statuses {(s1, s2, s3, s4, s5, s6)}",
+        "why": None if ok else unexpected[0],
         "task_id": task_id,
         "session_id": sid,
         "prediction": prediction,
@@ -155,7 +199,9 @@ async def one_session(conn: Connection, i: int, task_id: str, title: str, lat: d
     }
 
 
-async def drive(port: int, jobs: list[tuple[int, str, str]], slots: int, timeout_s: float) -> tuple[list, dict, float]:
+async def drive(
+    port: int, jobs: list[tuple[int, str, str]], slots: int, timeout_s: float, request_timeout_s: float
+) -> tuple[list, dict, float]:
     lat: dict[str, list[float]] = defaultdict(list)
     queue: asyncio.Queue = asyncio.Queue()
     for job in jobs:
@@ -163,16 +209,17 @@ async def drive(port: int, jobs: list[tuple[int, str, str]], slots: int, timeout
     results: list[dict] = []
 
     async def slot() -> None:
-        conn = Connection("127.0.0.1", port)
+        conn = Connection("127.0.0.1", port, request_timeout_s)
         try:
             while not queue.empty():
                 i, tid, title = queue.get_nowait()
                 try:
                     results.append(await one_session(conn, i, tid, title, lat))
-                except (OSError, ValueError, httptools.HttpParserError) as exc:
-                    results.append({"i": i, "ok": False, "why": repr(exc)})
+                except (OSError, ValueError, TypeError, KeyError) as exc:  # a failed call, a reply of a wrong shape
+                    why = str(exc) if isinstance(exc, CallFailed) else f"a reply of the wrong shape: {exc!r}"
+                    results.append({"i": i, "ok": False, "why": why})
                     conn.close()
-                    conn = Connection("127.0.0.1", port)
+                    conn = Connection("127.0.0.1", port, request_timeout_s)
         finally:
             conn.close()
 
@@ -181,39 +228,77 @@ async def drive(port: int, jobs: list[tuple[int, str, str]], slots: int, timeout
     return results, lat, time.perf_counter() - t0
 
 
-def run_load(port: int, jobs: list, slots: int, timeout_s: float) -> tuple[list, dict, float]:
+def run_load(
+    port: int, jobs: list, slots: int, timeout_s: float, request_timeout_s: float = REQUEST_TIMEOUT_S
+) -> tuple[list, dict, float]:
     try:
         import uvloop
 
-        return uvloop.run(drive(port, jobs, slots, timeout_s))
+        run = uvloop.run
     except ImportError:
-        return asyncio.run(drive(port, jobs, slots, timeout_s))
+        run = asyncio.run
+    try:
+        return run(drive(port, jobs, slots, timeout_s, request_timeout_s))
+    except TimeoutError:
+        raise Broken(f"the load did not finish within {timeout_s:g} s (--timeout-s)") from None
 
 
-def _loadgen_process(port: int, jobs: list, slots: int, timeout_s: float, go, out) -> None:  # noqa: ANN001
+def _loadgen_process(port: int, jobs: list, slots: int, timeouts: tuple[float, float], go, out) -> None:  # noqa: ANN001
     go.wait()
     cpu0, t0 = time.process_time(), time.perf_counter()
-    results, lat, _ = run_load(port, jobs, slots, timeout_s)
+    results, lat, _ = run_load(port, jobs, slots, *timeouts)
     out.put((results, dict(lat), t0, time.perf_counter(), time.process_time() - cpu0, os.getpid()))
 
 
-def run_load_procs(port: int, jobs: list, slots: int, timeout_s: float, procs: int) -> dict:
+def collect(workers: list, out, what: str, timeout_s: float, check: Callable[[], None] = lambda: None) -> list:  # noqa: ANN001
+    """One result from each process of ``workers`` (sent on ``out``). While waiting, ``check()``
+    (the server still runs) and every process's exit are watched: a dead server or a process that
+    died without its result ends the wait at once (:class:`Broken`), and the processes are stopped."""
+    parts: list = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(parts) < len(workers):
+            try:
+                parts.append(out.get(timeout=0.5))
+                continue
+            except Empty:
+                pass
+            check()
+            dead = [w for w in workers if w.exitcode not in (None, 0)]
+            if dead:
+                raise Broken(f"{what} process {dead[0].pid} exited with code {dead[0].exitcode} (its error is above)")
+            if time.monotonic() > deadline:
+                raise Broken(f"{what} processes did not finish within {timeout_s:g} s")
+    except BaseException:
+        for w in workers:
+            if w.is_alive():
+                w.kill()
+        raise
+    finally:
+        for w in workers:
+            w.join()
+    return parts
+
+
+def run_load_procs(
+    server: Server, jobs: list, slots: int, timeout_s: float, procs: int, request_timeout_s: float = REQUEST_TIMEOUT_S
+) -> dict:
     """The load from ``procs`` generator processes started together (each with its share of the
-    slots and sessions), so that a generator process's CPU share on a busy machine is not the limit."""
+    slots and sessions), so that a generator process's CPU share on a busy machine is not the limit.
+    A server that exits meanwhile ends the run at once."""
     procs = max(1, min(procs, slots))
     ctx = mp.get_context("fork")
     go, out = ctx.Event(), ctx.Queue()
     shares = [slots // procs + (k < slots % procs) for k in range(procs)]
+    timeouts = (timeout_s, request_timeout_s)
     workers = [
-        ctx.Process(target=_loadgen_process, args=(port, jobs[k::procs], shares[k], timeout_s, go, out))
+        ctx.Process(target=_loadgen_process, args=(server.port, jobs[k::procs], shares[k], timeouts, go, out))
         for k in range(procs)
     ]
     for w in workers:
         w.start()
     go.set()
-    parts = [out.get(timeout=timeout_s + 60) for _ in workers]
-    for w in workers:
-        w.join()
+    parts = collect(workers, out, "a load generator", timeout_s + 60, lambda: server.check("during the load"))
     lat: dict[str, list[float]] = defaultdict(list)
     for part in parts:
         for kind, values in part[1].items():
@@ -234,47 +319,102 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def wait_healthy(port: int, proc: subprocess.Popen, timeout_s: float = 120.0) -> None:
+@dataclass(frozen=True)
+class Server:
+    """A server process under test, listening on ``port``; its stderr goes to the file ``log``."""
+
+    layout: str
+    proc: subprocess.Popen
+    port: int
+    log: Path
+
+    def check(self, when: str, grace_s: float = 0.0) -> None:
+        """A :class:`Broken` naming the exit code and the end of stderr when the process has ended
+        (or ends within ``grace_s``: a dying server closes its connections before it is reaped)."""
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=grace_s)
+        code = self.proc.poll()
+        if code is None:
+            return
+        how = f"was killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        tail = _shorten(self.log.read_text(encoding="utf-8", errors="replace")[-4000:]) if self.log.is_file() else ""
+        raise Broken(f"the {self.layout} server {how} {when}; " + (f"its stderr ends: {tail}" if tail else "no stderr"))
+
+
+def wait_healthy(server: Server, timeout_s: float = HEALTH_TIMEOUT_S) -> None:
+    """Return once ``GET /health`` answers 200. A :class:`Broken` at once when the process exits or
+    the answer is an error, and when no answer comes within ``timeout_s``."""
     import httpx
 
+    url = f"http://127.0.0.1:{server.port}/health"
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            err = proc.stderr.read() if proc.stderr else ""
-            raise RuntimeError(f"server exited with {proc.returncode}: {err[-2000:]}")
+    while True:
+        server.check("before it answered GET /health")
         try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+            reply = httpx.get(url, timeout=2)
+        except httpx.ConnectError:
+            last = "connections were refused"
+        except httpx.TimeoutException:
+            last = "it took connections but did not reply"
+        except httpx.HTTPError as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        else:
+            if reply.status_code == 200:
                 return
-        except httpx.HTTPError:
-            pass
+            text = _shorten(reply.text, 200)
+            raise Broken(f"the {server.layout} server answered GET /health with {reply.status_code}: {text}")
+        if time.monotonic() >= deadline:
+            raise Broken(
+                f"the {server.layout} server did not answer GET /health within {timeout_s:g} s ({last}; "
+                "--health-timeout-s)"
+            )
         time.sleep(0.2)
-    raise RuntimeError("server did not become healthy")
 
 
-def start_server(layout: str, instance: Path, workers: int, store: Path) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+def first_session(server: Server, job: tuple[int, str, str], request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+    """One session alone before the load: a server that answers /health but fails the call mix is
+    named here by its first bad reply, instead of as lost sessions after the whole load."""
+    (result,), _, _ = run_load(server.port, [job], 1, 10 * request_timeout_s, request_timeout_s)
+    if not result["ok"]:
+        server.check("during a first session", grace_s=2.0)
+        raise Broken(f"the {server.layout} server failed a first session: {result['why']}")
+
+
+def server_command(layout: str, instance: Path, port: int, workers: int, store: Path) -> list[str]:
+    """The command line of one layout's server on ``port``."""
     if layout == "legacy":
-        cmd = [sys.executable, str(REPO / "benchmarks" / "citecast_legacy.py"), str(instance), str(port)]
-    else:
-        cmd = [sys.executable, "-m", "rap_benchmark", "citecast", "serve", str(instance), "--port", str(port)]
-        cmd += ["--workers", str(workers), "--store", str(store)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        return [sys.executable, str(REPO / "benchmarks" / "citecast_legacy.py"), str(instance), str(port)]
+    cmd = [sys.executable, "-m", "rap_benchmark", "citecast", "serve", str(instance), "--port", str(port)]
+    return [*cmd, "--workers", str(workers), "--store", str(store)]
+
+
+def start_server(
+    layout: str, instance: Path, workers: int, store: Path, logs: Path, health_timeout_s: float = HEALTH_TIMEOUT_S
+) -> Server:
+    port = free_port()
+    log = logs / f"{layout}-{port}.stderr"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    with log.open("w", encoding="utf-8") as err:
+        proc = subprocess.Popen(
+            server_command(layout, instance, port, workers, store), env=env, stdout=subprocess.DEVNULL, stderr=err
+        )
+    server = Server(layout, proc, port, log)
     try:
-        wait_healthy(port, proc)
+        wait_healthy(server, health_timeout_s)
     except BaseException:
         proc.kill()
-        raise
-    return proc, port
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
         proc.wait()
+        raise
+    return server
+
+
+def stop_server(server: Server) -> None:
+    server.proc.terminate()
+    try:
+        server.proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        server.proc.kill()
+        server.proc.wait()
 
 
 # -- in-process capacity -------------------------------------------------------------------------------
@@ -318,9 +458,7 @@ def in_process_capacity(instance: Path, store: Path, jobs: list, procs: int) -> 
     ]
     for w in workers:
         w.start()
-    parts = [out.get(timeout=600) for _ in workers]
-    for w in workers:
-        w.join()
+    parts = collect(workers, out, "an in-process worker", 600)
     # every process ran its share at the same time: the total work over the slowest one's time
     n = sum(p[0] for p in parts)
     return n / max(p[1] for p in parts), sum(p[2] for p in parts) / n * 1000
@@ -353,16 +491,22 @@ def measure(
     store: Path,
     timeout_s: float,
     loadgen_procs: int,
+    logs: Path,
+    health_timeout_s: float = HEALTH_TIMEOUT_S,
+    request_timeout_s: float = REQUEST_TIMEOUT_S,
 ) -> dict:
-    proc, port = start_server(layout, instance, workers, store)
+    server = start_server(layout, instance, workers, store, logs, health_timeout_s)
     try:
+        first_session(server, (20_000, *jobs[0][1:]), request_timeout_s)
         warm = [(j + 10_000, tid, title) for j, (_, tid, title) in enumerate(jobs[: min(len(jobs), 2 * slots)])]
-        run_load(port, warm, slots, timeout_s)  # warm-up (connections, caches), not measured
-        cpu0, pids = server_cpu_s(proc)
-        load = run_load_procs(port, jobs, slots, timeout_s, loadgen_procs)
-        cpu1, _ = server_cpu_s(proc)
+        run_load(server.port, warm, slots, timeout_s, request_timeout_s)  # warm-up (connections, caches), not measured
+        server.check("during the warm-up")
+        cpu0, pids = server_cpu_s(server.proc)
+        load = run_load_procs(server, jobs, slots, timeout_s, loadgen_procs, request_timeout_s)
+        server.check("during the load", grace_s=2.0 if any(not r["ok"] for r in load["results"]) else 0.0)
+        cpu1, _ = server_cpu_s(server.proc)
     finally:
-        stop_server(proc)
+        stop_server(server)
     results, lat, wall, client_cpu = load["results"], load["lat"], load["wall"], load["cpu"]
     lost = sum(not r["ok"] for r in results) + (len(jobs) - len(results))
     mixed = 0
@@ -423,6 +567,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="interleaved runs of each layout; the best counts")
     ap.add_argument("--loadgen-procs", type=int, default=2, help="load generator processes (default 2)")
     ap.add_argument("--timeout-s", type=float, default=900.0, help="bound on each load run")
+    ap.add_argument(
+        "--health-timeout-s",
+        type=float,
+        default=HEALTH_TIMEOUT_S,
+        help=f"bound on a server's start: GET /health must answer 200 within it (default {HEALTH_TIMEOUT_S:g})",
+    )
+    ap.add_argument(
+        "--request-timeout-s",
+        type=float,
+        default=REQUEST_TIMEOUT_S,
+        help=f"bound on the wait for one answer (default {REQUEST_TIMEOUT_S:g})",
+    )
     args = ap.parse_args(argv)
     slots = max(1, min(args.sessions, MAX_SESSIONS))
     cpus = os.cpu_count() or 1
@@ -451,7 +607,18 @@ def main(argv: list[str] | None = None) -> int:
         for k in range(max(1, args.repeats)):  # interleaved, so that both see the same machine
             for layout, n_workers, store in (("legacy", 1, tmp / "unused"), ("new", workers, tmp / f"s{k}.sqlite3")):
                 run = measure(
-                    layout, args.instance, tasks, jobs, slots, n_workers, store, args.timeout_s, args.loadgen_procs
+                    layout,
+                    args.instance,
+                    tasks,
+                    jobs,
+                    slots,
+                    n_workers,
+                    store,
+                    args.timeout_s,
+                    args.loadgen_procs,
+                    tmp,
+                    args.health_timeout_s,
+                    args.request_timeout_s,
                 )
                 runs[layout].append(run)
                 print(json.dumps({"run": k, **run}), file=sys.stderr)
@@ -472,6 +639,9 @@ def main(argv: list[str] | None = None) -> int:
             f" load now {os.getloadavg()[0]:.2f}",
             file=sys.stderr,
         )
+    except Broken as exc:
+        print(f"citecast_load: {exc}", file=sys.stderr)
+        return 2
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     summary = {

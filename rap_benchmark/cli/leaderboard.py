@@ -52,7 +52,9 @@ submissions.json (every verdict and problem). --live: each file is a reveal (FIL
 FILE.meta.json); it is scored on the Forecast-Live track only when its commitment is in the
 --seals log and was sealed before every origin it forecasts (one line per refusal). Exit status 1
 when any file is refused: the board folder is still written whole, its verdicts file and page
-name every refusal. verify-reveal: checks revealed targets and salt against the salted SHA256
+name every refusal. The board (split parts included) is built beside --out and replaces it in one
+swap: a failed or killed run leaves the previous board; an --out that is not a board is refused.
+verify-reveal: checks revealed targets and salt against the salted SHA256
 commitments published in a repo's *_heldout configs.
 Each board folder also holds contrasts.csv (model vs model), strict_vs_exposed.csv, board.json,
 forest.png, cost_vs_score.png and index.html (self-contained; open it offline).
@@ -214,11 +216,26 @@ def cmd_score_live(args: argparse.Namespace) -> int:
     return _refusals([v.accepted for v in result.verdicts], "reveal", out / "reveals.json")
 
 
+def _check_out(args: argparse.Namespace) -> None:
+    """Refuse, before any work, an --out that is not a board folder and an input inside --out (the
+    board folder is replaced whole, so a file read from it would be gone afterwards)."""
+    from rap_benchmark.evaluation.submissions import META_SUFFIX, check_board_folder
+
+    out = check_board_folder(args.out).resolve()
+    for f in [*args.files, *(args.seals or ())]:
+        for path in (f, f.with_name(f.name + META_SUFFIX)):
+            if path.exists() and path.resolve().is_relative_to(out):
+                raise InputError(
+                    f"{path} lies inside --out {args.out}, which is replaced whole: move it out or choose another --out"
+                )
+
+
 def cmd_score(args: argparse.Namespace) -> int:
+    _check_out(args)
     if args.live:
         return cmd_score_live(args)
 
-    from rap_benchmark.evaluation.submissions import score_submissions, write_leaderboard
+    from rap_benchmark.evaluation.submissions import building_board, leaderboard_files, score_submissions
 
     registry = None
     if args.registry is not None:
@@ -226,30 +243,34 @@ def cmd_score(args: argparse.Namespace) -> int:
 
         registry = load_registry(args.registry)  # a bad registry is refused before any write
     inst = _instance(args.instance)
-    files = list(args.files)
-    if args.split_models:
-        from rap_benchmark.evaluation.predictions import PredictionFileError
-        from rap_benchmark.evaluation.submissions import split_by_model
+    with building_board(args.out) as folder:  # the whole board, split parts included, swapped in at once
+        files = _split_models(args.files, folder / "split") if args.split_models else list(args.files)
+        from tqdm.auto import tqdm
 
-        expanded = []
-        for f in files:
-            try:
-                expanded += split_by_model(f, args.out / "split" / f.stem, only_if_mixed=True)
-            except PredictionFileError as exc:  # scored as is: the validator reports every problem
-                print(f"rap leaderboard: {f} not split ({len(exc.problems)} problem(s))", file=sys.stderr)
-                expanded.append(f)
-        files = expanded
-    from tqdm.auto import tqdm
-
-    progress = tqdm(files, desc="submissions", unit="file", file=sys.stderr, leave=False)
-    result = score_submissions(
-        progress, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
-    )
-    out = write_leaderboard(result, args.out)
+        progress = tqdm(files, desc="submissions", unit="file", file=sys.stderr, leave=False)
+        result = score_submissions(
+            progress, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
+        ).relocated(folder, args.out)  # the verdicts name the split parts where they will be
+        leaderboard_files(result, folder)
     for r in result.reports:
         print(r.summary(), file=sys.stderr)
-    print((out / "leaderboard.md").read_text(encoding="utf-8"))
-    return _refusals([r.accepted for r in result.reports], "submission", out / "submissions.json")
+    print((args.out / "leaderboard.md").read_text(encoding="utf-8"))
+    return _refusals([r.accepted for r in result.reports], "submission", args.out / "submissions.json")
+
+
+def _split_models(files: list[Path], folder: Path) -> list[Path]:
+    """--split-models: each multi-model file as one submission per model under ``folder/STEM/``."""
+    from rap_benchmark.evaluation.predictions import PredictionFileError
+    from rap_benchmark.evaluation.submissions import split_by_model
+
+    expanded = []
+    for f in files:
+        try:
+            expanded += split_by_model(f, folder / f.stem, only_if_mixed=True)
+        except PredictionFileError as exc:  # scored as is: the validator reports every problem
+            print(f"rap leaderboard: {f} not split ({len(exc.problems)} problem(s))", file=sys.stderr)
+            expanded.append(f)
+    return expanded
 
 
 def _refusals(accepted: list[bool], what: str, verdicts: Path) -> int:

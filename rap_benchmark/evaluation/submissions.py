@@ -21,10 +21,11 @@ live only in the scorer's instance folder; nothing here writes them out.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from rap_benchmark.core.errors import InputError
-from rap_benchmark.core.fsio import atomic_write_text, slug
+from rap_benchmark.core.fsio import atomic_write_text, replacing, slug
 from rap_benchmark.core.records import Condition, Split, Task
 from rap_benchmark.core.serial import Record
 from rap_benchmark.core.spec import BENCHMARK_VERSION, package_version
@@ -62,6 +63,8 @@ REQUIRED_META = ("model", "conditions", "manifest_hash")
 OPTIONAL_META = ("knowledge_cutoff", "tools", "attempts", "submitter", "notes", "benchmark_version", "usage")
 KNOWN_TOOLS = frozenset({"search"})
 RETROSPECTIVE = "retrospective"
+BOARD_MARKERS = ("board.json", "submissions.json", "reveals.json")
+"""Files that mark a board folder (retrospective or Forecast-Live): only such a folder is replaced."""
 
 
 @dataclass(frozen=True)
@@ -376,6 +379,19 @@ class LeaderboardResult:
     exposure: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     meta: dict[str, Any] = field(default_factory=dict)
 
+    def relocated(self, built: Path, final: Path) -> LeaderboardResult:
+        """This result with each submission read from inside the folder ``built`` named by its place
+        in ``final`` (its path and any problem quoting it): a :func:`building_board` folder's files,
+        named as they will be once it is swapped into place."""
+
+        def moved(r: SubmissionReport) -> SubmissionReport:
+            if not r.path.is_relative_to(built):
+                return r
+            problems = tuple(p.replace(str(built), str(final)) for p in r.problems)
+            return replace(r, path=final / r.path.relative_to(built), problems=problems)
+
+        return replace(self, reports=tuple(moved(r) for r in self.reports))
+
 
 def board_meta(inst: Any, split: Split | None, n_resamples: int | None, seed: int | None) -> dict[str, Any]:
     """What a board was scored against, as its files and card state it."""
@@ -544,11 +560,43 @@ def split_by_model(
     return [write_submission(rows, target, sidecar)[0] for rows, target, sidecar in parts]
 
 
+def check_board_folder(out: str | Path) -> Path:
+    """``out`` when a board may be written there: absent, an empty folder or a board folder (one
+    holding a :data:`BOARD_MARKERS` file); anything else is refused (:class:`InputError`), never replaced."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} is a file, not a board folder; choose another output folder")
+    if out.is_dir() and any(out.iterdir()) and not any((out / m).is_file() for m in BOARD_MARKERS):
+        raise InputError(
+            f"{out} is a non-empty folder that is not a board (it holds none of {', '.join(BOARD_MARKERS)}); "
+            "refusing to replace it: choose another output folder"
+        )
+    return out
+
+
+@contextlib.contextmanager
+def building_board(out: str | Path) -> Iterator[Path]:
+    """Build a board folder whole: yield a fresh folder beside ``out`` to write every file of the
+    board into (split submissions included); when the block ends it takes the place of ``out`` in
+    one swap. On an exception, or a kill, ``out`` is left as it was (a killed build's folder is
+    removed by the next one). ``out`` must pass :func:`check_board_folder`."""
+    with replacing(check_board_folder(out), BOARD_MARKERS) as folder:
+        yield folder
+
+
 def write_leaderboard(result: LeaderboardResult, out: str | Path, *, page: bool = True) -> Path:
-    """Write the board folder: ``leaderboard.csv`` and ``.md``, ``submissions.json`` (every verdict
-    and problem, metadata and usage included), ``contrasts.csv`` (model vs model),
-    ``strict_vs_exposed.csv``, ``board.json`` (what it was scored against) and, with ``page``,
-    ``forest.png``, ``cost_vs_score.png`` and the self-contained ``index.html``."""
+    """Write the board folder ``out`` whole (:func:`building_board`, :func:`leaderboard_files`)."""
+    with building_board(out) as folder:
+        leaderboard_files(result, folder, page=page)
+    return Path(out)
+
+
+def leaderboard_files(result: LeaderboardResult, folder: Path, *, page: bool = True) -> None:
+    """Write the retrospective board's files into ``folder`` (a :func:`building_board` folder):
+    ``leaderboard.csv`` and ``.md``, ``submissions.json`` (every verdict and problem, metadata and
+    usage included), ``contrasts.csv`` (model vs model), ``strict_vs_exposed.csv``, ``board.json``
+    (what it was scored against) and, with ``page``, ``forest.png``, ``cost_vs_score.png`` and the
+    self-contained ``index.html``."""
     verdicts = [
         {
             "submission": str(r.path),
@@ -558,8 +606,8 @@ def write_leaderboard(result: LeaderboardResult, out: str | Path, *, page: bool 
         }
         for r in result.reports
     ]
-    out = write_board_files(
-        out,
+    board_files(
+        folder,
         result.board,
         verdicts,
         stem="leaderboard",
@@ -571,12 +619,18 @@ def write_leaderboard(result: LeaderboardResult, out: str | Path, *, page: bool 
         page=page,
     )
     for name, frame in (("contrasts", result.contrasts), ("strict_vs_exposed", result.exposure)):
-        atomic_write_text(out / f"{name}.csv", frame.to_csv(index=False, lineterminator="\n"))
-    return out
+        atomic_write_text(folder / f"{name}.csv", frame.to_csv(index=False, lineterminator="\n"))
 
 
-def write_board_files(
-    out: str | Path,
+def write_board_files(out: str | Path, board: pd.DataFrame, verdicts: list[dict[str, Any]], **kwargs: Any) -> Path:
+    """Write the board folder ``out`` whole (:func:`building_board`) with :func:`board_files`."""
+    with building_board(out) as folder:
+        board_files(folder, board, verdicts, **kwargs)
+    return Path(out)
+
+
+def board_files(
+    folder: Path,
     board: pd.DataFrame,
     verdicts: list[dict[str, Any]],
     *,
@@ -588,22 +642,20 @@ def write_board_files(
     head: str = "",
     contrasts: pd.DataFrame | None = None,
     page: bool = True,
-) -> Path:
-    """What every board folder holds: ``<stem>.csv`` (raw numbers), ``<stem>.md`` (``head``, the
-    board's cells, ``note``), ``<verdicts_name>.json`` and, when ``meta`` says what it was scored
-    against, ``board.json`` and (with ``page``) the figures and ``index.html``."""
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / f"{stem}.csv", board.to_csv(index=False, lineterminator="\n"))
+) -> None:
+    """What every board folder holds, written into ``folder``: ``<stem>.csv`` (raw numbers),
+    ``<stem>.md`` (``head``, the board's cells, ``note``), ``<verdicts_name>.json`` and, when
+    ``meta`` says what it was scored against, ``board.json`` and (with ``page``) the figures and
+    ``index.html``."""
+    atomic_write_text(folder / f"{stem}.csv", board.to_csv(index=False, lineterminator="\n"))
     board_md = leaderboard_markdown(board, board_columns(board), note=note, empty=NO_SUBMISSIONS)
-    atomic_write_text(out / f"{stem}.md", head + board_md)
-    atomic_write_text(out / f"{verdicts_name}.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
+    atomic_write_text(folder / f"{stem}.md", head + board_md)
+    atomic_write_text(folder / f"{verdicts_name}.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
     if meta:
-        atomic_write_text(out / "board.json", json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        atomic_write_text(folder / "board.json", json.dumps(meta, indent=1, sort_keys=True) + "\n")
     if page and meta:
         contrasts = pd.DataFrame() if contrasts is None else contrasts
-        write_page(out, board, meta=meta, verdicts=verdicts, contrasts=contrasts, note=note, title=title)
-    return out
+        write_page(folder, board, meta=meta, verdicts=verdicts, contrasts=contrasts, note=note, title=title)
 
 
 BOARD_NOTE = (
