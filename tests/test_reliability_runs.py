@@ -76,7 +76,7 @@ def test_replacing_swaps_in_a_finished_folder_and_drops_a_failed_one(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with (
-        pytest.raises(FileExistsError, match="not a RAP instance; refusing"),
+        pytest.raises(FileExistsError, match=r"not a RAP instance \(it holds none of SHA256SUMS\); refusing"),
         fsio.replacing(tmp_path / "other", ("SHA256SUMS",), kind="RAP instance"),
     ):
         pass

@@ -109,9 +109,12 @@ def check_replaceable(out: str | Path, markers: tuple[str, ...], *, kind: str) -
     so that the refusal says what the folder is not."""
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise FileExistsError(f"{out} exists and is not a folder")
+        raise FileExistsError(f"{out} is a file, not a {kind} folder; choose another output folder")
     if out.is_dir() and any(out.iterdir()) and not any((out / m).is_file() for m in markers):
-        raise FileExistsError(f"{out} is a non-empty folder that is not a {kind}; refusing to replace it")
+        raise FileExistsError(
+            f"{out} is a non-empty folder that is not a {kind} (it holds none of {', '.join(markers)}); "
+            "refusing to replace it: choose another output folder"
+        )
 
 
 def building_folder(out: str | Path, markers: tuple[str, ...], *, kind: str) -> Path:

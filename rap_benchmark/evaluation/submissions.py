@@ -33,7 +33,7 @@ from typing import Any
 import pandas as pd
 
 from rap_benchmark.core.errors import InputError
-from rap_benchmark.core.fsio import atomic_write_text, replacing, slug
+from rap_benchmark.core.fsio import atomic_write_text, check_replaceable, replacing, slug
 from rap_benchmark.core.records import Condition, Split, Task
 from rap_benchmark.core.serial import Record
 from rap_benchmark.core.spec import BENCHMARK_VERSION, package_version
@@ -562,16 +562,9 @@ def split_by_model(
 
 def check_board_folder(out: str | Path) -> Path:
     """``out`` when a board may be written there: absent, an empty folder or a board folder (one
-    holding a :data:`BOARD_MARKERS` file); anything else is refused (:class:`InputError`), never replaced."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"{out} is a file, not a board folder; choose another output folder")
-    if out.is_dir() and any(out.iterdir()) and not any((out / m).is_file() for m in BOARD_MARKERS):
-        raise InputError(
-            f"{out} is a non-empty folder that is not a board (it holds none of {', '.join(BOARD_MARKERS)}); "
-            "refusing to replace it: choose another output folder"
-        )
-    return out
+    holding a :data:`BOARD_MARKERS` file); anything else is refused, never replaced."""
+    check_replaceable(out, BOARD_MARKERS, kind="board")
+    return Path(out)
 
 
 @contextlib.contextmanager
@@ -580,7 +573,7 @@ def building_board(out: str | Path) -> Iterator[Path]:
     board into (split submissions included); when the block ends it takes the place of ``out`` in
     one swap. On an exception, or a kill, ``out`` is left as it was (a killed build's folder is
     removed by the next one). ``out`` must pass :func:`check_board_folder`."""
-    with replacing(check_board_folder(out), BOARD_MARKERS) as folder:
+    with replacing(out, BOARD_MARKERS, kind="board") as folder:
         yield folder
 
 
