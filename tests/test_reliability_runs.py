@@ -134,6 +134,26 @@ _HOLD = textwrap.dedent(
 )
 
 
+def test_a_kill_between_the_two_renames_of_a_swap_keeps_the_previous_build(tmp_path):
+    """Killed after ``out`` became ``.out.old-PID`` and before the new build took its place: the next
+    build of ``out`` puts the previous one back (it was removed as stale), and a failed next build
+    leaves it whole."""
+    dead = _dead_pid()
+    old, building = tmp_path / f".inst.old-{dead}", tmp_path / f".inst.building-{dead}"
+    old.mkdir()
+    (old / "SHA256SUMS").write_text("v1\n")
+    building.mkdir()
+    (building / "SHA256SUMS").write_text("v2\n")
+    with pytest.raises(RuntimeError), fsio.replacing(tmp_path / "inst", ("SHA256SUMS",), kind="RAP instance"):
+        raise RuntimeError("writer failed")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inst"]
+    assert (tmp_path / "inst" / "SHA256SUMS").read_text() == "v1\n"
+    # an .old beside a present destination is only a leftover
+    (tmp_path / f".inst.old-{dead}").mkdir()
+    assert fsio.remove_stale(tmp_path) == [tmp_path / f".inst.old-{dead}"]
+    assert (tmp_path / "inst" / "SHA256SUMS").read_text() == "v1\n"
+
+
 def test_lock_names_its_holder_and_a_dead_holder_is_taken_over(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", _HOLD, str(tmp_path)], env=ENV, stdout=subprocess.PIPE, text=True)
     try:

@@ -192,7 +192,8 @@ def remove_stale(folder: str | Path, *, name: str | None = None, recursive: bool
 
     Those are what a killed writer of this module (or a killed build) left behind; a live
     process's temporaries are left alone. ``name`` limits the sweep to the temporaries of one
-    destination ``NAME``.
+    destination ``NAME``. A ``.NAME.old-PID`` whose ``NAME`` is missing is the previous build of a
+    writer killed between :func:`swap_into_place`'s two renames: it is put back as ``NAME``, not removed.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -202,6 +203,9 @@ def remove_stale(folder: str | Path, *, name: str | None = None, recursive: bool
     for entry in sorted(candidates):
         m = _STALE.match(entry.name)
         if not m or (name is not None and m.group("name") != name) or pid_alive(int(m.group("pid"))):
+            continue
+        if m.group("kind") == "old" and not (entry.parent / m.group("name")).exists():
+            os.rename(entry, entry.parent / m.group("name"))
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
