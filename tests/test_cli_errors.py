@@ -293,6 +293,12 @@ CASES: list[tuple[str, list[str], str, str]] = [
             ("--session-ttl-s", "inf", "a number > 0"),
         )
     ),
+    (
+        "citecast-build-n-tasks-0",
+        ["citecast", "build", "--instance", "embedded", "--out", "{ws}/cc", "--n-tasks", "0"],
+        "rap citecast build",
+        "argument --n-tasks: '0' is not a positive integer",
+    ),
     # counts, seeds and resamples are bounded where they are parsed (each was a numpy traceback, an
     # IndexError, [nan, nan] intervals or an empty sample written with exit 0)
     *(

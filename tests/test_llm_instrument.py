@@ -448,8 +448,15 @@ def test_rap_build_with_the_llm_instrument_end_to_end(tmp_path: Path, capsys: py
         ),
         (
             ["--instrument", "llm", "--model", "m", "--base-url", "http://x/v1", "--reasoning-tokens", "-1"],
-            "must be >= 0",
+            "argument --reasoning-tokens: '-1' is not an integer >= 0",
         ),
+        # every count and limit is checked at parse time, nan and inf included
+        (["--max-spend-usd", "nan"], "argument --max-spend-usd: 'nan' is not a number > 0"),
+        (["--max-spend-usd", "inf"], "argument --max-spend-usd: 'inf' is not a number > 0"),
+        (["--timeout-s", "0"], "argument --timeout-s: '0' is not a number > 0"),
+        (["--max-in-flight", "0"], "argument --max-in-flight: '0' is not a positive integer"),
+        (["--assign-batch", "-2"], "argument --assign-batch: '-2' is not a positive integer"),
+        (["--max-attempts", "0"], "argument --max-attempts: '0' is not a positive integer"),
     ],
 )
 def test_rap_build_llm_user_errors(
@@ -459,7 +466,11 @@ def test_rap_build_llm_user_errors(
 
     snap = tmp_path / "s.jsonl"
     snap.write_text("")
-    assert rap(["build", "--instance", "full", "--source", str(snap), "--out", str(tmp_path / "o"), *extra]) == 2
+    try:
+        code = rap(["build", "--instance", "full", "--source", str(snap), "--out", str(tmp_path / "o"), *extra])
+    except SystemExit as exc:  # a bad count or limit is refused by argparse, at parse time
+        code = exc.code
+    assert code == 2
     err = capsys.readouterr().err
     assert err.startswith("rap build: ") and message in err and "Traceback" not in err
     assert not (tmp_path / "o").exists()

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from rap_benchmark.cli.args import add_extra_body_args, extra_body
+from rap_benchmark.cli.args import add_extra_body_args, extra_body, nonnegative_int, positive_float, positive_int
 from rap_benchmark.core import resources
 from rap_benchmark.core.errors import ArtifactError, InputError
 from rap_benchmark.core.fsio import check_replaceable
@@ -105,10 +105,6 @@ def _llm_instrument(args: argparse.Namespace) -> object | None:
         raise InputError(f"--draft-models needs two model names A,B, got {args.draft_models!r}")
     if args.tokenizer and not args.dry_run:
         raise InputError("--tokenizer is for --dry-run (a server reports its own token counts)")
-    if args.max_spend_usd is not None and args.max_spend_usd <= 0:
-        raise InputError("--max-spend-usd must be positive")
-    if args.reasoning_tokens < 0:
-        raise InputError("--reasoning-tokens must be >= 0")
     extra = extra_body(args, "the pipeline")
     store = Path(args.llm_store) if args.llm_store else Path(f"{str(args.out).rstrip('/')}.llm-store")
     config = PipelineConfig(
@@ -317,16 +313,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--model", help="model for naming, programs, consolidation and assignment")
     g.add_argument("--draft-models", help="the two drafting models A,B (default: --model twice)")
     g.add_argument("--llm-store", help="request store folder (default: OUT.llm-store); rerunning resumes from it")
-    g.add_argument("--max-in-flight", type=int, default=64, help="open requests per endpoint (default 64)")
-    g.add_argument("--assign-batch", type=int, default=8, help="papers per assignment request (default 8)")
-    g.add_argument("--max-attempts", type=int, default=3, help="tries per unit before it is recorded invalid")
-    g.add_argument("--timeout-s", type=float, default=300.0, help="seconds per request before it is retried")
-    g.add_argument("--max-spend-usd", type=float, help="stop cleanly (resumable) before spending more than this")
+    g.add_argument("--max-in-flight", type=positive_int, default=64, help="open requests per endpoint (default 64)")
+    g.add_argument("--assign-batch", type=positive_int, default=8, help="papers per assignment request (default 8)")
+    g.add_argument("--max-attempts", type=positive_int, default=3, help="tries per unit before it is recorded invalid")
+    g.add_argument("--timeout-s", type=positive_float, default=300.0, help="seconds per request before it is retried")
+    g.add_argument(
+        "--max-spend-usd", type=positive_float, help="stop cleanly (resumable) before spending more than this"
+    )
     g.add_argument("--prices", help="price table JSON (default: the packaged agents price table)")
     add_extra_body_args(g)
     g.add_argument(
         "--reasoning-tokens",
-        type=int,
+        type=nonnegative_int,
         default=0,
         help="tokens added to every request's budget for a thinking model's reasoning (default 0)",
     )

@@ -83,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--arxiv-source", type=Path, default=None, help="embedded: real arXiv sample folder for the arxiv sub-corpus"
     )
     b.add_argument("--seed", type=int, default=None, help="embedded: generator seed")
-    b.add_argument("--n-tasks", type=int, default=None, help="total tasks (train + test)")
+    b.add_argument("--n-tasks", type=positive_int, default=None, help="total tasks (train + test)")
     b.add_argument("--corpus", nargs="*", default=[], help="harvest: corpus files (.jsonl, .warc, .warc.gz)")
     b.add_argument("--s2-api-key", default=None, help="harvest: Semantic Scholar API key (optional)")
     b.set_defaults(func=_build)
