@@ -27,12 +27,14 @@ from rap_benchmark.citecast.tasks import DEFAULT_BANDS, DEFAULT_MIX, TaskSet, lo
 from rap_benchmark.citecast.webcorpus import WebCorpus
 from rap_benchmark.core.artifacts import LEDGER_FILE, ArtifactError, write_json
 from rap_benchmark.core.dates import parse_date
-from rap_benchmark.core.fsio import replacing
+from rap_benchmark.core.fsio import check_replaceable, replacing
 from rap_benchmark.core.serial import to_dict
 from rap_benchmark.core.spec import CITECAST_VERSION
 from rap_benchmark.core.sums import CACHE_DIR, listed_sha256, verify, write_sums
 
 MANIFEST = "citecast.json"
+KIND = "CiteCast instance"
+"""What the refusal of a foreign output folder calls a folder holding :data:`MANIFEST`."""
 CORPUS_FILE = Path("corpus") / "documents.jsonl"
 
 
@@ -79,6 +81,12 @@ class CiteCastInstance:
         return MappedView(folder)
 
 
+def check_out(out: str | Path) -> None:
+    """Refuse (``FileExistsError``) an ``out`` a CiteCast instance may not be written to: a file, or
+    a non-empty folder without :data:`MANIFEST` (:func:`rap_benchmark.core.fsio.check_replaceable`)."""
+    check_replaceable(out, (MANIFEST,), kind=KIND)
+
+
 def write_instance(
     out_dir: str | Path,
     task_set: TaskSet,
@@ -89,7 +97,7 @@ def write_instance(
     provenance: dict[str, Any],
 ) -> Path:
     final = Path(out_dir)
-    with replacing(final, (MANIFEST,), kind="CiteCast instance") as out:
+    with replacing(final, (MANIFEST,), kind=KIND) as out:
         write_task_files(out, task_set)
         corpus.to_jsonl(out / CORPUS_FILE)
         splits: dict[str, dict[str, int]] = {}

@@ -12,7 +12,6 @@ from pathlib import Path
 from rap_benchmark.cli.args import add_extra_body_args, extra_body, nonnegative_int, positive_float, positive_int
 from rap_benchmark.core import resources
 from rap_benchmark.core.errors import ArtifactError, InputError
-from rap_benchmark.core.fsio import check_replaceable
 
 ARXIV_ENV = "RAP_SHARED_ARXIV"
 
@@ -211,10 +210,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     if args.dry_run:
         return _dry_run(spec, Path(source), instrument, args.quiet, args.tokenizer)
     if not args.quiet:
-        from rap_benchmark.core.artifacts import LEDGER_FILE
-        from rap_benchmark.core.sums import SUMS_FILE
+        from rap_benchmark.core.artifacts import check_instance_out
 
-        check_replaceable(args.out, (SUMS_FILE, LEDGER_FILE), kind="RAP instance")  # a refusal stays one line
+        check_instance_out(args.out)  # a refusal stays one line
         print(expected_cost(spec.name, source is not None, args.no_cache), file=sys.stderr)
     start = time.perf_counter()
     out = build_instance(

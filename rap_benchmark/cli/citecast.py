@@ -12,7 +12,7 @@ from pathlib import Path
 from rap_benchmark.cli.args import nonnegative_int, positive_float, positive_int, subcommands
 from rap_benchmark.cli.run import _add_backend_args, _backend, all_failed
 from rap_benchmark.core.errors import InputError, ServiceError
-from rap_benchmark.core.fsio import atomic_write_text, check_replaceable
+from rap_benchmark.core.fsio import atomic_write_text
 
 RUN_EPILOG = """examples:
   # the constant policy (search the title, fetch the top hit, submit 3): no model needed
@@ -159,9 +159,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from rap_benchmark.citecast.instance import MANIFEST
+    from rap_benchmark.citecast.instance import check_out
 
-    check_replaceable(args.out, (MANIFEST,), kind="CiteCast instance")  # refused before the generator or the network
+    check_out(args.out)  # refused before the generator or the network
     if args.instance == "embedded":
         from rap_benchmark.citecast.embedded import EmbeddedConfig, build_embedded
 

@@ -51,21 +51,9 @@ def _summary(path: Path) -> str:
     )
 
 
-def _check_out(out: Path | None) -> None:
-    """A foreign ``--out`` is refused before the parent loads and new papers are labelled (the
-    writer refuses it too, but only once the version is ready to write)."""
-    from rap_benchmark.core.artifacts import LEDGER_FILE
-    from rap_benchmark.core.fsio import check_replaceable
-    from rap_benchmark.core.sums import SUMS_FILE
-
-    if out is not None:
-        check_replaceable(out, (SUMS_FILE, LEDGER_FILE), kind="RAP instance")
-
-
 def cmd_extend(args: argparse.Namespace) -> int:
     from rap_benchmark.pipeline.extend import extend_instance
 
-    _check_out(args.out)
     out = extend_instance(args.dir, args.source, args.origin, args.out, progress=not args.quiet)
     print(_summary(out))
     return 0
@@ -74,7 +62,6 @@ def cmd_extend(args: argparse.Namespace) -> int:
 def cmd_resolve(args: argparse.Namespace) -> int:
     from rap_benchmark.pipeline.extend import resolve_instance
 
-    _check_out(args.out)
     out = resolve_instance(args.dir, args.source, out=args.out, progress=not args.quiet)
     print(_summary(out))
     print("resolved: score sealed forecasts with rap leaderboard score --live", file=sys.stderr)

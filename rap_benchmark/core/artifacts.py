@@ -20,6 +20,7 @@ is written and when it is loaded.
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ import pyarrow as pa
 
 from rap_benchmark.core.errors import ArtifactError
 from rap_benchmark.core.expect import compare, resolve_expected
-from rap_benchmark.core.fsio import atomic_path, atomic_write_text
+from rap_benchmark.core.fsio import atomic_path, atomic_write_text, check_replaceable, replacing
 from rap_benchmark.core.records import Codebook
 from rap_benchmark.core.schemas import (
     ARTIFACT_TABLES,
@@ -45,6 +46,8 @@ from rap_benchmark.core.spec import BenchmarkSpec
 from rap_benchmark.core.sums import CACHE_DIR, SUMS_FILE, listed_sha256, manifest_hash, verify
 
 LEDGER_FILE = "FINAL_PARAMETER_LEDGER_V1.json"
+INSTANCE_MARKERS = (SUMS_FILE, LEDGER_FILE)
+"""The files that mark a folder as a RAP instance, which a new build or version may replace."""
 OPTIONAL_TABLES: tuple[str, ...] = ("truth",)
 """Artifact tables only some instances hold (loaded into ``Instance.extras``)."""
 INSTANCE_TABLES = (
@@ -55,6 +58,17 @@ INSTANCE_TABLES = (
     "episodes.parquet",
     "search_manifest.parquet",
 )
+
+
+def check_instance_out(out: str | Path) -> None:
+    """Refuse (``FileExistsError``) an ``out`` a RAP instance may not be written to: a file, or a
+    non-empty folder that is not an instance (:func:`rap_benchmark.core.fsio.check_replaceable`)."""
+    check_replaceable(out, INSTANCE_MARKERS, kind="RAP instance")
+
+
+def replacing_instance(out: str | Path) -> AbstractContextManager[Path]:
+    """:func:`rap_benchmark.core.fsio.replacing` for a RAP instance folder ``out``."""
+    return replacing(out, INSTANCE_MARKERS, kind="RAP instance")
 
 
 def write_json(path: Path, payload: Any) -> None:

@@ -21,12 +21,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rap_benchmark.core.artifacts import LEDGER_FILE, Instance, codebook_to_dict, write_json, write_table
-from rap_benchmark.core.fsio import replacing
+from rap_benchmark.core.artifacts import (
+    LEDGER_FILE,
+    Instance,
+    codebook_to_dict,
+    replacing_instance,
+    write_json,
+    write_table,
+)
 from rap_benchmark.core.records import AssignmentType, Codebook, Policy, Split
 from rap_benchmark.core.schemas import ASSIGNMENTS, PAPERS, TRUTH
 from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.core.sums import SUMS_FILE, write_sums
+from rap_benchmark.core.sums import write_sums
 
 MAX_LEDGER_MALFORMED = 50
 
@@ -267,7 +273,7 @@ def build_instance(
 
     out = Path(out)
     with (
-        replacing(out, (SUMS_FILE, LEDGER_FILE), kind="RAP instance") as tmp,
+        replacing_instance(out) as tmp,
         tqdm(
             total=sum(BUILD_STEPS.values()),
             desc=f"build {spec.name}",

@@ -30,14 +30,20 @@ from typing import Any
 
 import pandas as pd
 
-from rap_benchmark.core.artifacts import LEDGER_FILE, load_instance, write_json, write_table
+from rap_benchmark.core.artifacts import (
+    LEDGER_FILE,
+    check_instance_out,
+    load_instance,
+    replacing_instance,
+    write_json,
+    write_table,
+)
 from rap_benchmark.core.dates import add_months, parse_date
 from rap_benchmark.core.errors import InputError
-from rap_benchmark.core.fsio import replacing
 from rap_benchmark.core.records import Policy
 from rap_benchmark.core.schemas import EPISODE_PENDING_FLAG
 from rap_benchmark.core.spec import BenchmarkSpec
-from rap_benchmark.core.sums import SUMS_FILE, write_sums
+from rap_benchmark.core.sums import write_sums
 
 COPIED = ("codebooks.json", "blocks.parquet")
 TARGET_FLAGS = ("y_empty", "y_censored")
@@ -110,7 +116,7 @@ def _write_version(src: Path, out: Path, tables: dict[str, pd.DataFrame], ledger
     """Write a version into ``out`` atomically: ``src``'s frozen files byte for byte, ``tables``, ledger, sums."""
     from rap_benchmark.pipeline.instrument.frozen import FOLDER
 
-    with replacing(out, (SUMS_FILE, LEDGER_FILE), kind="RAP instance") as tmp:
+    with replacing_instance(out) as tmp:
         for name in COPIED:
             shutil.copyfile(src / name, tmp / name)
         shutil.copytree(src / FOLDER, tmp / FOLDER)
@@ -134,6 +140,7 @@ def extend_instance(
     origin = parse_date(origin).isoformat()  # the cheap checks first
     if not Path(source).exists():
         raise InputError(f"no corpus at {source}")
+    check_instance_out(out)
     parent = load_instance(parent_dir)
     frozen = load(parent_dir)
     spec = parent.spec
@@ -209,6 +216,7 @@ def resolve_instance(
 
     inst_dir = Path(inst_dir)
     out = Path(out) if out is not None else inst_dir
+    check_instance_out(out)  # before the load and the labelling, as the writer would refuse it only then
     inst = load_instance(inst_dir)
     living = inst.ledger.get("derived", {}).get("living", {})
     pending = list(living.get("pending_origins", []))
