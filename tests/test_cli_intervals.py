@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from rap_benchmark.cli.audit import _fmt, _print_estimates
+from rap_benchmark.cli.audit import _print_estimates, estimate_text
 
 NAN = float("nan")
 
@@ -26,5 +26,5 @@ def test_audit_intervals_read_as_the_reports(capsys) -> None:
         ["no_bounds", "0.500  (n=1)"],
     ]
     change = SimpleNamespace(estimate=-0.004, lo=-0.024, hi=0.014)
-    assert _fmt(change, signed=True) == "-0.004 [-0.024, +0.014]"
-    assert _fmt(change) == "-0.004 [-0.024, 0.014]"
+    assert estimate_text(change, signed=True) == "-0.004 [-0.024, +0.014]"
+    assert estimate_text(change) == "-0.004 [-0.024, 0.014]"

@@ -44,7 +44,7 @@ INSTANCE_HELP = "a built instance folder (rap build --out)"
 RESAMPLES_HELP = "field-resampled bootstrap draws for the 95%% intervals (default: %(default)s)"
 
 
-def _fmt(est: Any, *, signed: bool = False) -> str:
+def estimate_text(est: Any, *, signed: bool = False) -> str:
     """``0.803 [0.790, 0.815]`` (``signed``, for a change: ``-0.004 [-0.024, +0.014]``), written by the
     report's ``fmt_interval``; ``undefined`` when the estimate is missing (no item to estimate it on)."""
     from rap_benchmark.evaluation.report.tables import fmt_interval
@@ -55,7 +55,7 @@ def _fmt(est: Any, *, signed: bool = False) -> str:
 def _print_estimates(estimates: dict, n_of: str = "") -> dict[str, dict]:
     """One line per estimate (value, 95% interval, n); returns them as plain dicts for --json."""
     for name, est in estimates.items():
-        print(f"  {name:34s} {_fmt(est)}  (n={est.n}{n_of})")
+        print(f"  {name:34s} {estimate_text(est)}  (n={est.n}{n_of})")
     return {name: vars(est) for name, est in estimates.items()}
 
 
@@ -76,7 +76,7 @@ def _parallel(args: argparse.Namespace) -> int:
         label = {"pre": f"before {cutoff}", "post": f"from {cutoff}", "change": "paired change (post - pre)"}.get(
             name, "overall out of sample"
         )
-        print(f"  {label:32s} {_fmt(summary[name], signed=name == 'change')}")
+        print(f"  {label:32s} {estimate_text(summary[name], signed=name == 'change')}")
     from rap_benchmark.evaluation.scoring import reliability
 
     rel = reliability(inst, progress=False)

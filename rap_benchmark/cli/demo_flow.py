@@ -272,7 +272,7 @@ def step_report(ctx: DemoContext) -> str:
 
 def step_audit(ctx: DemoContext) -> str:
     from rap_benchmark.audit import parallel_agreement, second_instrument, truth_agreement
-    from rap_benchmark.evaluation.report.tables import fmt_interval
+    from rap_benchmark.cli.audit import estimate_text
 
     inst = ctx.require_instance()
     truth = truth_agreement(inst.assignments, inst.extras["truth"])
@@ -284,8 +284,8 @@ def step_audit(ctx: DemoContext) -> str:
     return (
         f"frozen instrument vs the generator's latent directions: exact {truth['exact'].mean():.3f}, "
         f"within declared pair {truth['within_pair'].mean():.3f}\n"
-        f"second instrument, cross-fit Hungarian agreement: {fmt_interval(iv.estimate, iv.lo, iv.hi)}, "
-        f"change from the cutoff {fmt_interval(ch.estimate, ch.lo, ch.hi, signed=True)}"
+        f"second instrument, cross-fit Hungarian agreement: {estimate_text(iv)}, "
+        f"change from the cutoff {estimate_text(ch, signed=True)}"
     )
 
 
