@@ -144,3 +144,10 @@ def test_an_input_inside_the_board_is_refused(mini_dir: Path, baselines: Path, t
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"rap leaderboard score: {part} lies inside --out"), line
     assert _snapshot(out) == before
+    # the model registry too: it is read before the swap, which would delete it
+    registry = out / "registry.json"
+    registry.write_text("{}\n", encoding="utf-8")
+    assert main(_score(mini_dir, out, baselines, extra=("--registry", str(registry)))) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"rap leaderboard score: {registry} lies inside --out"), line
+    assert _snapshot(out) == {**before, "registry.json": b"{}\n"}

@@ -222,7 +222,7 @@ def _check_out(args: argparse.Namespace) -> None:
     from rap_benchmark.evaluation.submissions import META_SUFFIX, check_board_folder
 
     out = check_board_folder(args.out).resolve()
-    for f in [*args.files, *(args.seals or ())]:
+    for f in [*args.files, *(args.seals or ()), *([args.registry] if args.registry else [])]:
         for path in (f, f.with_name(f.name + META_SUFFIX)):
             if path.exists() and path.resolve().is_relative_to(out):
                 raise InputError(
