@@ -227,6 +227,7 @@ MIN_MEMBERSHIP_COS = 0.30
 SYNONYM_COS = 0.90  # two clusters whose centroids are at least this close are one field
 MIN_PRECUTOFF_PER_DIRECTION = 5  # a kept field needs 8 x this many pre-cutoff papers (or extra["min_precutoff_papers"])
 NAME_PHRASES = 4
+FIELD_MIN_DF, FIELD_MAX_DF_RATIO = 3, 0.3  # the field space's vocabulary band (papers, share)
 
 
 def _merge_synonyms(centres: np.ndarray, sizes: np.ndarray) -> np.ndarray:
@@ -342,13 +343,14 @@ def fit_fields(
     steps.update(next(shares))
     space = TfidfSpace.fit(
         corpus.select(eligible),
-        min_df=3,
-        max_df_ratio=0.3,
+        min_df=FIELD_MIN_DF,
+        max_df_ratio=FIELD_MAX_DF_RATIO,
         max_terms=int(spec.extra.get("field_max_terms", 40_000)),
     )
     if space.n_terms < 2:
         raise InputError(
-            f"{space.n_terms} term(s) occur in at least 3 and at most 30% of the {eligible.size} papers before "
+            f"{space.n_terms} term(s) occur in at least {FIELD_MIN_DF} and at most {FIELD_MAX_DF_RATIO:.0%} of the "
+            f"{eligible.size} papers before "
             f"eligibility_end {spec.eligibility_end}; fields need two or more: the papers are too few or too alike"
         )
     x, _ = space.transform(corpus)
