@@ -572,7 +572,8 @@ def building_board(out: str | Path) -> Iterator[Path]:
     """Build a board folder whole: yield a fresh folder beside ``out`` to write every file of the
     board into (split submissions included); when the block ends it takes the place of ``out`` in
     one swap. On an exception, or a kill, ``out`` is left as it was (a killed build's folder is
-    removed by the next one). ``out`` must pass :func:`check_board_folder`."""
+    removed by the next one). An ``out`` that :func:`check_board_folder` refuses is refused here too,
+    before anything is written."""
     with replacing(out, BOARD_MARKERS, kind="board") as folder:
         yield folder
 
