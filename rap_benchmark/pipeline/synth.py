@@ -109,6 +109,8 @@ _TITLE_TEMPLATES: tuple[str, ...] = (
     "Towards {S} {P} with {D} {D}",
     "Rethinking {D} {D} in {FP}",
 )
+# each template as literal text and slot names alternating ("{D} and {F}" -> "", "D", " and ", "F", "")
+_SLOTS = {t: tuple(t.replace("}", "{").split("{")) for t in (*_TEMPLATES, *_TITLE_TEMPLATES)}
 _LOW_EVIDENCE_TITLE = "Withdrawn submission"
 _LOW_EVIDENCE_ABSTRACT = "Withdrawn: duplicate submission, see erratum."
 _FIRST = tuple(
@@ -251,15 +253,16 @@ class _Stream:
 
     def __init__(self, rng: np.random.Generator, n: int = 512) -> None:
         self._rng = rng
-        self._u = rng.random(n)
+        self._u = rng.random(n).tolist()
         self._i = 0
 
     def u(self) -> float:
-        if self._i == len(self._u):
-            self._u = self._rng.random(len(self._u))
-            self._i = 0
-        self._i += 1
-        return float(self._u[self._i - 1])
+        i = self._i
+        if i == len(self._u):
+            self._u = self._rng.random(len(self._u)).tolist()
+            i = 0
+        self._i = i + 1
+        return self._u[i]
 
     def pick(self, items: Sequence[str]) -> str:
         return items[int(self.u() * len(items))]
@@ -269,28 +272,30 @@ class _Stream:
 
 
 def _fill(template: str, st: _Stream, fb: FieldBlueprint, mem: _Membership, confusion: float) -> str:
+    u, pick = st.u, st.pick
+    secondary, mix, weak = mem.secondary, mem.mix, mem.weak
     out = []
-    for i, part in enumerate(template.replace("}", "{").split("{")):
-        if i % 2 == 0:
+    for i, part in enumerate(_SLOTS[template]):
+        if not i % 2:
             out.append(part)
             continue
         d = mem.direction
-        if mem.secondary is not None and st.u() < mem.mix:
-            d = mem.secondary
-        if part in ("D", "P") and mem.weak and st.u() < 0.8:
-            out.append(st.pick(fb.words))
+        if secondary is not None and u() < mix:
+            d = secondary
+        if part in ("D", "P") and weak and u() < 0.8:
+            out.append(pick(fb.words))
         elif part == "D":
-            if st.u() < confusion:
+            if u() < confusion:
                 d = st.index(N_DIRECTIONS)
-            out.append(st.pick(fb.directions[d].words))
+            out.append(pick(fb.directions[d].words))
         elif part == "P":
             out.append(fb.directions[d].name)
         elif part == "F":
-            out.append(st.pick(fb.words))
+            out.append(pick(fb.words))
         elif part == "FP":
             out.append(fb.name)
         elif part == "S":
-            out.append(st.pick(_SHARED_WORDS))
+            out.append(pick(_SHARED_WORDS))
         else:  # pragma: no cover - templates are fixed above
             raise AssertionError(part)
     text = "".join(out)
