@@ -291,7 +291,17 @@ CASES: list[tuple[str, list[str], str, str]] = [
             ("--session-ttl-s", "0", "a number > 0"),
             ("--session-ttl-s", "nan", "a number > 0"),
             ("--session-ttl-s", "inf", "a number > 0"),
+            ("--port", "99999", "a port (0 to 65535)"),
+            ("--port", "-5", "a port (0 to 65535)"),
+            ("--port", "http", "a port (0 to 65535)"),
         )
+    ),
+    # a seed numpy refuses was a ValueError traceback from inside the generator
+    (
+        "citecast-build-seed-negative",
+        ["citecast", "build", "--instance", "embedded", "--out", "{ws}/cc", "--seed", "-1"],
+        "rap citecast build",
+        "argument --seed: '-1' is not an integer >= 0",
     ),
     (
         "citecast-build-n-tasks-0",

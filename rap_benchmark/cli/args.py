@@ -54,6 +54,17 @@ positive_float = _number(float, 0.0, False, "a number > 0")
 nonnegative_float = _number(float, 0.0, True, "a number >= 0")
 
 
+def tcp_port(text: str) -> int:
+    """A TCP port: 0 (any free one) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port (0 to 65535)")
+    return value
+
+
 def scoring_options(p: argparse.ArgumentParser) -> None:
     """``--split``, ``--resamples`` and ``--seed`` of rap score, rap report and rap leaderboard score."""
     p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="episodes to score (default test)")

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from rap_benchmark.cli.args import nonnegative_int, positive_float, positive_int, subcommands
+from rap_benchmark.cli.args import nonnegative_int, positive_float, positive_int, subcommands, tcp_port
 from rap_benchmark.cli.run import _add_backend_args, _backend, all_failed
 from rap_benchmark.core.errors import InputError, ServiceError
 from rap_benchmark.core.fsio import atomic_write_text
@@ -82,7 +82,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     b.add_argument(
         "--arxiv-source", type=Path, default=None, help="embedded: real arXiv sample folder for the arxiv sub-corpus"
     )
-    b.add_argument("--seed", type=int, default=None, help="embedded: generator seed")
+    b.add_argument("--seed", type=nonnegative_int, default=None, help="embedded: generator seed")
     b.add_argument("--n-tasks", type=positive_int, default=None, help="total tasks (train + test)")
     b.add_argument("--corpus", nargs="*", default=[], help="harvest: corpus files (.jsonl, .warc, .warc.gz)")
     b.add_argument("--s2-api-key", default=None, help="harvest: Semantic Scholar API key (optional)")
@@ -91,7 +91,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     s = sub("serve", help="serve an instance over HTTP (worker processes sharing one mapped index and session store)")
     s.add_argument("instance_dir", type=Path, help=INSTANCE_HELP)
     s.add_argument("--host", default="127.0.0.1", help="bind address (default loopback)")
-    s.add_argument("--port", type=int, default=8765, help="port (0: any free port, printed at start)")
+    s.add_argument("--port", type=tcp_port, default=8765, help="port (0: any free port, printed at start)")
     s.add_argument("--workers", type=positive_int, default=None, help="worker processes (default: the number of CPUs)")
     s.add_argument(
         "--mode",
