@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from rap_benchmark.evaluation.scoring.aggregate import field_macro, field_table
 from rap_benchmark.evaluation.scoring.bootstrap import (
     block_bootstrap,
+    draw_weights,
     field_bootstrap,
     match_cells,
     paired_contrast,
@@ -80,6 +81,30 @@ def test_resample_statistics_against_explicit_loop() -> None:
         field_values = [means[f] for k in drawn for f in means.index if blocks[f] == block_ids[k]]
         slow.append(np.mean(field_values))
     np.testing.assert_allclose(fast, slow, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize(("n_units", "n_resamples"), [(7, 5000), (4500, 1000)])
+def test_draws_are_the_same_whether_kept_or_drawn_anew(n_units: int, n_resamples: int, monkeypatch) -> None:
+    """The draws kept for reuse (small: 7 units) and those drawn anew each time (over the cap)
+    equal row-wise bincounts of the seeded generator, chunk for chunk; kept ones are read-only."""
+    import rap_benchmark.evaluation.scoring.bootstrap as bootstrap
+
+    monkeypatch.setattr(bootstrap, "_CACHED_BYTES", 1 << 20)  # 7 x 5000 is kept, 4500 x 1000 is not
+    rng = np.random.default_rng(9)
+    want = []
+    for start in range(0, n_resamples, 2048):
+        draws = rng.integers(0, n_units, size=(min(2048, n_resamples - start), n_units))
+        want.append(np.stack([np.bincount(row, minlength=n_units) for row in draws]).astype(np.float64))
+    first, second = list(draw_weights(n_units, n_resamples, 9)), list(draw_weights(n_units, n_resamples, 9))
+    kept = n_units * n_resamples * 8 <= 1 << 20
+    assert len(first) == len(second) == len(want) == -(-n_resamples // 2048)
+    for a, b, w in zip(first, second, want, strict=True):
+        np.testing.assert_array_equal(a, w)
+        np.testing.assert_array_equal(b, w)
+        assert (a is b) == kept and a.flags.writeable == (not kept)
+    if kept:
+        with pytest.raises(ValueError, match="read-only"):
+            first[0][0, 0] = 5.0
 
 
 def test_block_interval_wider_than_field_interval_under_block_correlation() -> None:

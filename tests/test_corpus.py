@@ -254,6 +254,28 @@ def test_parquet_folder_with_malformed_rows(tmp_path: Path):
     assert report.balanced()
 
 
+@given(
+    st.lists(
+        st.one_of(st.none(), st.lists(st.one_of(st.none(), st.sampled_from(["cs.CL", " ", "", "a b", "\t", "é"])))),
+        max_size=12,
+    ),
+    st.integers(0, 3),
+)
+@settings(max_examples=80, deadline=None)
+def test_list_columns_read_flat_as_row_by_row(rows, start):
+    """Invariant: a parquet list column read flat (``_str_lists``) gives each row what
+    ``_as_str_list`` gives it, null lists and null or blank strings included, also on a slice."""
+    import pyarrow as pa
+
+    from rap_benchmark.pipeline.corpus import _as_str_list, _str_lists
+
+    for column in (pa.array(rows, type=pa.list_(pa.string())), pa.array(rows, type=pa.large_list(pa.string()))):
+        column = column.slice(min(start, len(rows)))
+        assert _str_lists(column) == [_as_str_list(v) for v in column.to_pylist()]
+    numbers = pa.array([[1, None, 2], None, []], type=pa.list_(pa.int64()))  # not strings: read row by row
+    assert _str_lists(numbers) == [("1", "2"), (), ()]
+
+
 # -- helpers -----------------------------------------------------------------------------------------
 
 

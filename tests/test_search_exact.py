@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from functools import lru_cache
 
 import bm25s
 import numpy as np
@@ -36,8 +37,8 @@ class Oracle:
     id_rank: np.ndarray
 
     @classmethod
-    def build(cls, ids: list[str], dates: list[str], texts: list[str]) -> Oracle:
-        tokens = [tokenize(t) for t in texts]
+    def build(cls, ids: list[str], dates: list[str], tokens: list[list[str]]) -> Oracle:
+        """The oracle over documents already split by the shared tokenizer (:func:`doc_tokens`)."""
         vocab = {t: i for i, t in enumerate(sorted({t for doc in tokens for t in doc}))}
         model = None
         if ids:
@@ -59,19 +60,43 @@ class Oracle:
         return [self.ids[i] for i in order], scores[order].tolist(), total
 
 
+_COLUMNS: dict[int, tuple[pd.DataFrame, pd.Series, pd.Series, dict[str, set[str]]]] = {}
+
+
+def _paper_columns(inst) -> tuple[pd.Series, pd.Series, dict[str, set[str]]]:
+    """The papers' ids and days as strings and each field's member ids, once per papers table
+    (every universe of an instance reads them; the table is kept so its id stays its own)."""
+    papers = inst.papers
+    got = _COLUMNS.get(id(papers))
+    if got is None or got[0] is not papers:
+        members = inst.assignments.groupby("field_id", sort=False)["arxiv_id"]
+        got = (
+            papers,
+            papers["arxiv_id"].astype(str),
+            papers["date"].astype(str).str.slice(0, 10),
+            {str(f): set(ids.astype(str)) for f, ids in members},
+        )
+        _COLUMNS[id(papers)] = got
+    return got[1:]
+
+
+@lru_cache(maxsize=1 << 18)
+def doc_tokens(text: str) -> tuple[str, ...]:
+    """``tokenize(text)``, once per text: a paper is in many universes."""
+    return tuple(tokenize(text))
+
+
 def universe_frame(inst, field_id: str, origin: str, regime: Regime, start=None, end=None) -> pd.DataFrame:
     """The universe's papers selected independently of the engine (string date comparisons)."""
-    members = inst.assignments.loc[inst.assignments["field_id"] == field_id, "arxiv_id"].astype(str)
-    papers = inst.papers[inst.papers["arxiv_id"].astype(str).isin(set(members))]
-    dates = papers["date"].astype(str).str.slice(0, 10)
-    keep = dates < origin
+    ids, dates, members = _paper_columns(inst)
+    keep = ids.isin(members.get(str(field_id), set())) & (dates < origin)
     if regime is Regime.FIXED:
         keep &= dates >= add_months(parse_date(origin), -inst.spec.window_months).isoformat()
     if start is not None:
         keep &= dates >= start
     if end is not None:
         keep &= dates <= end
-    return papers[keep]
+    return inst.papers[keep]
 
 
 def sample_queries(rng: np.random.Generator, token_lists: list[list[str]], extra_words: list[str], n: int) -> list[str]:
@@ -99,10 +124,11 @@ def check_universe(engine: SearchEngine, inst, field_id, origin, regime, rng, *,
     frame = universe_frame(inst, field_id, origin, regime, start, end)
     ids = frame["arxiv_id"].astype(str).tolist()
     texts = [f"{t}\n{a}" for t, a in zip(frame["title"], frame["abstract"], strict=True)]
-    oracle = Oracle.build(ids, frame["date"].astype(str).tolist(), texts)
+    tokens = [doc_tokens(t) for t in texts]
+    oracle = Oracle.build(ids, frame["date"].astype(str).tolist(), tokens)
     assert sorted(engine.universe_ids(field_id, origin, regime, start=start, end=end)) == sorted(ids)
     field_words = sorted(set(tokenize(" ".join(inst.papers["title"].head(200)))))
-    queries = sample_queries(rng, [tokenize(t) for t in texts], field_words, n_queries)
+    queries = sample_queries(rng, tokens, field_words, n_queries)
     for q in queries:
         got = engine.ranked(field_id, origin, regime, q, start=start, end=end)
         want_ids, want_scores, want_total = oracle.search(q, engine.spec.top_k)

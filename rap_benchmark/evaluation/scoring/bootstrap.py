@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -24,6 +25,7 @@ from rap_benchmark.core.serial import Record
 from rap_benchmark.evaluation.scoring.aggregate import field_table
 
 _CHUNK = 2048  # resamples drawn per batch (bounds memory; results do not depend on it)
+_CACHED_BYTES = 32 << 20  # draws at most this large are kept for reuse (8 of them at most)
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,17 +50,36 @@ class Interval(Record):
 def draw_weights(n_units: int, n_resamples: int, seed: int) -> Iterator[NDArray[np.float64]]:
     """The bootstrap's unit draws, in chunks: row r counts how often each of ``n_units`` units was
     drawn in resample r (``n_units`` draws with replacement). Every statistic of this module, and
-    the rank intervals, see the same draws for the same (n_units, n_resamples, seed)."""
+    the rank intervals, see the same draws for the same (n_units, n_resamples, seed).
+
+    A board or report asks for the same draws once per interval (every model, metric and
+    contrast), so draws up to ``_CACHED_BYTES`` are made once and kept (read-only) for the next
+    call; larger ones are drawn chunk by chunk each time. The chunks are the same either way."""
     if n_units == 0:
         raise ValueError("no resampling unit carries data")
     if n_resamples < 1:
         raise ValueError("n_resamples must be >= 1")
+    if n_units * n_resamples * np.dtype(np.float64).itemsize <= _CACHED_BYTES:
+        yield from _kept_draws(n_units, n_resamples, seed)
+    else:
+        yield from _draws(n_units, n_resamples, seed)
+
+
+def _draws(n_units: int, n_resamples: int, seed: int) -> Iterator[NDArray[np.float64]]:
     rng = np.random.default_rng(seed)
     for start in range(0, n_resamples, _CHUNK):
         size = min(_CHUNK, n_resamples - start)
         draws = rng.integers(0, n_units, size=(size, n_units))
         flat = (draws + (np.arange(size) * n_units)[:, None]).ravel()
         yield np.bincount(flat, minlength=size * n_units).reshape(size, n_units).astype(np.float64)
+
+
+@lru_cache(maxsize=8)
+def _kept_draws(n_units: int, n_resamples: int, seed: int) -> tuple[NDArray[np.float64], ...]:
+    chunks = tuple(_draws(n_units, n_resamples, seed))
+    for chunk in chunks:
+        chunk.setflags(write=False)
+    return chunks
 
 
 def resample_statistics(
