@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
-import pandas as pd
+from collections import Counter
 
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rap_benchmark.pipeline.features import Features
 from rap_benchmark.pipeline.fields import tokenize_papers
 
 ASCII_WORDS = (
     "Graph graph-based neural Networks message passing of the x-ray X-Ray 42 7-B a multi-agent Agent study".split()
 )
 ASCII_SEPS = [" ", " ", " ", "  ", ", ", ". ", "-", "--", "_", " (", ") ", "-\n", "\t", "'"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from("alpha beta gamma delta eps zeta eta theta".split()), max_size=12), max_size=15)
+)
+def test_features_fit_keeps_the_terms_and_pairs_enough_docs_use(docs: list[list[str]]) -> None:
+    """Document frequencies counted over hashed (doc, term) pairs equal counting each doc's set."""
+    papers = pd.DataFrame(
+        {
+            "arxiv_id": [f"2401.{i:05d}" for i in range(len(docs))],
+            "title": ["" for _ in docs],
+            "abstract": [" ".join(d) for d in docs],
+        }
+    )
+    corpus = tokenize_papers(papers)
+    for min_df in (1, 2, 3):
+        feats = Features.fit(corpus, min_df=min_df)
+        uni = Counter(w for d in docs for w in set(d))
+        bi = Counter(p for d in docs for p in set(zip(d, d[1:], strict=False)))
+        assert feats.unigrams == tuple(sorted(w for w, n in uni.items() if n >= min_df))
+        assert feats.bigrams == tuple(sorted(p for p, n in bi.items() if n >= min_df))
 
 
 def test_tokenized_papers_are_reused_only_for_the_same_ids_and_text() -> None:
