@@ -7,14 +7,26 @@ from collections import Counter
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from phrase_oracle import extract_phrases
 
 from rap_benchmark.pipeline.features import Features
 from rap_benchmark.pipeline.fields import tokenize_papers
+from rap_benchmark.pipeline.phrases import phrase_keys
 
 ASCII_WORDS = (
     "Graph graph-based neural Networks message passing of the x-ray X-Ray 42 7-B a multi-agent Agent study".split()
 )
 ASCII_SEPS = [" ", " ", " ", "  ", ", ", ". ", "-", "--", "_", " (", ") ", "-\n", "\t", "'"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(ASCII_WORDS), st.sampled_from(ASCII_SEPS)), max_size=24), st.booleans())
+def test_ascii_phrase_keys_are_the_runs_phrases(parts: list[tuple[str, str]], lead: bool) -> None:
+    """ASCII text is split into words and separators in one call; its keys are still every phrase
+    of every run, as reading the runs span by span finds them."""
+    text = (" " if lead else "") + "".join(w + sep for w, sep in parts)
+    assert text.isascii()
+    assert phrase_keys(text) == set(extract_phrases(text))
 
 
 @settings(max_examples=60, deadline=None)

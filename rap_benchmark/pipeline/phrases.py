@@ -186,12 +186,53 @@ def _spans(run: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
             yield a, run[j - 1][1]
 
 
+_LOWER_ASCII_SPLIT = re.compile(r"([a-z0-9]+(?:-[a-z0-9]+)*)")
+r"""Splits lower-case ASCII text into separator, word, ..., word, separator (one C call per text):
+:data:`_WORD`'s words, since ``[^\W_]`` is ``[a-z0-9]`` there."""
+
+
 def phrase_keys(text: str) -> set[str]:
     """The candidate phrases of ``text``, lower case."""
-    low = text.lower() if text.isascii() else None  # ASCII: lower-casing commutes with slicing
-    if low is not None:
-        return {low[a:b] for run in _runs(text) for a, b in _spans(run)}
+    if text.isascii():
+        return _ascii_phrase_keys(text.lower())
     return {text[a:b].lower() for run in _runs(text) for a, b in _spans(run)}
+
+
+def _ascii_phrase_keys(low: str) -> set[str]:
+    """:func:`phrase_keys` of lower-cased ASCII text, read as a list of words and separators.
+
+    The runs are :func:`_runs`' (lower-casing ASCII moves no word boundary and changes no
+    :func:`_breaks` answer), and a phrase's text is its words joined by the single spaces
+    between them, so joining the words gives the same keys without a span per phrase."""
+    memo = _BREAK_MEMO
+    keys: set[str] = set()
+    parts = _LOWER_ASCII_SPLIT.split(low)  # parts[i] for odd i is a word, parts[i - 1] the text before it
+    run: list[str] = []
+    for i in range(1, len(parts), 2):
+        word = parts[i]
+        brk = memo.get(word)
+        if brk is None:
+            brk = _breaks(word)
+            if len(memo) < _BREAK_MEMO_MAX:
+                memo[word] = brk
+        if brk or (run and parts[i - 1] != " "):
+            if len(run) >= MIN_WORDS:
+                _add_run_keys(run, keys)
+            run = [] if brk else [word]
+        else:
+            run.append(word)
+    if len(run) >= MIN_WORDS:
+        _add_run_keys(run, keys)
+    return keys
+
+
+def _add_run_keys(run: list[str], keys: set[str]) -> None:
+    """Add the phrases of one run of (lower-case) words: every MIN_WORDS..MAX_WORDS consecutive words."""
+    grams = run
+    for n in range(2, min(len(run), MAX_WORDS) + 1):  # n-grams: (n - 1)-grams and the word after each
+        grams = [f"{g} {w}" for g, w in zip(grams[:-1], run[n - 1 :], strict=True)]
+        if n >= MIN_WORDS:
+            keys.update(grams)
 
 
 def _continues_word(text: str, i: int, step: int) -> bool:
