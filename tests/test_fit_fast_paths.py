@@ -11,7 +11,7 @@ from phrase_oracle import extract_phrases
 
 from rap_benchmark.pipeline.features import Features
 from rap_benchmark.pipeline.fields import tokenize_papers
-from rap_benchmark.pipeline.phrases import phrase_keys
+from rap_benchmark.pipeline.phrases import phrase_keys, phrase_table
 
 ASCII_WORDS = (
     "Graph graph-based neural Networks message passing of the x-ray X-Ray 42 7-B a multi-agent Agent study".split()
@@ -49,6 +49,20 @@ def test_features_fit_keeps_the_terms_and_pairs_enough_docs_use(docs: list[list[
         bi = Counter(p for d in docs for p in set(zip(d, d[1:], strict=False)))
         assert feats.unigrams == tuple(sorted(w for w, n in uni.items() if n >= min_df))
         assert feats.bigrams == tuple(sorted(p for p, n in bi.items() if n >= min_df))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.tuples(st.sampled_from(ASCII_WORDS), st.sampled_from(ASCII_SEPS)), max_size=10), max_size=10),
+    st.data(),
+)
+def test_key_counts_look_up_what_counts_holds(parts: list[list[tuple[str, str]]], data: st.DataObject) -> None:
+    """A key looked up in :meth:`PhraseTable.key_counts` counts what :meth:`PhraseTable.counts` says."""
+    table = phrase_table(["".join(w + sep for w, sep in text) for text in parts])
+    docs = data.draw(st.lists(st.integers(0, max(len(parts) - 1, 0)), max_size=12)) if parts else []
+    counts, looked_up = table.counts(docs), table.key_counts(docs)
+    for key in list(table.vocab) + ["no such phrase", "", "zzz zzz"]:
+        assert looked_up[key] == counts[key]
 
 
 def test_tokenized_papers_are_reused_only_for_the_same_ids_and_text() -> None:

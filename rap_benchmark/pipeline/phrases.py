@@ -29,6 +29,7 @@ from rap_benchmark.core.text import STOPWORDS
 from rap_benchmark.pipeline.interning import intern_rows
 
 __all__ = [
+    "KeyCounts",
     "PhraseTable",
     "first_surface",
     "forget_tables",
@@ -317,6 +318,11 @@ class PhraseTable:
         vocab = self.vocab
         return Counter(dict(zip([vocab[i] for i in keys.tolist()], n.tolist(), strict=True)))
 
+    def key_counts(self, docs: Sequence[int] | np.ndarray) -> KeyCounts:
+        """How many of ``docs`` use a key, looked up key by key: what :meth:`counts` holds, without
+        a string and a dict entry for each of the (many) keys ``docs`` use."""
+        return KeyCounts(self, *self.frequencies(docs))
+
     @cached_property
     def _postings(self) -> tuple[np.ndarray, np.ndarray]:
         """(postings indptr, texts): the texts using key id ``i`` are
@@ -361,6 +367,23 @@ class PhraseTable:
             self._surfaces.clear()
         form = self._surfaces[memo] = min(counts, key=lambda s: (-counts[s], s))
         return form
+
+
+class KeyCounts:
+    """How many of some texts use each phrase key (:meth:`PhraseTable.key_counts`): ``c[key]`` is
+    what ``Counter`` would give, 0 for a key none of them uses."""
+
+    __slots__ = ("_ids", "_n", "_table")
+
+    def __init__(self, table: PhraseTable, ids: np.ndarray, n: np.ndarray) -> None:
+        self._table, self._ids, self._n = table, ids, n
+
+    def __getitem__(self, key: str) -> int:
+        i = self._table.key_id(key)
+        if i < 0:
+            return 0
+        at = int(np.searchsorted(self._ids, i))
+        return int(self._n[at]) if at < self._ids.size and self._ids[at] == i else 0
 
 
 def phrase_table(texts: Sequence[str]) -> PhraseTable:
@@ -437,11 +460,12 @@ def maximal_phrases(table: PhraseTable, docs: Sequence[int], *, keep: float = MA
     used completion (ties: longer, then alphabetical), repeatedly.
     """
     docs = np.asarray(list(docs) if not isinstance(docs, np.ndarray) else docs, dtype=np.int64)
-    counts = table.counts(docs)
+    ids, n = table.frequencies(docs)
+    shared = n >= 2  # only a key two or more texts use can complete another (most keys have one)
+    vocab = table.vocab
+    counts = dict(zip([vocab[i] for i in ids[shared].tolist()], n[shared].tolist(), strict=True))
     supers: dict[str, list[str]] = {}
-    for key, c in counts.items():
-        if c < 2:
-            continue
+    for key in counts:
         words = key.split(" ")
         for i in range(len(words)):
             for j in range(i + MIN_WORDS, len(words) + 1):
