@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 
+import numpy as np
 import pandas as pd
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from phrase_oracle import extract_phrases
 
+from rap_benchmark.pipeline.clusters import _cluster_sums
 from rap_benchmark.pipeline.features import Features
 from rap_benchmark.pipeline.fields import tokenize_papers
 from rap_benchmark.pipeline.phrases import phrase_keys, phrase_table
@@ -63,6 +66,18 @@ def test_key_counts_look_up_what_counts_holds(parts: list[list[tuple[str, str]]]
     counts, looked_up = table.counts(docs), table.key_counts(docs)
     for key in list(table.vocab) + ["no such phrase", "", "zzz zzz"]:
         assert looked_up[key] == counts[key]
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 60), st.integers(1, 9), st.integers(1, 5), st.integers(0, 2**32 - 1))
+def test_cluster_sums_are_the_one_hot_products_bytes(n: int, k: int, dims: int, seed: int) -> None:
+    """k-means' cluster sums: the same floats (signed zeros included) as the one-hot COO product."""
+    rng = np.random.default_rng(seed)
+    y = rng.standard_normal((n, dims))
+    y[rng.random((n, dims)) < 0.3] = -0.0
+    labels = rng.integers(0, k, n)
+    onehot = sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(k, n))
+    assert _cluster_sums(labels, y, k).tobytes() == np.asarray(onehot @ y).tobytes()
 
 
 def test_tokenized_papers_are_reused_only_for_the_same_ids_and_text() -> None:
