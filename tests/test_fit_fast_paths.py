@@ -94,3 +94,27 @@ def test_tokenized_papers_are_reused_only_for_the_same_ids_and_text() -> None:
         assert tokenize_papers(changed) is not first
     swapped = tokenize_papers(papers.iloc[::-1].reset_index(drop=True))
     assert swapped is not first and swapped.tokens(0) == first.tokens(1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.sampled_from("alpha beta gamma delta eps zeta eta theta".split()), max_size=12), max_size=15),
+    st.lists(st.lists(st.sampled_from("alpha beta gamma iota kappa".split()), max_size=12), max_size=8),
+)
+def test_feature_counts_count_each_fitted_term_and_pair(fit_docs: list[list[str]], docs: list[list[str]]) -> None:
+    """Counts of papers the features were not fitted on (pairs looked up by hash) are what counting
+    each paper's fitted unigrams and adjacent pairs gives; unknown words count as unknown."""
+
+    def frame(rows: list[list[str]]) -> pd.DataFrame:
+        ids = [f"2401.{i:05d}" for i in range(len(rows))]
+        return pd.DataFrame({"arxiv_id": ids, "title": ["" for _ in rows], "abstract": [" ".join(r) for r in rows]})
+
+    feats = Features.fit(tokenize_papers(frame(fit_docs)), min_df=1)
+    mat, known = feats.counts(tokenize_papers(frame(docs)))
+    column = {name: j for j, name in enumerate(feats.names)}
+    for i, d in enumerate(docs):
+        want = Counter(w for w in d if w in column) + Counter(f"{a} {b}" for a, b in zip(d, d[1:], strict=False))
+        want = Counter({name: n for name, n in want.items() if name in column})
+        row = mat.getrow(i)
+        assert {feats.names[j]: int(v) for j, v in zip(row.indices, row.data, strict=True)} == dict(want)
+        assert known[i] == sum(w in feats.unigrams for w in d)
