@@ -118,3 +118,13 @@ def test_feature_counts_count_each_fitted_term_and_pair(fit_docs: list[list[str]
         row = mat.getrow(i)
         assert {feats.names[j]: int(v) for j, v in zip(row.indices, row.data, strict=True)} == dict(want)
         assert known[i] == sum(w in feats.unigrams for w in d)
+
+
+def test_remembered_spellings_are_the_spellings() -> None:
+    """spellings and word_set are remembered per phrase; a remembered answer is the computed one."""
+    from rap_benchmark.pipeline.phrases import spellings, word_set
+
+    for key in ("multi-modal models", "large language models", "processes", "analysis"):
+        assert spellings(key) == spellings.__wrapped__(key) and spellings(key) is spellings(key)
+        assert word_set(key) == word_set.__wrapped__(key)
+    assert spellings("multi-modal models") == ("multi modal model", "multimodal model")

@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -120,6 +120,11 @@ def _singular(word: str) -> str:
     return word[:-1]
 
 
+SPELLINGS_MEMO = 1 << 16
+"""Phrases whose spellings are remembered (codebooks compare the same candidates many times)."""
+
+
+@lru_cache(maxsize=SPELLINGS_MEMO)
 def spellings(key: str) -> tuple[str, str]:
     """The phrase ``key`` in singular form, hyphenated words split and joined ("multi-modal models"
     -> "multi modal model", "multimodal model"): phrases sharing a form say the same thing."""
@@ -127,6 +132,7 @@ def spellings(key: str) -> tuple[str, str]:
     return split, " ".join(_singular(w.replace("-", "")) for w in key.split(" "))
 
 
+@lru_cache(maxsize=SPELLINGS_MEMO)
 def word_set(key: str) -> frozenset[str]:
     """The words of the phrase's joined spelling (:func:`spellings`)."""
     return frozenset(spellings(key)[1].split(" "))
