@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable
-from itertools import chain, islice
+from itertools import islice
 
 import numpy as np
 
@@ -44,30 +44,58 @@ TOKEN_CHUNK = 20_000
 """Texts read at a time by :func:`token_ids` (the word strings of one chunk only are alive at once)."""
 
 
+def _folded(text: str) -> str:
+    """``text`` as :func:`words` reads it before lower-casing: ASCII as it is, other text NFKD
+    normalised with the non-ASCII characters dropped."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+
+
+_WORD_BYTES = np.full(256, ord(" "), dtype=np.uint8)
+"""A byte table that lower-cases ASCII letters, keeps digits and turns every other byte into a
+space: the words of folded text are then the space-separated pieces of two or more bytes."""
+_WORD_BYTES[np.frombuffer(b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8)] = np.frombuffer(
+    b"abcdefghijklmnopqrstuvwxyz0123456789", dtype=np.uint8
+)
+_WORD_BYTES[np.frombuffer(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", dtype=np.uint8)] = np.frombuffer(
+    b"abcdefghijklmnopqrstuvwxyz", dtype=np.uint8
+)
+
+
 def token_ids(texts: Iterable[str]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """(vocab, lengths, ids): the :func:`tokenize` tokens of every text, as ids into the sorted
     ``vocab``: text ``d`` is ``vocab[ids[start:start + lengths[d]]]`` (int64 lengths, int32 ids).
 
-    What :func:`tokenize` gives, text by text, but each word is hashed in C (pandas' factorize)
-    and stop words are dropped by id, a chunk at a time, not checked word by word in Python: the
-    numbers kept per token are its int32 id only."""
-    import pandas as pd
+    What :func:`tokenize` gives, text by text, but read a chunk at a time in Arrow: the folded
+    ASCII texts' bytes go through :data:`_WORD_BYTES` at once, the pieces between spaces of two or
+    more bytes are :func:`words`' words (maximal letter/digit runs, in order), each is hashed in C
+    (a dictionary encoding) and stop words are dropped by id: no string is made per word, only one
+    per distinct word of a chunk."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     index: dict[str, int] = {}  # word -> id, in first-seen order
     parts: list[np.ndarray] = []
     sizes: list[np.ndarray] = []
     it = iter(texts)
-    while batch := [words(t) for t in islice(it, TOKEN_CHUNK)]:
-        n = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
-        flat = np.fromiter(chain.from_iterable(batch), dtype=object, count=int(n.sum()))
-        del batch
-        codes, uniques = pd.factorize(flat)
-        del flat
-        seen = uniques.tolist()
+    while batch := [_folded(t) for t in islice(it, TOKEN_CHUNK)]:
+        text = pa.array(batch, type=pa.large_string())
+        _, offsets, data = text.buffers()
+        raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, np.uint8)
+        spaced = pa.LargeStringArray.from_buffers(len(text), offsets, pa.py_buffer(_WORD_BYTES[raw]))
+        pieces = pc.ascii_split_whitespace(spaced)
+        flat, doc = pc.list_flatten(pieces), pc.list_parent_indices(pieces)
+        is_word = pc.greater_equal(pc.binary_length(flat), 2)
+        coded = flat.filter(is_word).dictionary_encode()
+        codes = coded.indices.to_numpy(zero_copy_only=False)
+        seen = coded.dictionary.to_pylist()
         ids = np.fromiter((index.setdefault(w, len(index)) for w in seen), dtype=np.int32, count=len(seen))
         kept = ~np.fromiter((w in STOPWORDS for w in seen), dtype=bool, count=len(seen))[codes]
-        parts.append(ids[codes[kept]])  # only this chunk's words are ever held word by word
-        sizes.append(np.bincount(np.repeat(np.arange(n.size), n)[kept], minlength=n.size))
+        parts.append(ids[codes[kept]])  # only this chunk's distinct words are ever held as strings
+        doc_of = doc.filter(is_word).to_numpy(zero_copy_only=False)[kept]
+        sizes.append(np.bincount(doc_of, minlength=len(batch)))
+        del batch, text, spaced, pieces, flat, doc, coded
     vocab = sorted(w for w in index if w not in STOPWORDS)
     rank = {w: i for i, w in enumerate(vocab)}
     remap = np.fromiter((rank.get(w, -1) for w in index), dtype=np.int32, count=len(index))

@@ -18,6 +18,21 @@ def normalise_dense(mat: np.ndarray) -> np.ndarray:
     return np.divide(mat, norms, out=np.zeros_like(mat), where=norms > 0)
 
 
+def _cluster_sums(labels: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
+    """k x dims: row c the sum of the rows of ``y`` labelled c, added in row order from zero.
+
+    The one-hot (k x n) CSR matrix times ``y``, as building it from (label, row) pairs gives, but
+    with its rows' columns put in order by a stable radix sort of small integer labels, not by a
+    conversion from COO form (the sums run through the same sparse product, so they are the same
+    floats)."""
+    n = y.shape[0]
+    small = labels.astype(np.int16) if k <= np.iinfo(np.int16).max else labels
+    order = np.argsort(small, kind="stable")  # radix sort for 16-bit keys: rows of each label ascending
+    indptr = np.zeros(k + 1, dtype=np.int64)
+    np.cumsum(np.bincount(labels, minlength=k), out=indptr[1:])
+    return np.asarray(sp.csr_matrix((np.ones(n), order, indptr), shape=(k, n)) @ y)
+
+
 def spherical_kmeans_dense(
     y: np.ndarray, k: int, rng: np.random.Generator, *, n_init: int = 1, n_iter: int = 50
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -49,7 +64,7 @@ def spherical_kmeans_dense(
             if np.array_equal(new, labels):
                 break
             labels = new
-            sums = np.asarray(sp.csr_matrix((np.ones(n), (labels, np.arange(n))), shape=(k, n)) @ y)
+            sums = _cluster_sums(labels, y, k)
             fit = sims[np.arange(n), labels]
             for empty in np.flatnonzero(np.bincount(labels, minlength=k) == 0):
                 worst = int(np.argmin(fit))

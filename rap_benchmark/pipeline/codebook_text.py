@@ -21,6 +21,7 @@ import numpy as np
 
 from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS, Direction
 from rap_benchmark.pipeline.phrases import (
+    KeyCounts,
     PhraseTable,
     listing,
     maximal_phrases,
@@ -89,7 +90,12 @@ corpus's ("success rate", "real data", "key challenge"), not the field's."""
 
 
 def _usable(
-    key: str, field_counts: Counter[str], n_field: int, field_key: str, common: Collection[str], table: PhraseTable
+    key: str,
+    field_counts: KeyCounts | Counter[str],
+    n_field: int,
+    field_key: str,
+    common: Collection[str],
+    table: PhraseTable,
 ) -> bool:
     """A phrase that can name or describe a direction: a noun phrase (not a fragment), used by at
     most GENERIC_SHARE of the field's papers, with at least MIN_CONCENTRATION of the corpus's users
@@ -155,7 +161,7 @@ def write_directions(
     """
     groups = [np.flatnonzero(labels == k) for k in range(N_DIRECTIONS)]
     members = [docs[g] for g in groups]
-    field_counts = table.counts(docs)
+    field_counts = table.key_counts(docs)
     n_field = len(docs)
     field_key = field_name.lower()
     ranked, naming = [], []
@@ -173,7 +179,7 @@ def write_directions(
         # the name: the phrase that best picks out the group within the field, F_beta of its
         # precision p = in_k / field and coverage c = in_k / n_k, (1 + b2) in_k / (b2 n_k + field)
         wanted = set(usable)
-        in_k = table.counts(members[k])
+        in_k = table.key_counts(members[k])
         n_k = len(members[k])
         best = sorted(usable, key=lambda key: -in_k[key] / (NAME_BETA2 * n_k + field_counts[key]))
         naming.append(best + [key for key in completed if key not in wanted])  # fallbacks, last

@@ -11,7 +11,6 @@ and enough papers before the codebook cutoff for eight directions, and are numbe
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -97,17 +96,25 @@ class TokenizedCorpus:
         return [self.vocab[j] for j in self.ids[self.indptr[i] : self.indptr[i + 1]]]
 
 
-_TOKEN_CACHE: dict[str, TokenizedCorpus] = {}
+_TOKEN_CACHE: dict[tuple[int, ...], TokenizedCorpus] = {}
+
+
+def _text_key(columns: Sequence[list[str]]) -> tuple[int, ...]:
+    """An in-process key of the papers' ids and text: their number and the hash of each column's
+    strings in order. Python's string hash is kept in each string object, so asking again about
+    the same papers (fields, codebooks and assignments all do) costs no pass over their text; the
+    key lives only as long as the process, like the cache it indexes."""
+    return (len(columns[0]), *(hash(tuple(column)) for column in columns))
 
 
 def tokenize_papers(papers: pd.DataFrame) -> TokenizedCorpus:
     """Tokenise each paper's ``title + " " + abstract``. The last two results are cached by a hash
     of the papers' ids and text (fields, codebooks and assignments all need them)."""
-    frame = papers[["arxiv_id", "title", "abstract"]]
-    key = hashlib.sha256(pd.util.hash_pandas_object(frame, index=False).to_numpy().tobytes()).hexdigest()
+    ids, titles, abstracts = (papers[c].tolist() for c in ("arxiv_id", "title", "abstract"))
+    key = _text_key([ids, titles, abstracts])
     if key in _TOKEN_CACHE:
         return _TOKEN_CACHE[key]
-    texts = (f"{t} {a}" for t, a in zip(papers["title"].tolist(), papers["abstract"].tolist(), strict=True))
+    texts = (f"{t} {a}" for t, a in zip(titles, abstracts, strict=True))
     vocab, lengths, ids = token_ids(texts)
     indptr = np.zeros(len(papers) + 1, dtype=np.int64)
     np.cumsum(lengths, out=indptr[1:])

@@ -21,7 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from rap_benchmark.core.text import STOPWORDS
 from rap_benchmark.pipeline.interning import intern_rows
 
 __all__ = [
+    "KeyCounts",
     "PhraseTable",
     "first_surface",
     "forget_tables",
@@ -119,6 +120,11 @@ def _singular(word: str) -> str:
     return word[:-1]
 
 
+SPELLINGS_MEMO = 1 << 16
+"""Phrases whose spellings are remembered (codebooks compare the same candidates many times)."""
+
+
+@lru_cache(maxsize=SPELLINGS_MEMO)
 def spellings(key: str) -> tuple[str, str]:
     """The phrase ``key`` in singular form, hyphenated words split and joined ("multi-modal models"
     -> "multi modal model", "multimodal model"): phrases sharing a form say the same thing."""
@@ -126,6 +132,7 @@ def spellings(key: str) -> tuple[str, str]:
     return split, " ".join(_singular(w.replace("-", "")) for w in key.split(" "))
 
 
+@lru_cache(maxsize=SPELLINGS_MEMO)
 def word_set(key: str) -> frozenset[str]:
     """The words of the phrase's joined spelling (:func:`spellings`)."""
     return frozenset(spellings(key)[1].split(" "))
@@ -186,12 +193,53 @@ def _spans(run: list[tuple[int, int]]) -> Iterator[tuple[int, int]]:
             yield a, run[j - 1][1]
 
 
+_LOWER_ASCII_SPLIT = re.compile(r"([a-z0-9]+(?:-[a-z0-9]+)*)")
+r"""Splits lower-case ASCII text into separator, word, ..., word, separator (one C call per text):
+:data:`_WORD`'s words, since ``[^\W_]`` is ``[a-z0-9]`` there."""
+
+
 def phrase_keys(text: str) -> set[str]:
     """The candidate phrases of ``text``, lower case."""
-    low = text.lower() if text.isascii() else None  # ASCII: lower-casing commutes with slicing
-    if low is not None:
-        return {low[a:b] for run in _runs(text) for a, b in _spans(run)}
+    if text.isascii():
+        return _ascii_phrase_keys(text.lower())
     return {text[a:b].lower() for run in _runs(text) for a, b in _spans(run)}
+
+
+def _ascii_phrase_keys(low: str) -> set[str]:
+    """:func:`phrase_keys` of lower-cased ASCII text, read as a list of words and separators.
+
+    The runs are :func:`_runs`' (lower-casing ASCII moves no word boundary and changes no
+    :func:`_breaks` answer), and a phrase's text is its words joined by the single spaces
+    between them, so joining the words gives the same keys without a span per phrase."""
+    memo = _BREAK_MEMO
+    keys: set[str] = set()
+    parts = _LOWER_ASCII_SPLIT.split(low)  # parts[i] for odd i is a word, parts[i - 1] the text before it
+    run: list[str] = []
+    for i in range(1, len(parts), 2):
+        word = parts[i]
+        brk = memo.get(word)
+        if brk is None:
+            brk = _breaks(word)
+            if len(memo) < _BREAK_MEMO_MAX:
+                memo[word] = brk
+        if brk or (run and parts[i - 1] != " "):
+            if len(run) >= MIN_WORDS:
+                _add_run_keys(run, keys)
+            run = [] if brk else [word]
+        else:
+            run.append(word)
+    if len(run) >= MIN_WORDS:
+        _add_run_keys(run, keys)
+    return keys
+
+
+def _add_run_keys(run: list[str], keys: set[str]) -> None:
+    """Add the phrases of one run of (lower-case) words: every MIN_WORDS..MAX_WORDS consecutive words."""
+    grams = run
+    for n in range(2, min(len(run), MAX_WORDS) + 1):  # n-grams: (n - 1)-grams and the word after each
+        grams = [f"{g} {w}" for g, w in zip(grams[:-1], run[n - 1 :], strict=True)]
+        if n >= MIN_WORDS:
+            keys.update(grams)
 
 
 def _continues_word(text: str, i: int, step: int) -> bool:
@@ -276,6 +324,11 @@ class PhraseTable:
         vocab = self.vocab
         return Counter(dict(zip([vocab[i] for i in keys.tolist()], n.tolist(), strict=True)))
 
+    def key_counts(self, docs: Sequence[int] | np.ndarray) -> KeyCounts:
+        """How many of ``docs`` use a key, looked up key by key: what :meth:`counts` holds, without
+        a string and a dict entry for each of the (many) keys ``docs`` use."""
+        return KeyCounts(self, *self.frequencies(docs))
+
     @cached_property
     def _postings(self) -> tuple[np.ndarray, np.ndarray]:
         """(postings indptr, texts): the texts using key id ``i`` are
@@ -320,6 +373,23 @@ class PhraseTable:
             self._surfaces.clear()
         form = self._surfaces[memo] = min(counts, key=lambda s: (-counts[s], s))
         return form
+
+
+class KeyCounts:
+    """How many of some texts use each phrase key (:meth:`PhraseTable.key_counts`): ``c[key]`` is
+    what ``Counter`` would give, 0 for a key none of them uses."""
+
+    __slots__ = ("_ids", "_n", "_table")
+
+    def __init__(self, table: PhraseTable, ids: np.ndarray, n: np.ndarray) -> None:
+        self._table, self._ids, self._n = table, ids, n
+
+    def __getitem__(self, key: str) -> int:
+        i = self._table.key_id(key)
+        if i < 0:
+            return 0
+        at = int(np.searchsorted(self._ids, i))
+        return int(self._n[at]) if at < self._ids.size and self._ids[at] == i else 0
 
 
 def phrase_table(texts: Sequence[str]) -> PhraseTable:
@@ -396,11 +466,12 @@ def maximal_phrases(table: PhraseTable, docs: Sequence[int], *, keep: float = MA
     used completion (ties: longer, then alphabetical), repeatedly.
     """
     docs = np.asarray(list(docs) if not isinstance(docs, np.ndarray) else docs, dtype=np.int64)
-    counts = table.counts(docs)
+    ids, n = table.frequencies(docs)
+    shared = n >= 2  # only a key two or more texts use can complete another (most keys have one)
+    vocab = table.vocab
+    counts = dict(zip([vocab[i] for i in ids[shared].tolist()], n[shared].tolist(), strict=True))
     supers: dict[str, list[str]] = {}
-    for key, c in counts.items():
-        if c < 2:
-            continue
+    for key in counts:
         words = key.split(" ")
         for i in range(len(words)):
             for j in range(i + MIN_WORDS, len(words) + 1):

@@ -66,6 +66,10 @@ class FrozenInstrument:
 
 
 def _encode(value: Any, arrays: list[np.ndarray]) -> Any:
+    if type(value) is str:  # the most common leaf (vocabularies, feature names), and it is itself
+        return value
+    if type(value) is tuple and all(type(v) is str for v in value):  # a vocabulary: its strings as they are
+        return {"__tuple__": list(value)}
     if isinstance(value, np.ndarray):
         arrays.append(np.ascontiguousarray(value))
         return {"__array__": len(arrays) - 1}
