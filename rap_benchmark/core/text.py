@@ -27,12 +27,19 @@ STOPWORDS: frozenset[str] = frozenset(
 )
 
 
+def _folded(text: str) -> str:
+    """``text`` as :func:`words` and :func:`token_ids` read it before lower-casing: ASCII as it is
+    (NFKD and the ASCII fold leave it so), other text NFKD normalised with the non-ASCII
+    characters dropped."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
+
+
 def words(text: str) -> list[str]:
     """The words of ``text`` in order: folded to lower-case ASCII, split on anything that is not a
     letter or digit, one-character words dropped; stop words kept."""
-    if text.isascii():  # NFKD and the ASCII fold leave ASCII as it is
-        return _WORD.findall(text.lower())
-    return _WORD.findall(unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower())
+    return _WORD.findall(_folded(text).lower())
 
 
 def tokenize(text: str) -> list[str]:
@@ -42,14 +49,6 @@ def tokenize(text: str) -> list[str]:
 
 TOKEN_CHUNK = 20_000
 """Texts read at a time by :func:`token_ids` (the word strings of one chunk only are alive at once)."""
-
-
-def _folded(text: str) -> str:
-    """``text`` as :func:`words` reads it before lower-casing: ASCII as it is, other text NFKD
-    normalised with the non-ASCII characters dropped."""
-    if text.isascii():
-        return text
-    return unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii")
 
 
 _WORD_BYTES = np.full(256, ord(" "), dtype=np.uint8)
