@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from functools import lru_cache
 
 from rap_benchmark.core.errors import InputError
 
@@ -19,13 +20,22 @@ def parse_date(value: str | dt.date) -> dt.date:
         return value
     if type(value).__name__ == "datetime64":  # numpy dates from columnar tables
         value = str(value)[:10]
-    if isinstance(value, str) and _ISO_DAY.fullmatch(value):
-        try:
-            return dt.date.fromisoformat(value)
-        except ValueError:
-            pass
+    if isinstance(value, str) and (day := _iso_day(value)) is not None:
+        return day
     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
     raise InputError(f"not a YYYY-MM-DD date: {shown}")
+
+
+@lru_cache(maxsize=1 << 14)
+def _iso_day(text: str) -> dt.date | None:
+    """The date ``text`` spells as ``YYYY-MM-DD``, or None. Remembered: a corpus has far fewer
+    distinct dates than papers, and its readers ask once per paper."""
+    if not _ISO_DAY.fullmatch(text):
+        return None
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 def add_months(day: dt.date, months: int) -> dt.date:

@@ -33,6 +33,7 @@ import re
 import xml.parsers.expat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -449,12 +450,8 @@ def _str_lists(column: Any) -> list[tuple[str, ...]]:
     ):
         return [_as_str_list(v) for v in column.to_pylist()]
     flat = pc.list_flatten(column).to_pylist()
-    out, pos = [], 0
-    for n in pc.list_value_length(column).fill_null(0).to_pylist():
-        items = flat[pos : pos + n]
-        pos += n
-        out.append(tuple(v for v in items if v is not None and v.strip()))
-    return out
+    lengths = pc.list_value_length(column).fill_null(0).to_pylist()
+    return [_as_str_list(flat[end - n : end]) for n, end in zip(lengths, accumulate(lengths), strict=True)]
 
 
 def _read_parquet_dir(path: Path, collector: _Collector, progress: bool) -> None:
@@ -467,7 +464,6 @@ def _read_parquet_dir(path: Path, collector: _Collector, progress: bool) -> None
     wanted = list(PAPERS.names)
     total = sum(pq.ParquetFile(f).metadata.num_rows for f in files)
     bar = tqdm(total=total, desc=f"reading {path.name}", unit=" rows", disable=not progress)
-    days: dict[str, dt.date] = {}  # a corpus has far fewer distinct dates than papers
     for file in files:
         pf = pq.ParquetFile(file)
         names = set(pf.schema_arrow.names)
@@ -478,26 +474,21 @@ def _read_parquet_dir(path: Path, collector: _Collector, progress: bool) -> None
         row = 0
         for batch in pf.iter_batches(batch_size=65536, columns=columns):
             n = batch.num_rows
-            data = {c: batch.column(c).to_pylist() for c in ("arxiv_id", "date", "title", "abstract")}
+            plain = (batch.column(c).to_pylist() for c in ("arxiv_id", "date", "title", "abstract"))
             cats = _str_lists(batch.column("categories"))
             authors = _str_lists(batch.column("authors")) if "authors" in names else [()] * n
-            fields = ("arxiv_id", "date", "title", "abstract")
             for raw_id, raw_date, raw_title, raw_abstract, categories, paper_authors in zip(
-                *(data[c] for c in fields), cats, authors, strict=True
+                *plain, cats, authors, strict=True
             ):
                 row += 1
                 try:
                     arxiv_id = _checked_id(raw_id)
                     if raw_date is None:
                         raise _Bad("date is null")
-                    day = days.get(raw_date) if isinstance(raw_date, str) else None
-                    if day is None:
-                        try:
-                            day = parse_date(raw_date)
-                        except ValueError as exc:
-                            raise _Bad(str(exc)) from None
-                        if isinstance(raw_date, str):
-                            days[raw_date] = day
+                    try:
+                        day = parse_date(raw_date)
+                    except ValueError as exc:
+                        raise _Bad(str(exc)) from None
                     title, abstract = _nonempty(raw_title or "", "title"), _nonempty(raw_abstract or "", "abstract")
                     if not categories:
                         raise _Bad("categories missing or empty")
