@@ -14,6 +14,7 @@ from rap_benchmark.core import resources
 from rap_benchmark.core.errors import ArtifactError, InputError
 
 ARXIV_ENV = "RAP_SHARED_ARXIV"
+WAITING_EXIT = 75  # rap build --batch: a round of requests waits for replies (sysexits' EX_TEMPFAIL)
 
 BUILD_EPILOG = """examples:
   rap build --instance mini --out build/mini
@@ -80,6 +81,7 @@ LLM_ONLY = (
     "chat_template_kwargs",
     "extra_body",
     "fallback",
+    "batch",
 )
 """The ``rap build`` options only the LLM instrument reads (``--dry-run`` too)."""
 
@@ -97,8 +99,13 @@ def _llm_instrument(args: argparse.Namespace) -> object | None:
     if not args.model:
         raise InputError("--instrument llm needs --model")
     urls = tuple(u.strip() for u in (args.base_url or "").split(",") if u.strip())
-    if not urls and not args.dry_run:
-        raise InputError("--instrument llm needs --base-url URL[,URL...] (an OpenAI-compatible endpoint)")
+    if urls and args.batch:
+        raise InputError("--base-url and --batch are two transports: give one (--batch DIR writes batch files)")
+    if not urls and not args.dry_run and not args.batch:
+        raise InputError(
+            "--instrument llm needs --base-url URL[,URL...] (an OpenAI-compatible endpoint) or --batch DIR "
+            "(batch files for vllm run-batch or a provider's Batch API)"
+        )
     drafts = tuple(m.strip() for m in (args.draft_models or f"{args.model},{args.model}").split(","))
     if len(drafts) != 2 or not all(drafts):
         raise InputError(f"--draft-models needs two model names A,B, got {args.draft_models!r}")
@@ -113,6 +120,7 @@ def _llm_instrument(args: argparse.Namespace) -> object | None:
         max_attempts=args.max_attempts,
         reasoning_tokens=args.reasoning_tokens,
         extra_body=extra,
+        construction=args.construction,
     )
     settings = LLMSettings(
         base_urls=urls,
@@ -122,6 +130,7 @@ def _llm_instrument(args: argparse.Namespace) -> object | None:
         max_spend_usd=args.max_spend_usd,
         prices_path=args.prices,
         fallback=args.fallback,
+        batch_dir=Path(args.batch) if args.batch else None,
     )
     instrument = LLMInstrument(config, settings)
     instrument.check()
@@ -214,16 +223,22 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
         check_instance_out(args.out)  # a refusal stays one line
         print(expected_cost(spec.name, source is not None, args.no_cache), file=sys.stderr)
+    from rap_benchmark.pipeline.instrument.llm.batch import WaitingForReplies
+
     start = time.perf_counter()
-    out = build_instance(
-        spec,
-        args.out,
-        source=source,
-        progress=not args.quiet,
-        instrument=instrument,
-        freeze_instrument=args.freeze_instrument,
-        cache=not args.no_cache,
-    )
+    try:
+        out = build_instance(
+            spec,
+            args.out,
+            source=source,
+            progress=not args.quiet,
+            instrument=instrument,
+            freeze_instrument=args.freeze_instrument,
+            cache=not args.no_cache,
+        )
+    except WaitingForReplies as waiting:
+        print(f"rap build: {waiting}")
+        return waiting.exit_code
     seconds = time.perf_counter() - start
     print(f"built {spec.name} at {out} in {seconds:.1f} s")
     print(format_info(instance_info(load_instance(out))))
@@ -331,6 +346,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=["offline"],
         help="keep the offline name or a low_evidence label when a request is refused (HTTP 4xx) or a stage loses "
         "more than 5%% of its units; without it such a build fails",
+    )
+    g.add_argument(
+        "--construction",
+        choices=["paper", "compact"],
+        default="paper",
+        help="paper: the paper's construction (names, programs, two drafts, absorption, revision, consolidation, "
+        "every membership labelled by the model); compact: one request per field drafts and labels a sample, a "
+        "second draft for the parallel instrument, every membership labelled by a distilled classifier "
+        "(default paper)",
+    )
+    g.add_argument(
+        "--batch",
+        metavar="DIR",
+        help="batch files instead of --base-url: each round's requests are written to DIR as an OpenAI Batch "
+        f"input file and the build exits {WAITING_EXIT} (waiting for replies); put the output files in DIR and rerun",
     )
     g.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and price per stage; send nothing")
     g.add_argument(
