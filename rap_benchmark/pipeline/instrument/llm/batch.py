@@ -76,8 +76,7 @@ class Failure:
 @dataclass
 class BatchFolder:
     """What a batch folder holds: the requests written (key -> (input file, model)), the replies
-    read back (key -> chat.completion body), the failed lines, and the input files some output
-    answered at all."""
+    read back (key -> chat.completion body) and the failed lines."""
 
     root: Path
     fingerprint: str
@@ -85,7 +84,6 @@ class BatchFolder:
     requests: dict[str, tuple[str, str]] = field(default_factory=dict)
     replies: dict[str, dict[str, Any]] = field(default_factory=dict)
     failures: dict[str, list[Failure]] = field(default_factory=dict)
-    answered_files: set[str] = field(default_factory=set)
 
     # -- reading -------------------------------------------------------------------------------
     @classmethod
@@ -136,7 +134,6 @@ class BatchFolder:
         for n, obj in lines:
             key = obj["custom_id"]
             where = f"{path.name}:{n}"
-            self.answered_files.add(self.requests[key][0])
             body, failure = _outcome(path, n, obj)
             if failure is not None:
                 self.failures.setdefault(key, []).append(failure)
@@ -158,16 +155,9 @@ class BatchFolder:
 
     # -- writing a round -----------------------------------------------------------------------
     def outstanding(self, keys: list[str]) -> list[str]:
-        """Of ``keys`` (requests still without a reply), those written in an input file that no
-        output has answered yet: the provider is still on them."""
-        return [
-            k
-            for k in keys
-            if k in self.requests
-            and k not in self.failures
-            and k not in self.replies
-            and self.requests[k][0] not in self.answered_files
-        ]
+        """Of ``keys`` (requests still without a reply), those written in an input file and in no
+        output line yet (neither a reply nor a failure): the provider is still on them."""
+        return [k for k in keys if k in self.requests and k not in self.failures and k not in self.replies]
 
     def write_round(self, pending: dict[str, tuple[str, bytes]]) -> list[Path]:
         """Write ``pending`` (key -> (model, canonical body)) as the next round's input file(s)

@@ -45,11 +45,13 @@ after the other: the deepest chain of a stage is the rounds a batch transport ne
 
 
 class RoundPending(Exception):
-    """Some units of a stage wait for batch replies: the construction stops after the stage."""
+    """Some units of a stage wait for batch replies: the construction stops after the stage.
+    ``results`` are the stage's results in job order (None for a unit that waits)."""
 
-    def __init__(self, units: int) -> None:
+    def __init__(self, units: int, results: list[Any]) -> None:
         super().__init__(f"{units} units wait for replies")
         self.units = units
+        self.results = results
 
 
 class StopRun(UserError, RuntimeError):
@@ -409,6 +411,29 @@ class BatchClient(Client):
         raise AwaitingReply(key)
 
 
+class ReplayClient(Client):
+    """Answers only from recorded replies (an instance rebuilt offline); a request without one is
+    noted (``missing``, key -> stage) and its unit waits, so a whole stage's gaps are counted."""
+
+    def __init__(
+        self, records: dict[str, dict[str, Any]], prices: PriceTable, extra_body: dict[str, Any] | None
+    ) -> None:
+        super().__init__(records, prices, extra_body)
+        self.missing: dict[str, str] = {}
+
+    async def __aenter__(self) -> ReplayClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def _answer(
+        self, stage: str, model: str, key: str, body: bytes, messages: list[dict[str, str]], max_tokens: int
+    ) -> tuple[dict[str, Any], bool]:
+        self.missing[key] = stage
+        raise AwaitingReply(key)
+
+
 class StandInClient(Client):
     """The dry run's client: answers from the store when it can, else with typical replies."""
 
@@ -484,5 +509,5 @@ async def run_all(
     if client.stop_reason is not None:
         raise client.stop_reason
     if waiting[0]:
-        raise RoundPending(waiting[0])
+        raise RoundPending(waiting[0], results)
     return results

@@ -35,6 +35,7 @@ from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.llm import prompts as P
 from rap_benchmark.pipeline.instrument.llm.ask import ask
 from rap_benchmark.pipeline.instrument.llm.assign import ASSIGNMENT_COLUMNS, label_batch
+from rap_benchmark.pipeline.instrument.llm.client import RoundPending
 from rap_benchmark.pipeline.instrument.llm.prompts import Stage
 from rap_benchmark.pipeline.instrument.llm.records import PipelineResult
 from rap_benchmark.pipeline.instrument.llm.stages import DistinctivePhrases, Pipeline, _order
@@ -180,20 +181,38 @@ class CompactPipeline(Pipeline):
         members = self._setup(papers, memberships, candidates)
         self.fields = []
         requests = draft_requests(members, self._date, self._rows, self._title, self.spec, self.cfg)
-        outs = await self._all([self._asker(r) for r in requests], Stage.COMPACT_DRAFT)
+        try:
+            outs = await self._all([self._asker(r) for r in requests], Stage.COMPACT_DRAFT)
+        except RoundPending as waiting:  # the drafts answered so far go into the review
+            self.fields = self._assemble(self._drafts_of(requests, waiting.results, candidates), members, candidates)
+            raise
         self._count(Stage.COMPACT_DRAFT, outs)
+        self.fields = self._assemble(self._drafts_of(requests, outs, candidates), members, candidates)
+        await self._label_more(self.fields)
+        return self._distil(papers)
+
+    def _drafts_of(
+        self, requests: list[DraftRequest], outs: list[Any], candidates: dict[str, FieldInfo]
+    ) -> dict[str, dict[str, CompactDraft]]:
+        """The valid drafts with a topical core, by draft and candidate; every other answer noted."""
         drafts: dict[str, dict[str, CompactDraft]] = {"A": {}, "B": {}}
         for r, out in zip(requests, outs, strict=True):
             where = f"candidate {r.candidate} ({candidates[r.candidate].name}), draft {r.which}"
+            if out is None:
+                continue  # waits for its reply
             if out.value is None:
                 self.notes.append(f"{where}: stayed invalid: {out.reason}")
             elif isinstance(out.value, NoTopicalCore):
                 self.notes.append(f"{where}: no topical core: {out.value.reason}")
             else:
                 drafts[r.which][r.candidate] = out.value
-        self.fields = self._assemble(drafts, members, candidates)
-        await self._label_more(self.fields)
-        return self._distil(papers)
+        return drafts
+
+    def partial(self) -> PipelineResult:
+        """What the construction had when it stopped: the fields assembled so far (for the review)."""
+        result = super().partial()
+        result.compact = CompactOutcome(list(self.fields), None, None, None)
+        return result
 
     def _asker(self, r: DraftRequest) -> Callable[[], Any]:
         check = partial(check_draft, r)
@@ -317,3 +336,45 @@ def labelled(f: CompactField, which: str) -> Any:
     from rap_benchmark.pipeline.instrument.distilled import Labelled
 
     return Labelled.from_labels(frame_of(f.labels[which], f.field_id), f.drafts[which].directions)
+
+
+def frozen_instrument(outcome: CompactOutcome, codebooks: Sequence[Codebook], field_model: Any, spec: Any) -> Any:
+    """The compact construction as a frozen instrument (``rap build --freeze-instrument``): the
+    field rule regrouped to the kept fields (merged candidates as one), the distilled labeller and
+    its calibration, so that ``rap extend`` labels new papers as the build did."""
+    from rap_benchmark.core.artifacts import codebook_to_dict
+    from rap_benchmark.pipeline.instrument.frozen import FrozenInstrument
+    from rap_benchmark.pipeline.instrument.offline import AssignRules
+
+    return FrozenInstrument(
+        fields=field_model.regrouped([f.sources for f in outcome.fields]),
+        prototypes=outcome.labeller,
+        rules=AssignRules.from_spec(spec),
+        calibration=outcome.calibration,
+        codebooks=tuple(codebook_to_dict(cb) for cb in sorted(codebooks, key=lambda cb: cb.field_id)),
+        codebook_cutoff=spec.codebook_cutoff,
+    )
+
+
+def summary(outcome: CompactOutcome, candidates: int, seed: int) -> dict[str, Any]:
+    """The ledger's account of a compact construction: candidates and fields kept, the model's
+    labels, and the distilled labellers' held-out agreement (mean over fields, with a 95% interval
+    from resampling fields, seeded; the per-field range)."""
+    out: dict[str, Any] = {"candidates": candidates, "fields": len(outcome.fields)}
+    out["merged_candidates"] = [list(f.sources) for f in outcome.fields if len(f.sources) > 1]
+    for which in ("A", "B"):
+        fields = [f for f in outcome.fields if which in f.agreement and np.isfinite(f.agreement[which][0])]
+        if not fields:
+            continue
+        values = np.array([f.agreement[which][0] for f in fields])
+        rng = np.random.default_rng(seed)
+        means = values[rng.integers(0, len(values), size=(2000, len(values)))].mean(axis=1)
+        out[f"draft_{which}"] = {
+            "fields": len(fields),
+            "model_labels": int(sum(len(f.labels[which]) for f in fields)),
+            "held_out_agreement": round(float(values.mean()), 4),
+            "held_out_agreement_95ci": [round(float(q), 4) for q in np.quantile(means, [0.025, 0.975])],
+            "held_out_agreement_range": [round(float(values.min()), 4), round(float(values.max()), 4)],
+            "held_out_papers": int(sum(f.agreement[which][1] for f in fields)),
+        }
+    return out

@@ -6,6 +6,7 @@ replies, nothing sent, tokens and price per stage)."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import shlex
 import time
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ class LLMSettings:
     """Where the requests go and what they may cost (not part of the artifacts)."""
 
     base_urls: tuple[str, ...]
-    store_dir: Path
+    store_dir: Path | None
     max_in_flight: int = 64
     timeout_s: float = 300.0
     max_transport_retries: int = 8
@@ -57,6 +58,7 @@ class LLMSettings:
     prices_path: str | None = None
     fallback: str | None = None  # "offline": a refused request (HTTP 4xx) falls back, counted
     batch_dir: Path | None = None  # batch files instead of endpoints (:mod:`.batch`)
+    recorded: Path | None = None  # replies shipped with the package: never asked again (alone: a replay)
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,34 @@ class LLMInstrument:
         *,
         progress: bool = False,
     ) -> tuple[PipelineResult, dict[str, Any]]:
+        if self.replay:
+            assert self.settings.recorded is not None
+            return replay(papers, memberships, candidates, spec, self.config, self.settings.recorded, progress=progress)
         return run_llm_instrument(papers, memberships, candidates, spec, self.config, self.settings, progress=progress)
+
+    @property
+    def replay(self) -> bool:
+        """Answered from the recorded replies alone: no endpoint, no batch folder, no store."""
+        return not self.settings.base_urls and self.settings.batch_dir is None and self.settings.recorded is not None
+
+    @classmethod
+    def recorded_for(cls, spec: BenchmarkSpec, **settings: Any) -> LLMInstrument | None:
+        """The LLM instrument a spec's ``extra.llm_instrument`` names, answered from the replies it
+        ships (``replies``: a file under the package's data folder), or None when it names none.
+        ``settings`` (LLMSettings fields) add a transport for the requests without a reply."""
+        block = spec.extra.get("llm_instrument")
+        if not block:
+            return None
+        from rap_benchmark.core import resources
+
+        config = PipelineConfig(
+            model=block["model"],
+            draft_models=tuple(block.get("draft_models") or (block["model"], block["model"])),  # type: ignore[arg-type]
+            construction=block.get("construction", "paper"),
+            **dict(block.get("config", {})),
+        )
+        recorded = resources.DATA_DIR / block["replies"]
+        return cls(config, LLMSettings(**{"base_urls": (), "store_dir": None, **settings, "recorded": recorded}))
 
 
 def _prices(path: str | None) -> Any:
@@ -134,11 +163,17 @@ def run_llm_instrument(
     folder = None
     if settings.batch_dir is not None:
         folder = BatchFolder.open(settings.batch_dir, build_fingerprint(papers, spec, config))
+    assert settings.store_dir is not None
     with RequestStore(settings.store_dir) as store:
         strict = None if settings.fallback is not None else MAX_DROP_SHARE
         stopped: list[Any] = []
         pipeline = pipeline_for(config)
         client = _client(store, folder, config, settings)
+        if settings.recorded is not None:  # after the client counted the store's spend: these were not paid here
+            from rap_benchmark.pipeline.instrument.llm.store import read_recorded
+
+            for key, rec in read_recorded(settings.recorded).items():
+                store.records.setdefault(key, rec)  # answered already: never asked, never rewritten
         pending: list[RoundPending] = []
 
         async def main() -> PipelineResult:
@@ -175,7 +210,7 @@ def run_llm_instrument(
             "client_cpu_s": round(cpu_s, 3),
         }
         atomic_write_text(settings.store_dir / SUMMARY_FILE, orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode())
-        entry = ledger_entry(config, result)
+        entry = ledger_entry(config, result, len(candidates), spec.seed)
         header = {
             "model": config.model,
             "drafting models": ", ".join(config.draft_models),
@@ -235,8 +270,6 @@ def build_fingerprint(papers: pd.DataFrame, spec: BenchmarkSpec, config: Pipelin
     """What a batch folder belongs to: the corpus (ids and dates), the spec, the construction and
     its models. Other settings (batch sizes, samples) may change between runs: a request they
     change is another request (its key), and the replies of the old one are simply not used."""
-    import hashlib
-
     h = hashlib.sha256()
     h.update(orjson.dumps(spec.ledger(), option=orjson.OPT_SORT_KEYS))
     who = [config.construction, config.model, *config.draft_models]
@@ -278,6 +311,59 @@ def next_round(folder: BatchFolder, client: BatchClient, config: PipelineConfig)
     )
 
 
+class MissingReplies(UserError, RuntimeError):
+    """A replayed construction asked a request its recorded replies do not hold."""
+
+
+def replay(
+    papers: pd.DataFrame,
+    memberships: pd.DataFrame,
+    candidates: dict[str, FieldInfo],
+    spec: BenchmarkSpec,
+    config: PipelineConfig,
+    recorded: Path,
+    *,
+    progress: bool = False,
+) -> tuple[PipelineResult, dict[str, Any]]:
+    """The construction answered from recorded replies alone (no endpoint, nothing written):
+    byte-identical to the build that recorded them. A request without a recorded reply (a code,
+    prompt or corpus change) fails the build in one line, with the command that writes the
+    missing requests as a batch file; it never falls back."""
+    from rap_benchmark.pipeline.instrument.llm.client import ReplayClient
+    from rap_benchmark.pipeline.instrument.llm.store import read_recorded
+
+    if not recorded.is_file():
+        raise MissingReplies(f"the recorded replies {recorded} are not installed (reinstall the package)")
+    records = read_recorded(recorded)
+    client = ReplayClient(records, _prices(None), config.extra_body)
+    pipeline = pipeline_for(config)(client, config, spec, progress, MAX_DROP_SHARE)
+
+    async def main() -> PipelineResult:
+        async with client:
+            return await pipeline.run(papers, memberships, candidates)
+
+    try:
+        result = asyncio.run(main())
+    except RoundPending:
+        stages = ", ".join(sorted(set(client.missing.values())))
+        raise MissingReplies(
+            f"{len(client.missing):,} requests of the {config.construction} construction ({stages}) have no "
+            f"recorded reply in {recorded.name} (did code, a prompt or the corpus change?); nothing was built; "
+            f"`rap build --instance {spec.name} --out OUT --instrument llm --batch BATCH_DIR` writes them as a "
+            "batch file (the recorded replies answer the rest)"
+        ) from None
+    except StageLost as lost:
+        raise StageFailed(
+            f"LLM instrument (replayed from {recorded.name}): stage {lost.stage} lost too many units"
+        ) from None
+    entry = ledger_entry(config, result, len(candidates), spec.seed)
+    entry["replayed_from"] = recorded.name
+    entry["replies_sha256"] = hashlib.sha256(recorded.read_bytes()).hexdigest()
+    if not result.codebooks:
+        raise StageFailed(f"LLM instrument (replayed from {recorded.name}): no field kept")
+    return result, entry
+
+
 def check_outcome(result: PipelineResult, settings: LLMSettings, review: Path) -> None:
     """Raise :class:`StageFailed` when no field was kept, or (without a fallback) when a stage
     left more than 5% of its units without a valid answer: one line, the stage, the first reasons."""
@@ -295,16 +381,22 @@ def check_outcome(result: PipelineResult, settings: LLMSettings, review: Path) -
         raise StageFailed(f"LLM instrument: no field kept (every field was dropped){why}; {where}")
 
 
-def ledger_entry(config: PipelineConfig, result: PipelineResult) -> dict[str, Any]:
+def ledger_entry(config: PipelineConfig, result: PipelineResult, candidates: int, seed: int) -> dict[str, Any]:
     """What the ledger records about the LLM construction (deterministic)."""
-    return {
+    entry = {
         "name": "llm",
+        "construction": config.construction,
         "config": config.to_dict(),
         "prompt_version": PROMPT_VERSION,
         "prompts_sha256": prompt_hashes(),
         **stage_sizes(result),
         "notes": list(result.notes),
     }
+    if result.compact is not None:
+        from rap_benchmark.pipeline.instrument.llm.compact import summary
+
+        entry["compact"] = summary(result.compact, candidates, seed)
+    return entry
 
 
 def estimate(
