@@ -1,0 +1,103 @@
+"""Every message names the next step (issue 36, item 5), and following it works.
+
+Regressions, each the message a new user met on the evaluator's path:
+
+- ``rap score``/``run``/``show``/``report`` before a build: ``no instance folder at build/mini``, with
+  no word of ``rap build``;
+- a run folder given where a prediction file is expected: ``no such prediction file:
+  runs/my-model``, with no hint of ``runs/my-model/predictions.jsonl``;
+- a line cut short in a submission: ``Invalid control character at column 121`` (or, for a line
+  cut where a value ends, "at column 1": the column of the line's own newline, on a "second line");
+- ``--conditons``: ``rap: unrecognized arguments: --conditons A0`` (not ``rap run:``, no "did you mean");
+- ``rap citecast run`` ended in a raw JSON line where ``rap run`` ends in a summary and a ``next:`` line.
+
+(``rap leaderboard score`` with every submission refused: tests/test_cli_refusals.py.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rap_benchmark.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _call(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except SystemExit as exc:  # argparse errors exit from parse_args
+        return exc.code if isinstance(exc.code, int) else 1
+
+
+def _one_line(capsys: pytest.CaptureFixture[str], argv: list[str], code: int = 2) -> str:
+    """The one stderr line of a refused command (exit ``code``, no traceback)."""
+    got = _call(argv)
+    out, err = capsys.readouterr()
+    assert got == code, (out, err)
+    assert "Traceback" not in err
+    (line,) = err.splitlines()
+    return line
+
+
+@pytest.fixture(scope="module")
+def run_dir(mini_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small finished reference run (5 units, A0, one field)."""
+    out = tmp_path_factory.mktemp("next_step") / "runs" / "my-model"
+    argv = ["run", str(mini_dir), "--backend", "reference", "--conditions", "A0", "--fields", "f000"]
+    assert main([*argv, "--no-progress", "--out", str(out)]) == 0
+    return out
+
+
+# -- a misspelt option -----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("argv", "line"),
+    [
+        (
+            ["run", "build/mini", "--backend", "reference", "--conditons", "A0", "--out", "r"],
+            "rap run: unrecognized argument --conditons; did you mean --conditions? (see rap run --help)",
+        ),
+        (
+            ["citecast", "run", "build/cc", "--backnd", "constant", "--out", "r"],
+            "rap citecast run: unrecognized argument --backnd; did you mean --backend? (see rap citecast run --help)",
+        ),
+        (
+            ["leaderboard", "score", "p.jsonl", "--instance", "i", "--out", "b", "--splt-models"],
+            "rap leaderboard score: unrecognized argument --splt-models; did you mean --split-models? "
+            "(see rap leaderboard score --help)",
+        ),
+        (["--verison"], "rap: unrecognized argument --verison; did you mean --version? (see rap --help)"),
+        (
+            ["run", "build/mini", "--conditons=A0", "--limt", "3", "--out", "r"],
+            "rap run: unrecognized arguments --conditons (did you mean --conditions?), --limt (did you mean --limit?) "
+            "(see rap run --help)",
+        ),
+        (["info", "build/mini", "--zzzz"], "rap info: unrecognized argument --zzzz (see rap info --help)"),
+        (["info", "build/mini", "extra"], "rap info: unrecognized argument extra (see rap info --help)"),
+    ],
+    ids=["run", "citecast-run", "leaderboard-score", "top-level", "two-options", "no-close-option", "a-stray-word"],
+)
+def test_a_misspelt_option_is_refused_by_its_command_with_the_closest_one(argv, line, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert _one_line(capsys, argv) == line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_misspelt_option_in_a_real_process(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "rap_benchmark", "run", "build/mini", "--conditons", "A0", "--out", "r"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert (
+        proc.stderr == "rap run: unrecognized argument --conditons; did you mean --conditions? (see rap run --help)\n"
+    )
