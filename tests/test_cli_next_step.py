@@ -17,6 +17,7 @@ Regressions, each the message a new user met on the evaluator's path:
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,67 @@ def run_dir(mini_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     argv = ["run", str(mini_dir), "--backend", "reference", "--conditions", "A0", "--fields", "f000"]
     assert main([*argv, "--no-progress", "--out", str(out)]) == 0
     return out
+
+
+# -- an instance folder that is not there names the command that builds it --------------------------------------
+INSTANCE_COMMANDS = {
+    "score": ["score", "{inst}", "p.jsonl"],
+    "run": ["run", "{inst}", "--backend", "reference", "--out", "r"],
+    "show": ["show", "{inst}", "--field", "f000"],
+    "report": ["report", "{inst}", "p.jsonl", "--out", "rep"],
+    "info": ["info", "{inst}"],
+    "verify": ["verify", "{inst}"],
+    "baselines": ["baselines", "{inst}", "--out", "b.jsonl"],
+    "search": ["search", "{inst}", "--field", "f000", "--origin", "2025-01-01", "graph"],
+    "submit validate": ["submit", "validate", "p.jsonl", "--instance", "{inst}"],
+    "leaderboard score": ["leaderboard", "score", "p.jsonl", "--instance", "{inst}", "--out", "board"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(INSTANCE_COMMANDS))
+def test_a_missing_instance_names_the_build_command(command, tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("p.jsonl").write_text("{}\n", encoding="utf-8")
+    argv = [a.replace("{inst}", "build/mini") for a in INSTANCE_COMMANDS[command]]
+    line = _one_line(capsys, argv)
+    assert (
+        line
+        == f"rap {command}: no instance folder at build/mini; build it with: rap build --instance mini --out build/mini"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl"]  # nothing written
+
+
+def test_the_named_build_command_works_and_names_follow_the_folder(tmp_path: Path, capsys, monkeypatch):
+    """The command the message names builds the folder, after which the refused command runs. A
+    folder named after another shipped instance names that one; a typo names the folder beside it;
+    an empty folder is not taken for a build."""
+    monkeypatch.chdir(tmp_path)
+    line = _one_line(capsys, ["info", "build/mini"])
+    command = line.split("build it with: ")[1]
+    assert _call(shlex.split(command)[1:]) == 0
+    assert _call(["info", "build/mini"]) == 0
+    capsys.readouterr()
+    line = _one_line(capsys, ["info", "build/minii"])
+    assert line == (
+        "rap info: no instance folder at build/minii; did you mean build/mini? "
+        "(to build one there: rap build --instance mini --out build/minii)"
+    )
+    assert _one_line(capsys, ["info", "build/arxiv-sample"]).endswith(
+        "rap build --instance arxiv-sample --out build/arxiv-sample"
+    )
+    assert _one_line(capsys, ["info", "other place/full"]).endswith(
+        "rap build --instance full --source CORPUS --out 'other place/full'"
+    )
+    Path("empty").mkdir()
+    assert _one_line(capsys, ["show", "empty", "--field", "f000"]) == (
+        "rap show: empty is an empty folder, not a built instance; build it with: rap build --instance mini --out empty"
+    )
+
+
+def test_a_missing_citecast_instance_names_its_build_command(tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    line = _one_line(capsys, ["citecast", "serve", "build/cc"])
+    assert line.endswith("no such folder; build it with: rap citecast build --instance embedded --out build/cc")
 
 
 # -- a misspelt option -----------------------------------------------------------------------------------------
