@@ -16,8 +16,10 @@ Regressions, each the message a new user met on the evaluator's path:
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +116,67 @@ def test_a_missing_citecast_instance_names_its_build_command(tmp_path: Path, cap
     monkeypatch.chdir(tmp_path)
     line = _one_line(capsys, ["citecast", "serve", "build/cc"])
     assert line.endswith("no such folder; build it with: rap citecast build --instance embedded --out build/cc")
+
+
+# -- a run folder where a prediction file is expected ----------------------------------------------------------
+@pytest.mark.parametrize("command", ["score", "report", "submit split", "submit seal"])
+def test_a_run_folder_given_as_a_prediction_file_names_its_predictions(
+    command, run_dir: Path, mini_dir: Path, tmp_path: Path, capsys
+):
+    argv = {
+        "score": ["score", str(mini_dir), str(run_dir)],
+        "report": ["report", str(mini_dir), str(run_dir), "--out", str(tmp_path / "rep")],
+        "submit split": ["submit", "split", str(run_dir), "--out", str(tmp_path / "subs")],
+        "submit seal": ["submit", "seal", str(run_dir), "--out", str(tmp_path / "seal.json")],
+    }[command]
+    line = _one_line(capsys, argv)
+    assert line == (
+        f"rap {command}: no such prediction file: {run_dir} (a run folder); did you mean {run_dir}/predictions.jsonl?"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_following_the_hint_scores_and_other_folders_say_what_to_do(
+    run_dir: Path, mini_dir: Path, tmp_path: Path, capsys
+):
+    """The file the hint names is scored; a run folder without predictions says how to finish the
+    run; a typo names the file beside it; a CiteCast run folder is named as one; a file that is
+    nowhere near names the commands that write one."""
+    line = _one_line(capsys, ["score", str(mini_dir), str(run_dir)])
+    assert _call(["score", str(mini_dir), line.split("did you mean ")[1].rstrip("?"), "--split", "all"]) == 0
+    assert "reference/search-hits" in capsys.readouterr().out
+    unfinished = tmp_path / "unfinished"
+    unfinished.mkdir()
+    shutil.copy(run_dir / "run.json", unfinished / "run.json")
+    assert _one_line(capsys, ["score", str(mini_dir), str(unfinished)]) == (
+        f"rap score: no such prediction file: {unfinished} (a run folder without predictions.jsonl yet); run the "
+        f"same rap run command again to finish it (finished units are kept), then give {unfinished}/predictions.jsonl"
+    )
+    typo = run_dir.parent / "my-modle"
+    assert _one_line(capsys, ["score", str(mini_dir), str(typo)]) == (
+        f"rap score: no such prediction file: {typo}; did you mean {run_dir}/predictions.jsonl?"
+    )
+    citecast = tmp_path / "cc"
+    citecast.mkdir()
+    (citecast / "run.json").write_text(json.dumps({"kind": "citecast"}), encoding="utf-8")
+    assert "(a CiteCast run folder: its rewards are in" in _one_line(capsys, ["score", str(mini_dir), str(citecast)])
+    nowhere = tmp_path / "nothing.jsonl"
+    assert _one_line(capsys, ["score", str(mini_dir), str(nowhere)]) == (
+        f"rap score: no such prediction file: {nowhere} (rap run --out RUN writes RUN/predictions.jsonl, "
+        "rap baselines --out FILE the baselines')"
+    )
+
+
+def test_a_run_folder_given_as_a_submission_names_submit_prepare(run_dir: Path, mini_dir: Path, capsys):
+    """``rap submit validate RUN`` said "write my-model.meta.json next to the file" and "no file at
+    RUN"; a run folder becomes a submission with rap submit prepare."""
+    assert _call(["submit", "validate", str(run_dir), "--instance", str(mini_dir)]) == 1
+    out = capsys.readouterr().out
+    assert out.splitlines() == [
+        f"{run_dir}: REJECTED",
+        f"  [fatal] file_missing: {run_dir} is a run folder, not a submission: "
+        f"rap submit prepare {run_dir} --out subs/my-model.jsonl writes one",
+    ]
 
 
 # -- a misspelt option -----------------------------------------------------------------------------------------

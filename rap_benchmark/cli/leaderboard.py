@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from rap_benchmark.cli.args import existing_files, scoring_options, subcommands
+from rap_benchmark.cli.args import prediction_files, scoring_options, subcommands
 from rap_benchmark.cli.args import split_or_all as _split
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
@@ -290,7 +290,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     from rap_benchmark.evaluation.predictions import PredictionFileError
     from rap_benchmark.evaluation.submissions import split_by_model
 
-    existing_files([args.file], "prediction file")
+    prediction_files([args.file])
     meta = json.loads(args.meta.read_text(encoding="utf-8")) if args.meta else None
     try:
         written = split_by_model(args.file, args.out, meta=meta)

@@ -22,6 +22,7 @@ import pyarrow as pa
 from rap_benchmark.core.errors import json_reason
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition
 from rap_benchmark.core.schemas import PREDICTIONS
+from rap_benchmark.evaluation.predictions.missing import not_a_prediction_file
 from rap_benchmark.evaluation.predictions.problems import (
     ALL_COLUMNS,
     DEFAULT_MAX_BYTES,
@@ -464,7 +465,7 @@ def load_predictions(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) ->
     problems: list[Problem] = []
     size = path.stat().st_size if path.is_file() else -1
     if size < 0:
-        problems.append(Problem(ProblemKind.FILE_MISSING, Severity.FATAL, f"no file at {path}"))
+        problems.append(Problem(ProblemKind.FILE_MISSING, Severity.FATAL, not_a_prediction_file(path)))
     elif size > max_bytes:
         what = f"file is {size:,} bytes, over the {max_bytes:,}-byte limit (split it or raise max_bytes)"
         problems.append(Problem(ProblemKind.FILE_TOO_LARGE, Severity.FATAL, what))
