@@ -179,6 +179,59 @@ def test_a_run_folder_given_as_a_submission_names_submit_prepare(run_dir: Path, 
     ]
 
 
+# -- a line cut short ------------------------------------------------------------------------------------------
+def test_a_line_cut_short_is_named_as_such_with_what_to_do(run_dir: Path, mini_dir: Path, tmp_path: Path, capsys):
+    """A line cut inside a string (then a newline: "Invalid control character") or where a value
+    ends ("Expecting ',' delimiter", which said "at column 1") is named: the file, the line, the
+    line's own column, that it was cut short, and that the command that wrote it writes it again
+    (here: the same rap run, which rewrites predictions.jsonl from the units it kept)."""
+    whole = (run_dir / "predictions.jsonl").read_bytes()
+    lines = whole.splitlines(keepends=True)
+    cut_in_string = lines[2].index(b'"manifest_hash": "') + 30
+    cut_after_value = lines[3].index(b', "D1"')
+    torn = run_dir.parent / "torn"
+    shutil.copytree(run_dir, torn)
+    (torn / "predictions.jsonl").write_bytes(
+        b"".join([*lines[:2], lines[2][:cut_in_string] + b"\n", lines[3][:cut_after_value] + b"\n", *lines[4:]])
+    )
+    assert (
+        _call(["score", str(mini_dir), str(torn / "predictions.jsonl"), "--split", "all"]) == 1
+    )  # a file with problems
+    (line,) = [x for x in capsys.readouterr().err.splitlines() if "bad_json" in x]
+    assert line.startswith(f"{torn}/predictions.jsonl: [error] bad_json: 2 row(s) are cut short, as a torn or ")
+    assert "write it again with the command that wrote it: rap run rewrites RUN/predictions.jsonl" in line
+    assert f"line 3: Invalid control character at column {cut_in_string + 1}" in line
+    assert f"line 4: Expecting ',' delimiter at column {cut_after_value + 1}" in line
+    assert line.endswith(": lines 3, 4")
+    # following it: the same rap run reuses every unit and writes the whole file again
+    argv = ["run", str(mini_dir), "--backend", "reference", "--conditions", "A0", "--fields", "f000"]
+    assert main([*argv, "--no-progress", "--out", str(torn)]) == 0
+    assert (torn / "predictions.jsonl").read_bytes() == whole
+    capsys.readouterr()
+
+
+def test_a_badly_formed_line_is_not_called_cut_short(tmp_path: Path) -> None:
+    from rap_benchmark.evaluation.predictions import ProblemKind, load_predictions
+
+    path = tmp_path / "p.jsonl"
+    path.write_text('{"model": "m", "D0": 1,, "D1": 2}\n{"model": "m", "D0": 1, "D1": 2}\n', encoding="utf-8")
+    (problem,) = [p for p in load_predictions(path)[1] if p.kind is ProblemKind.BAD_JSON]
+    assert problem.message.startswith("1 row(s) are not valid JSON (skipped)"), problem.message
+
+
+def test_a_file_cut_off_at_its_end_says_what_to_do(run_dir: Path, tmp_path: Path) -> None:
+    from rap_benchmark.evaluation.predictions import ProblemKind, load_predictions
+
+    path = tmp_path / "p.jsonl"
+    path.write_bytes((run_dir / "predictions.jsonl").read_bytes()[:-40])
+    (problem,) = load_predictions(path)[1]
+    assert problem.kind is ProblemKind.TRUNCATED
+    assert problem.message.endswith(
+        "so none of it is scored: write it again with the command that wrote it: "
+        "rap run rewrites RUN/predictions.jsonl from the units it kept"
+    )
+
+
 # -- a misspelt option -----------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("argv", "line"),

@@ -308,12 +308,17 @@ def _read_line(fh: Any) -> tuple[bytes, int, bool]:
     return raw, size, complete
 
 
+REWRITE = "write it again with the command that wrote it: rap run rewrites RUN/predictions.jsonl from the units it kept"
+"""The next step for a file cut short: nothing in it says what the lost text was."""
+
+
 class _Truncated(Exception):
     """A bad last line without its closing newline: the file was cut, so none of it is scored."""
 
     def __init__(self, lineno: int, why: str) -> None:
         what = (
-            f"line {lineno} is cut off (no closing newline, {why}); the file looks truncated, so none of it is scored"
+            f"line {lineno} is cut off (no closing newline, {why}); the file looks truncated, so none of it is "
+            f"scored: {REWRITE}"
         )
         self.problem = Problem(ProblemKind.TRUNCATED, Severity.FATAL, what, lines=(lineno,))
 
@@ -331,14 +336,26 @@ def _lenient_error(text: str) -> str | None:
     except RecursionError:
         return None
     except ValueError as exc:
-        return _json_error(exc)
+        return _json_error(exc, text)
     return None
 
 
-def _json_error(exc: ValueError) -> str:
+def _json_error(exc: ValueError, text: str) -> str:
+    """Why a line is not JSON, at the column of the line it stopped at (a line's own newline does
+    not count: Python's decoder placed an error there on a second line, "at column 1")."""
     if isinstance(exc, json.JSONDecodeError):
-        return f"{json_reason(exc)} at column {exc.colno}"
+        line_end = len(text.rstrip("\r\n"))
+        return f"{json_reason(exc)} at column {min(exc.pos, line_end) + 1}"
     return short(str(exc), 120)
+
+
+def _cut_short(text: str, exc: ValueError) -> bool:
+    """Whether the JSON of the line stops only where the line does (an unclosed string, object or
+    value at its end): the mark of a write cut short, not of a badly formed row."""
+    return isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip())
+
+
+CUT_SHORT = f"are cut short, as a torn or interrupted write leaves a line (skipped; {REWRITE})"
 
 
 _JSON_ARRAY = Problem(
@@ -410,9 +427,10 @@ def _read_jsonl(path: Path, rows: Rows, problems: list[Problem]) -> bool:
                 if first_content and text.lstrip().startswith("["):
                     problems.append(_JSON_ARRAY)
                     return False
-                _unless_cut(complete, lineno, _json_error(exc))
-                what, example = "are not valid JSON (skipped)", f"line {lineno}: {_json_error(exc)}"
-                tally.add(ProblemKind.BAD_JSON, what, lineno, example=example)
+                why = _json_error(exc, text)
+                _unless_cut(complete, lineno, why)
+                what = CUT_SHORT if _cut_short(text, exc) else "are not valid JSON (skipped)"
+                tally.add(ProblemKind.BAD_JSON, what, lineno, example=f"line {lineno}: {why}")
             else:
                 if first_content and isinstance(obj, list) and obj and all(isinstance(o, dict) for o in obj):
                     problems.append(_JSON_ARRAY)
