@@ -279,3 +279,48 @@ def test_a_misspelt_option_in_a_real_process(tmp_path: Path) -> None:
     assert (
         proc.stderr == "rap run: unrecognized argument --conditons; did you mean --conditions? (see rap run --help)\n"
     )
+
+
+# -- rap citecast run ends as rap run does ---------------------------------------------------------------------
+def test_citecast_run_ends_in_a_summary_and_a_next_line(citecast_embedded_dir: Path, tmp_path: Path, capsys):
+    out = tmp_path / "const3"
+    argv = ["citecast", "run", str(citecast_embedded_dir), "--backend", "constant", "--limit", "3", "--no-progress"]
+    assert main([*argv, "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [json.loads(x) for x in (out / "predictions.jsonl").read_text(encoding="utf-8").splitlines()]
+    mean = sum(r["reward"] for r in rows) / len(rows)
+    assert lines == [
+        "units: 3 selected, 3 run now, 0 already done (reused)",
+        "run now: 3 valid, 0 invalid",
+        "tokens: 0; cost: $0.0000",
+        f"reward: mean {mean:.4f} over 3 tasks (3 submitted; a task without a valid submission scores 0)",
+        f"predictions: {out}/predictions.jsonl (3 rows)",
+        f"next: rap citecast sweep {citecast_embedded_dir} --out {out}-sweep   # the baselines' reward, to compare",
+    ]
+    assert main([*argv, "--out", str(out), "--json"]) == 0  # the machine-readable form, as rap run --json
+    tallies = json.loads(capsys.readouterr().out)
+    assert tallies["mean_reward"] == pytest.approx(mean) and tallies["skipped"] == 3
+    assert tallies["predictions"] == str(out / "predictions.jsonl")
+
+
+def test_citecast_run_against_an_evaluation_server_names_who_scores_it(
+    citecast_embedded_dir: Path, tmp_path: Path, capsys, monkeypatch
+):
+    """An evaluation-mode server returns no reward: the summary says so, and who scores it."""
+    from citecast_http import http_client
+
+    import rap_benchmark.citecast.client as client_module
+    from rap_benchmark.citecast.env import CiteCastEnv, Mode
+
+    env = CiteCastEnv.from_instance(citecast_embedded_dir, mode=Mode.EVALUATION)
+    monkeypatch.setattr(
+        client_module, "HttpClient", lambda url, api_key=None, **_: http_client(env, api_key, {"k": "a"})
+    )
+    out = tmp_path / "eval"
+    argv = ["citecast", "run", str(citecast_embedded_dir), "--url", "http://server", "--api-key", "k"]
+    assert main([*argv, "--backend", "constant", "--limit", "2", "--no-progress", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "reward: not returned (an evaluation-mode server keeps it until its operator scores the sessions)" in lines
+    assert lines[-1] == (
+        f"next: the server's operator scores it: rap citecast score {citecast_embedded_dir} --store STORE --key KEY"
+    )
