@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rap_benchmark.cli.args import add_extra_body_args, extra_body, nonnegative_int, positive_float, positive_int
 from rap_benchmark.core import resources
-from rap_benchmark.core.errors import ArtifactError, InputError
-from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.spec import INSTANCE_NAMES, BenchmarkSpec
 
 ARXIV_ENV = "RAP_SHARED_ARXIV"
 WAITING_EXIT = 75  # rap build --batch: a round of requests waits for replies (sysexits' EX_TEMPFAIL)
@@ -275,7 +275,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     root = Path(args.dir)
     if not root.is_dir():
-        raise ArtifactError(f"no instance folder at {root}")
+        from rap_benchmark.core.artifacts import missing_instance  # pandas: only on this path
+
+        raise missing_instance(root)
     expected = None
     if args.expect is not None:
         from rap_benchmark.core.expect import compare, resolve_expected
@@ -315,7 +317,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Build every artifact of an instance into OUT (replaced atomically).",
         epilog=BUILD_EPILOG,
     )
-    p.add_argument("--instance", choices=["mini", "arxiv-sample", "full"], help="named instance (default: mini)")
+    p.add_argument("--instance", choices=INSTANCE_NAMES, help="named instance (default: mini)")
     p.add_argument("--out", required=True, help="output folder (replaced when it holds a previous build)")
     p.add_argument("--source", help="corpus: parquet folder, snapshot .jsonl/.json(.gz) or Atom .xml")
     p.add_argument("--spec", help="spec JSON file (overrides the named instance's spec)")

@@ -51,6 +51,7 @@ from rap_benchmark.evaluation.predictions import (
     validate_predictions,
     write_predictions,
 )
+from rap_benchmark.evaluation.predictions.missing import RUN_RECORD
 from rap_benchmark.evaluation.report.aggregates import leaderboard, resampling
 from rap_benchmark.evaluation.report.tables import leaderboard_markdown
 from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, score_predictions
@@ -243,6 +244,9 @@ def validate_submission(
 ) -> SubmissionReport:
     """Validate one submission against an instance; never raises on bad input."""
     path = Path(path)
+    if (path / RUN_RECORD).is_file():  # its predictions.jsonl has no metadata: prepare names what it needs
+        what = f"{path} is a run folder, not a submission: rap submit prepare {path} --out subs/{path.name}.jsonl writes one"
+        return SubmissionReport(path, None, (str(Problem(ProblemKind.FILE_MISSING, Severity.FATAL, what)),), None)
     try:
         data, problems = read_metadata(path, Path(meta_path) if meta_path else None)
         meta = None
