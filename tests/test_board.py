@@ -370,7 +370,7 @@ def test_board_exports_as_a_dataset_that_loads_offline(board_dir: Path, tmp_path
     assert ref["knowledge_cutoff"] == "2024-07-01" and ref["usage_search_calls"] > 0
     card = (repo / "README.md").read_text(encoding="utf-8")
     meta = json.loads((board_dir / "board.json").read_text(encoding="utf-8"))
-    for fact in (meta["manifest_hash"], f"seed {meta['seed']}", f"rap_benchmark {meta['scorer_version']}"):
+    for fact in (meta["manifest_hash"], f"seed {meta['seed']}", f"rap_benchmark package {meta['package_version']}"):
         assert fact in card
     assert "config_name: retrospective" in card and "config_name: contrasts" in card
     assert [s.repo_id for s in plan(hub, org="my-org", local_org="rap", tag="v1")][0] == "my-org/leaderboard"

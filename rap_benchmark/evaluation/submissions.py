@@ -398,10 +398,9 @@ def board_meta(inst: Any, split: Split | None, n_resamples: int | None, seed: in
     n_res, seed_ = resampling(inst, n_resamples, seed)
     return {
         "instance": inst.spec.name,
-        "instance_version": inst.spec.version,
+        "benchmark_version": inst.spec.version,  # the instance's: what its scores mean
+        "package_version": package_version(),  # the rap_benchmark package that scored it
         "manifest_hash": inst.manifest_hash,
-        "benchmark_version": BENCHMARK_VERSION,
-        "scorer_version": package_version(),
         "split": split.value if split is not None else "all",
         "n_resamples": n_res,
         "seed": seed_,

@@ -18,6 +18,7 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import Policy, Split
+from rap_benchmark.core.spec import package_version
 from rap_benchmark.evaluation.report.aggregates import (
     exposure_table,
     leaderboard,
@@ -129,7 +130,8 @@ def compute_tables(
         validation=validation if validation is not None else pd.DataFrame(),
         meta={
             "instance": inst.spec.name,
-            "benchmark_version": inst.spec.version,
+            "benchmark_version": inst.spec.version,  # the instance's: what its scores mean
+            "package_version": package_version(),  # the rap_benchmark package that scored it
             "manifest_hash": inst.manifest_hash,
             "split": split or "all",
             "n_resamples": n_res,
