@@ -136,10 +136,15 @@ class _Version(argparse.Action):
 
 
 def version_line() -> str:
-    """``rap --version``: the package, the benchmark (what a score means) and CiteCast versions."""
-    from rap_benchmark.core.spec import BENCHMARK_VERSION, CITECAST_VERSION, package_version
+    """``rap --version``: the package's version, then the benchmark version (what a score means)
+    that new builds get, beside mini's, and CiteCast's version. A built instance keeps the version
+    it was built under; ``rap info``, reports, boards and run folders name it."""
+    from rap_benchmark.core.spec import BENCHMARK_VERSION, CITECAST_VERSION, MINI_VERSION, package_version
 
-    return f"rap_benchmark {package_version()} (benchmark version {BENCHMARK_VERSION}, CiteCast {CITECAST_VERSION})"
+    return (
+        f"rap_benchmark package {package_version()}; benchmark version {BENCHMARK_VERSION} for new builds "
+        f"(mini {MINI_VERSION}; rap info DIR names a build's); CiteCast {CITECAST_VERSION}"
+    )
 
 
 def _name_commands(parser: argparse.ArgumentParser) -> None:

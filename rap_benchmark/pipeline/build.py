@@ -31,7 +31,7 @@ from rap_benchmark.core.artifacts import (
 )
 from rap_benchmark.core.records import AssignmentType, Codebook, Policy, Split
 from rap_benchmark.core.schemas import ASSIGNMENTS, PAPERS, TRUTH
-from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.spec import BenchmarkSpec, package_version
 from rap_benchmark.core.sums import write_sums
 
 MAX_LEDGER_MALFORMED = 50
@@ -376,7 +376,8 @@ def instance_info(instance: Instance) -> dict[str, Any]:
     split_of = dict(zip(blocks["field_id"], blocks["split"], strict=True))
     return {
         "name": spec.name,
-        "benchmark_version": instance.ledger.get("benchmark_version"),
+        "benchmark_version": instance.ledger.get("benchmark_version"),  # the instance's: what its scores mean
+        "package_version": package_version(),  # the rap_benchmark package reading it
         "manifest_hash": instance.manifest_hash,
         "origins": list(spec.origins),
         "papers": len(instance.papers),
@@ -410,7 +411,8 @@ def format_info(info: dict[str, Any]) -> str:
     dirs = ", ".join(f"{k} directions: {v} fields" for k, v in info["directions_per_field"].items())
     ppw = info["papers_per_window"]
     lines = [
-        f"instance           {info['name']} (benchmark {info['benchmark_version']})",
+        f"instance           {info['name']}, benchmark version {info['benchmark_version']} (what its scores mean)",
+        f"package            rap_benchmark {info['package_version']}",
         f"manifest hash      {info['manifest_hash']}",
         f"origins            {', '.join(info['origins'])}",
         f"papers             {info['papers']:,}",

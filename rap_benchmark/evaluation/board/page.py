@@ -8,6 +8,8 @@ cells are numbers, what a cell sorts by, the wording) is made here; the jinja2 t
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_write_text
-from rap_benchmark.evaluation.board.display import display_board
+from rap_benchmark.evaluation.board.display import display_board, fmt_cutoff, total_usage
 from rap_benchmark.evaluation.board.plots import contrast_matrix, finite, plot_cost_vs_score
 from rap_benchmark.evaluation.report.html import data_uri, render_template
 from rap_benchmark.evaluation.report.plots import plot_leaderboard
@@ -25,7 +27,12 @@ from rap_benchmark.evaluation.usage import unknown
 TEMPLATE = "leaderboard.html.j2"
 RETROSPECTIVE = "retrospective"
 
-SORT_COLUMN = {
+
+def _tokens_per_episode(row: pd.Series) -> Any:
+    return row.get("input_tokens_per_episode", math.nan) + row.get("output_tokens_per_episode", math.nan)
+
+
+SORT_KEY: dict[str, Any] = {
     "rank (95% CI)": "rank",
     "Spearman [95% block CI]": "spearman",
     "TV": "tv",
@@ -33,18 +40,41 @@ SORT_COLUMN = {
     "State as Forecast": "state_as_forecast",
     "strict": "spearman_strict",
     "exposed": "spearman_exposed",
-    "in tokens/ep.": "input_tokens_per_episode",
-    "out tokens/ep.": "output_tokens_per_episode",
-    "searches/ep.": "search_calls_per_episode",
+    "tokens/ep. (in + out)": _tokens_per_episode,
+    "Search calls/ep.": "search_calls_per_episode",
     "USD/ep.": "cost_usd_per_episode",
-    "USD total": "cost_usd",
-    "invalid": "n_invalid",
 }
-"""Header -> the raw board column its cells sort by (numbers; unknown sorts last)."""
+"""Header -> the raw board column (or function of a raw row) its cells sort by: numbers;
+unknown sorts last."""
+
+USAGE_HEADERS = ("tokens/ep. (in + out)", "Search calls/ep.", "USD/ep.")
+"""Cells whose tooltip holds the row's usage totals (the table shows per-episode usage only)."""
+
+
+def _unbroken_intervals(text: str) -> str:
+    """``0.760 [0.687,\u00a00.803]``: a narrow column may wrap a cell between its estimate and its
+    interval, never inside the interval (the page's cells wrap so that the table fits its page)."""
+    return re.sub(r"\[[^\]]*\]", lambda m: m.group(0).replace(" ", "\u00a0"), text)
+
+
+def header_lines(header: str, width: int = 10) -> list[str]:
+    """A header longer than ``width`` characters on two lines, split at the space nearest its
+    middle outside brackets (``Spearman`` / ``[95% block CI]``): a column is as wide as its widest
+    line, and a one-line header would make it wider than its cells."""
+    depth, spaces = 0, []
+    for i, ch in enumerate(header):  # a space inside brackets keeps "[95% block CI]" whole
+        depth += (ch in "([") - (ch in ")]")
+        if ch == " " and depth == 0:
+            spaces.append(i)
+    if len(header) <= width or not spaces:
+        return [header]
+    cut = min(spaces, key=lambda i: (abs(len(header) - 2 * i), i))
+    return [header[:cut], header[cut + 1 :]]
 
 
 def table_rows(board: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
-    """Headers and rows of the sortable table: each cell's text, sort key and whether it is a number."""
+    """Headers and rows of the sortable table: each cell's text, sort key, tooltip and class (``num``
+    for a number, ``name`` for a model name, which may wrap; ``date``, which may not)."""
     shown = display_board(board)
     if shown.empty:
         return [], []
@@ -52,11 +82,14 @@ def table_rows(board: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
     rows = []
     for (_, raw), (_, cells) in zip(board.iterrows(), shown.iterrows(), strict=True):
         out = []
+        totals = total_usage(raw.to_dict())
         for h in headers:
-            column = SORT_COLUMN.get(h)
-            value = raw.get(column) if column else cells[h]
-            sort = "" if column and unknown(value) else str(value)
-            out.append({"text": str(cells[h]), "sort": sort, "num": column is not None})
+            key = SORT_KEY.get(h)
+            value = (key(raw) if callable(key) else raw.get(key)) if key else cells[h]
+            sort = "" if key and unknown(value) else str(value)
+            title = totals if h in USAGE_HEADERS else ""
+            cls = "num" if key is not None else "name" if h == "model" else "date" if h == "cutoff" else ""
+            out.append({"text": _unbroken_intervals(str(cells[h])), "sort": sort, "cls": cls, "title": title})
         rows.append(
             {
                 "cells": out,
@@ -115,7 +148,7 @@ def submission_details(verdicts: Sequence[dict[str, Any]]) -> list[dict[str, Any
                 "accepted": bool(v.get("accepted")),
                 "model": meta.get("model", ""),
                 "conditions": ", ".join(meta.get("conditions") or []),
-                "cutoff": meta.get("knowledge_cutoff") or "unknown",
+                "cutoff": fmt_cutoff(meta),
                 "tools": ", ".join(meta.get("tools") or []) or "none",
                 "usage_source": usage.get("source") or "none stated (usage unknown)",
                 "prices_as_of": usage.get("prices_as_of") or "",
@@ -153,9 +186,10 @@ def write_page(
             "id": "cost",
             "src": data_uri(cost),
             "alt": "cost versus score: Spearman against USD and tokens per episode",
-            "caption": "Spearman against USD per episode (left) and input + output tokens per episode (right), "
-            "symmetric-log axes so a known zero sits at 0; rows whose cost is unknown are named above each "
-            "panel and not drawn.",
+            "caption": "Spearman against USD per episode (top) and input + output tokens per episode (bottom). "
+            "Each axis starts at 0 and holds the known values (a known 0 at 0; symmetric-log past the smallest "
+            "positive value when they span more than a decade); a row whose value is unknown is drawn hollow in "
+            "the grey strip beside the panel, never at 0.",
         },
     ]
     headers, rows = table_rows(board)
@@ -163,7 +197,7 @@ def write_page(
         TEMPLATE,
         title=title,
         meta=meta,
-        headers=headers,
+        headers=[{"text": h, "lines": header_lines(h)} for h in headers],
         rows=rows,
         tracks=sorted({r["track"] for r in rows}),
         splits=sorted({r["split"] for r in rows if r["split"]}),
