@@ -498,7 +498,15 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("scripted_server: needs uvicorn: pip install 'rap_benchmark[serve]'", file=sys.stderr)
         return 2
-    sock = bind(args.port)
+    try:
+        sock = bind(args.port)
+    except OSError as exc:  # most often the port is taken: say so in one line, never serve nothing quietly
+        print(
+            f"scripted_server: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}"
+            " (another server on that port? --port 0 picks a free one)",
+            file=sys.stderr,
+        )
+        return 2
     children = []
 
     def app(w: int) -> ScriptedApp:
