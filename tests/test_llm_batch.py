@@ -84,13 +84,19 @@ def test_paper_construction_over_batch_files_is_the_http_build(tmp_path: Path) -
     assert len(said) == 10  # names, merge, renames, programs, dedupe, drafts, absorb, revise, consolidate, assign
 
 
-@pytest.mark.parametrize(("mode", "rounds"), [("chatty", 2), ("think-parser", 3), ("renamed-keys", 4)])
-def test_reply_styles_read_alike_over_http_and_batch(tmp_path: Path, mode: str, rounds: int) -> None:
-    """A reply style (fences; reasoning behind a parser, whose cut label replies are asked again with
-    a wider budget; a renamed key, fixed on the retry that names it) gives the same store either
-    way: each re-ask is a request of the next round."""
-    result, store = http(tmp_path / "http", COMPACT, mode)
-    result2, store2, said = batch(tmp_path / "b", COMPACT, "anthropic", ScriptedApp(mode=mode))
+@pytest.mark.parametrize(
+    ("config", "mode", "rounds"),
+    [(COMPACT, "chatty", 2), (COMPACT, "renamed-keys", 4), (CONFIG, "think-parser", 12)],
+    ids=["compact-chatty", "compact-renamed-keys", "paper-think-parser"],
+)
+def test_reply_styles_read_alike_over_http_and_batch(
+    tmp_path: Path, config: PipelineConfig, mode: str, rounds: int
+) -> None:
+    """A reply style (fences; a renamed key, fixed on the retry that names it; reasoning behind a
+    parser, which cuts the naming replies at their budget, asked again with a wider one) gives the
+    same store either way: each re-ask is a request of the next round."""
+    result, store = http(tmp_path / "http", config, mode)
+    result2, store2, said = batch(tmp_path / "b", config, "anthropic", ScriptedApp(mode=mode))
     assert fingerprint(result2) == fingerprint(result) and store2 == store
     assert len(said) == rounds
 

@@ -29,7 +29,10 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
     validate_label_batch,
 )
 
-TOKENS_PER_PAPER = 40
+TOKENS_PER_PAPER = 60
+"""max_tokens per paper of a labels request: a capable model's label (``{"id": "2401.01234",
+"primary": "D3", "secondary": null, "type": "single"}``) takes about 30 tokens; 40 left 70 tokens
+of headroom over 8 compact labels, and a model that adds a space or a field ran out."""
 ASSIGNMENT_COLUMNS = [c for c in ASSIGNMENTS.names if c != "date"]  # the date is joined in by the build
 
 

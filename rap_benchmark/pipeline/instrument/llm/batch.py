@@ -286,7 +286,8 @@ def anthropic_as_chat(message: dict[str, Any]) -> dict[str, Any]:
     joined as the content, thinking blocks as ``reasoning_content``, ``max_tokens`` as
     ``finish_reason`` ``length``, input and output tokens as usage."""
     blocks = message.get("content") or []
-    text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+    texts = [b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    text = "".join(texts) if texts else None  # no text block (cut while thinking): no content, as vLLM's null
     thinking = "\n".join(b.get("thinking", "") for b in blocks if isinstance(b, dict) and b.get("type") == "thinking")
     usage = message.get("usage") or {}
     prompt = sum(
