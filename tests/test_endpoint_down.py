@@ -102,6 +102,7 @@ def test_the_retry_note_counts_down_and_the_time_limit_gives_up_before_a_try_tha
     assert health.note() is None
     health.attempt_failed("http://a/v1", "HTTP 503: busy", next_try=102.0)
     assert health.note() == "retrying http://a/v1 (HTTP 503: busy); next try in 2 s"
+    assert health.note(not_before=104.5) == "retrying http://a/v1 (HTTP 503: busy); next try in 5 s"  # it rests
     now[0] = 103.0
     assert health.note() == "retrying http://a/v1 (HTTP 503: busy); trying again"
     health.answered()

@@ -179,7 +179,7 @@ class EndpointPool:
 
     def retrying(self) -> str | None:
         """What a progress line says while requests are retried (None while all is well)."""
-        return self.health.note()
+        return self.health.note(not_before=min(self._rest_until))
 
     def next_try(self, model: str, wait_s: float) -> float:
         """When a request for ``model`` that waits ``wait_s`` seconds is sent again (monotonic

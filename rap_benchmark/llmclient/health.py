@@ -96,8 +96,9 @@ class Health:
         if self.down is not None:
             raise EndpointDown(self.down, attempts)
 
-    def note(self) -> str | None:
-        """The progress line's note while requests are retried (None while all is well)."""
+    def note(self, not_before: float = 0.0) -> str | None:
+        """The progress line's note while requests are retried (None while all is well);
+        ``not_before``: no try comes before then (monotonic seconds: the endpoints rest)."""
         if self.last_error is None:
             return None
         error = (
@@ -105,7 +106,7 @@ class Health:
         )
         when = ""
         if self.next_try is not None:
-            wait = self.next_try - self._clock()
+            wait = max(self.next_try, not_before) - self._clock()
             when = f"; next try in {math.ceil(wait)} s" if wait > 0 else "; trying again"
         return f"retrying {', '.join(self.failing)} ({error}){when}"
 
