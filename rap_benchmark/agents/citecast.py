@@ -26,7 +26,7 @@ from typing import Any
 
 from rap_benchmark.agents.episode import Episode
 from rap_benchmark.agents.protocol import Backend, CiteCastContext, ModelTurn, Request, UnitContext, tool_call_turn
-from rap_benchmark.agents.runner import RunStats, accounting_columns, run_to_end, select_shard
+from rap_benchmark.agents.runner import RunStats, accounting_columns, run_keeping, select_shard
 from rap_benchmark.agents.store import RunStore, TaskKey
 from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolOutcome, decode_arguments
 from rap_benchmark.citecast.records import TaskSplit
@@ -261,7 +261,9 @@ def run_citecast(
 
     ``instance`` names what the run is graded against (the instance's manifest hash, or the
     server's URL); ``run.json`` pins it with the model, split, caps and shard, and a restart that
-    disagrees is refused. A restart skips tasks already submitted and reruns the others.
+    disagrees is refused. A restart skips tasks already submitted and reruns the others. A run
+    that stops early (the endpoints stopped answering, Ctrl-C) writes the predictions of the
+    tasks it finished before it raises (:func:`~rap_benchmark.agents.runner.run_keeping`).
     """
     store = RunStore(out)
     units = citecast_units(client, model, split, limit=limit, max_tokens=max_tokens, max_tool_calls=max_tool_calls)
@@ -280,6 +282,5 @@ def run_citecast(
             },
             must_match=MATCH_KEYS,
         )
-        stats = run_to_end(units, backend, store, concurrency=concurrency, prices=prices, progress=progress)
-        path = write_predictions(store, model)
-    return stats, path
+        options = {"concurrency": concurrency, "prices": prices, "progress": progress}
+        return run_keeping(units, backend, store, lambda: write_predictions(store, model), what="tasks", **options)
