@@ -199,6 +199,112 @@ def test_consolidation_with_a_wrong_count_is_reasked_then_repaired(tmp_path: Pat
     assert ("merged" if n == 9 else "added candidate") in review
 
 
+def _field_of(prompt: str) -> str:
+    return prompt.split("\nField: ", 1)[1].split("\n", 1)[0]
+
+
+@pytest.fixture(scope="module")
+def shown(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, list[tuple[str, dict[str, Any]]]], Path, Any]:
+    """One build whose prompts and replies are recorded by stage. Each draft places its last
+    sampled paper in no direction and every other one in its first direction; the programs'
+    deduplication answers 'no duplicates' for one field and stays invalid for the other."""
+    seen: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+
+    def script(messages: list[dict[str, str]]) -> str:
+        prompt = messages[0]["content"]
+        task = str(task_of(prompt))
+        reply = orjson.loads(respond(messages, typical=False))
+        if task == "draft":
+            for label in reply["papers"]:
+                label["direction"] = 1
+            reply["papers"][-1]["direction"] = None
+        if task == "programs_dedupe":
+            reply = {} if "graph" in _field_of(prompt) else {"groups": []}
+        seen.setdefault(task, []).append((prompt, reply))
+        return orjson.dumps(reply).decode()
+
+    store = tmp_path_factory.mktemp("shown")
+    with ServerThread(ScriptedApp(script=script)) as srv:
+        result, _ = run(store, (srv.url,), fallback="offline")
+    return seen, store, result
+
+
+def test_programs_named_alike_reach_the_deduplication_each_in_its_own_wording(shown: Any) -> None:
+    """Regression: programs of two batches named alike were collapsed before the deduplication
+    request, keeping one description the model never saw (27 -> 22 in one field). Now each is
+    listed as its batch worded it; the model's "no duplicates" keeps them apart, and code merges
+    names only when that request stays invalid, saying so in the review."""
+    from rap_benchmark.pipeline.instrument.llm.prompts import programs_in
+
+    seen, store, result = shown
+    extracted = {f: sum(len(r["programs"]) for p, r in seen["programs"] if _field_of(p) == f) for f in
+                 {_field_of(p) for p, _ in seen["programs"]}}  # fmt: skip
+    for prompt, _ in seen["programs_dedupe"]:
+        listed = programs_in(prompt)
+        assert len(listed) == extracted[_field_of(prompt)]  # every extracted program, none collapsed
+    names = [n.casefold() for p, _ in seen["programs_dedupe"] for _, n in programs_in(p)]
+    assert len(set(names)) < len(names)  # the stand-in names programs of different batches alike
+    by_name = {r.name: r for r in result.reports}
+    kept = next(r for n, r in by_name.items() if "graph" not in n)
+    assert len(kept.programs) == kept.programs_extracted  # "no duplicates": nothing merged
+    assert len({p.name.casefold() for p in kept.programs}) < len(kept.programs)
+    merged = next(r for n, r in by_name.items() if "graph" in n)
+    assert len({p.name.casefold() for p in merged.programs}) == len(merged.programs) < merged.programs_extracted
+    review = (store / "review.md").read_text()
+    assert "programs named alike merged by code: '" in review
+    assert f"({merged.programs_extracted} extracted, {len(merged.programs)} after deduplication)" in review
+
+
+def test_revision_counts_every_paper_the_draft_saw(shown: Any) -> None:
+    """Regression: revise's "papers each direction holds" counted exemplars plus absorbed papers
+    (a direction holding 9 papers showed 5), and "papers that no direction absorbed" left out the
+    draft's own sample (it said 0 where 2 had no direction). Each draft now places its sample, so
+    the counts and the unplaced list cover the sample and the absorbed papers alike."""
+    from rap_benchmark.pipeline.instrument.llm.prompts import directions_in, papers_in
+
+    seen, _, _ = shown
+    drafts: dict[tuple[str, ...], list[dict[str, Any]]] = {}
+    for prompt, reply in seen["draft"]:
+        drafts.setdefault((_field_of(prompt), *(d["name"] for d in reply["directions"])), []).append(reply)
+    assert len(seen["revise"]) == 4
+    for prompt, _ in seen["revise"]:
+        dirs = directions_in(prompt)
+        written = drafts[(_field_of(prompt), *(d["name"] for d in dirs))]
+        counts = [d["papers"] for d in dirs]
+        n_unplaced = int(prompt.split("Papers that no direction holds (", 1)[1].split(" ", 1)[0])
+        assert "It has placed 28 of the field's papers (12 it was written from and 16 further ones)" in prompt
+        assert sum(counts) + n_unplaced == 28
+        assert counts[0] >= 11  # the 11 sampled papers the draft placed there, exemplars or not
+        unplaced = [pid for pid, _ in papers_in(prompt.split("Papers that no direction holds", 1)[1].split("\n\n")[1])]
+        assert any(r["papers"][-1]["id"] in unplaced for r in written)  # the sampled paper in none is listed
+
+
+def test_consolidation_sees_every_candidate_with_its_papers_and_drops_rather_than_merges(shown: Any) -> None:
+    """Regression: the union collapsed directions the two drafts named alike (23 -> 15), and the
+    consolidation, told "exactly eight" and "absorb overly narrow candidates" without sizes,
+    merged unrelated programs and left a direction with 3 papers. Now every frozen direction is a
+    candidate with the papers its draft placed in it, and a narrow one is dropped, not merged."""
+    from rap_benchmark.pipeline.instrument.llm.prompts import directions_in
+
+    seen, store, result = shown
+    frozen: dict[str, list[tuple[str, int]]] = {}
+    for prompt, reply in seen["revise"]:
+        held = [sum(p["direction"] == i + 1 for p in reply["papers"]) for i in range(len(reply["directions"]))]
+        frozen.setdefault(_field_of(prompt), []).extend(
+            (d["name"], n) for d, n in zip(reply["directions"], held, strict=True)
+        )
+    assert len(seen["consolidate"]) == 2
+    for prompt, _ in seen["consolidate"]:
+        candidates = [(d["name"], d["papers"]) for d in directions_in(prompt)]
+        assert sorted(candidates) == sorted(frozen[_field_of(prompt)])  # all of them, each with its count
+        assert len({n.casefold() for n, _ in candidates}) < len(candidates)  # named alike, still two
+        assert "Each draft placed the same 28 papers" in prompt
+        assert "never merge unrelated programs" in prompt and "none fewer than about 1 " in prompt
+    union = [r.union for r in result.reports]
+    assert [len(u) for u in union] == [sum(len(d.directions) for d in r.revised.values()) for r in result.reports]
+    assert "### Anonymous union (" in (store / "review.md").read_text()
+
+
 def test_unrepairable_consolidation_drops_the_field_and_a_build_without_fields_fails(tmp_path: Path) -> None:
     def script(messages: list[dict[str, str]]) -> str:
         if task_of(messages[0]["content"]) == "consolidate":

@@ -56,8 +56,8 @@ def test_every_stage_reads_the_mode_to_the_plain_result(
     # the smallest budget (naming, 200 tokens) cannot hold 260 tokens of reasoning; 8 labels' (580) can
     assert truncated == ({"field_name"} if thinking else set())
     retried = {k for k, v in stages.items() if v["retries"]}
-    assert retried == (truncated if thinking else {"field_name", "programs", "absorb", "assign"} if
-                       mode == "renamed-keys" else set())  # fmt: skip
+    renamed = {"field_name", "programs", "draft", "absorb", "revise", "assign"}  # each reply with a renamed key
+    assert retried == (truncated if thinking else renamed if mode == "renamed-keys" else set())
     recs = records(tmp_path)
     with_reasoning = [r for r in recs if r.get("reasoning")]
     assert bool(with_reasoning) == thinking
@@ -203,9 +203,9 @@ def test_rap_build_in_each_failing_mode_exits_in_one_line_and_writes_no_folder(
 
 
 def test_prompts_carry_phrases_categories_merged_names_and_whole_counts(tmp_path: Path) -> None:
-    """Prompt set 2: naming shows several distinctive phrases and the spec's categories; a merged
+    """Prompt set 2 (and 3): naming shows several distinctive phrases and the spec's categories; a merged
     field is named again from its members' names; the dedupe reply names each merged program;
-    the revision counts the draft's own exemplars with the absorbed papers; ``not_in_field``
+    the revision counts every paper the draft placed, its sample and the absorbed; ``not_in_field``
     memberships are left out and counted, apart from ``other``."""
     from rap_benchmark.pipeline.instrument.llm.prompts import programs_in, task_of
     from rap_benchmark.pipeline.instrument.llm.standin import respond
@@ -241,10 +241,11 @@ def test_prompts_carry_phrases_categories_merged_names_and_whole_counts(tmp_path
     assert any(p.name == "Merged program name" for r in result.reports for p in r.programs)
     revise = prompts["revise"][0]
     counts = [int(x) for x in re.findall(r" Papers: (\d+)$", revise, re.MULTILINE)]
-    assert counts and min(counts) >= 1  # a direction's own exemplars count: never "Absorbed: 0" for it
+    unplaced = int(revise.split("Papers that no direction holds (", 1)[1].split(" ", 1)[0])
+    assert counts and sum(counts) + unplaced == 12 + 16  # the draft's sample and the absorbed papers
     assert entry["not_in_field"] == 1 and result.not_in_field == [{"field_id": "f000", "arxiv_id": out_of_field}]
     assert out_of_field not in set(result.assignments.loc[result.assignments["field_id"] == "f000", "arxiv_id"])
-    assert entry["prompt_version"] == 2
+    assert entry["prompt_version"] == 3
     assert "judged not in the field and left out: 1" in (tmp_path / "review.md").read_text()
 
 

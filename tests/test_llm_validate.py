@@ -3,6 +3,7 @@ and the deterministic repair of a consolidation with a count other than eight.""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -145,9 +146,28 @@ def test_programs_and_drafts_need_unique_names_and_shown_ids() -> None:
     with pytest.raises(InvalidOutput, match="not among the papers shown"):
         validate_programs({"programs": [dict(prog, papers=["1234.5678"])]}, allowed)
     with pytest.raises(InvalidOutput, match="3 directions"):
-        validate_draft({"directions": [_direction(f"d{i}") for i in range(3)]}, allowed)
+        validate_draft({"directions": [_direction(f"d{i}") for i in range(3)], "papers": []}, allowed, [])
     with pytest.raises(InvalidOutput, match="duplicate direction names"):
-        validate_draft({"directions": [_direction("same")] * 4}, allowed)
+        validate_draft({"directions": [_direction("same")] * 4, "papers": []}, allowed, [])
+
+
+def test_a_draft_places_every_paper_it_was_shown_once() -> None:
+    """A draft (and a frozen revision) places each paper it was shown in one direction or none:
+    the revision's counts and the consolidation's candidate sizes are read from it."""
+    dirs = [_direction(f"d{i}") for i in range(4)]
+    shown = IDS[:5]
+    papers = [{"id": p, "direction": d} for p, d in zip(shown, [1, 1, None, 4, 1], strict=True)]
+    draft = validate_draft({"directions": dirs, "papers": papers[::-1]}, frozenset(IDS), shown)
+    assert list(draft.papers) == shown  # in the order shown, whatever the reply's order
+    assert draft.held() == [3, 0, 0, 1] and draft.unplaced() == [IDS[2]]
+    for bad, reason in (
+        ({"directions": dirs}, "draft: missing key 'papers'"),
+        ({"directions": dirs, "papers": papers[:4]}, f"draft papers: papers not labelled: {IDS[4]}"),
+        ({"directions": dirs, "papers": [*papers[:4], dict(papers[4], direction=5)]}, "direction 5 is not 1..4"),
+        ({"directions": dirs, "papers": [*papers, {"id": IDS[9], "direction": 1}]}, "id '2301.00010' was not shown"),
+    ):
+        with pytest.raises(InvalidOutput, match=re.escape(reason)):
+            validate_draft(bad, frozenset(IDS), shown)
 
 
 def test_codebook_needs_exactly_eight_unique_directions() -> None:
@@ -171,6 +191,15 @@ def test_repair_merges_the_most_similar_names_and_fills_from_the_union() -> None
     assert [d["name"] for d in dirs][-1] == "graph learning" and "added candidate 'graph learning'" in note
     with pytest.raises(InvalidOutput, match="too few distinct candidates"):
         repair_consolidation(_keyed(["a", "b"]), frozenset(IDS), [])
+
+
+def test_repair_adds_one_of_the_candidates_named_alike() -> None:
+    """The union keeps directions the two drafts named alike as two candidates; filling a short
+    consolidation adds one of them, never both (two directions of one name are no codebook)."""
+    union = [_direction("graph learning", [IDS[1]]), _direction("Graph Learning", [IDS[2]]), _direction("zeta")]
+    dirs, note = repair_consolidation(_keyed([f"topic {c}" for c in "abcdef"]), frozenset(IDS), union)
+    assert [d["name"] for d in dirs][6:] == ["graph learning", "zeta"]
+    assert note.count("added candidate") == 2
 
 
 @settings(max_examples=40, deadline=None)

@@ -17,7 +17,7 @@ from rap_benchmark.core import resources
 from rap_benchmark.core.records import Codebook
 from rap_benchmark.pipeline.phrases import listing
 
-PROMPT_VERSION = 2  # of the prompt set, recorded in the ledger beside each file's sha256
+PROMPT_VERSION = 3  # of the prompt set, recorded in the ledger beside each file's sha256
 
 
 class Stage(StrEnum):
@@ -115,7 +115,7 @@ def codebook_lines(codebook: Codebook) -> str:
 _TASK = re.compile(r"^# Task: (.+)$", re.MULTILINE)
 _PAPER = re.compile(r"^\[([^\]\s]+)\] (.*?)(?: -- .*)?$", re.MULTILINE)
 _DIRECTION = re.compile(
-    r"^(C?\d+)\. (.+?): (.+?) Include: (.+?) Exclude: (.+?) Exemplars: ([^\n]*?)(?: Papers: \d+)?$", re.MULTILINE
+    r"^(C?\d+)\. (.+?): (.+?) Include: (.+?) Exclude: (.+?) Exemplars: ([^\n]*?)(?: Papers: (\d+))?$", re.MULTILINE
 )
 _PROGRAM = re.compile(r"^(P\d+)\. (.+?): ", re.MULTILINE)
 _FIELD = re.compile(r"^([A-Za-z0-9_.-]+): (.+?)\. ", re.MULTILINE)
@@ -146,6 +146,7 @@ def directions_in(prompt: str) -> list[dict[str, Any]]:
             "inclusion": m.group(4),
             "exclusion": m.group(5),
             "exemplars": [e for e in m.group(6).split(", ") if e],
+            "papers": None if m.group(7) is None else int(m.group(7)),
         }
         for m in _DIRECTION.finditer(prompt)
     ]

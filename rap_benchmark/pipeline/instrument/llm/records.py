@@ -12,13 +12,13 @@ import pandas as pd
 from rap_benchmark.core.records import Codebook
 from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.llm.prompts import Stage
-from rap_benchmark.pipeline.instrument.llm.validate import Program
+from rap_benchmark.pipeline.instrument.llm.validate import Draft, Program
 
 MAX_TOKENS = {
     Stage.FIELD_NAME: 200,
     Stage.FIELD_MERGE: 4000,
     Stage.PROGRAMS: 2000,
-    Stage.PROGRAMS_DEDUPE: 1000,
+    Stage.PROGRAMS_DEDUPE: 2000,  # groups of programs named alike come to it too
     Stage.DRAFT: 4000,
     Stage.ABSORB: 1500,
     Stage.REVISE: 4000,
@@ -85,11 +85,12 @@ class FieldReport:
     sources: tuple[str, ...]  # candidate field ids merged into it
     n_pre: int
     programs: list[Program] = field(default_factory=list)
-    drafts: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)
-    revised: dict[str, list[dict[str, Any]] | None] = field(default_factory=dict)
-    absorbed: dict[str, list[int]] = field(default_factory=dict)
-    unplaced: dict[str, int] = field(default_factory=dict)
+    programs_extracted: int = 0  # before deduplication
+    drafts: dict[str, Draft | None] = field(default_factory=dict)  # each with its placement of its sample
+    placed: dict[str, dict[str, int | None]] = field(default_factory=dict)  # its sample and the absorbed papers
+    revised: dict[str, Draft | None] = field(default_factory=dict)  # frozen, with its placement of the same papers
     union: list[dict[str, Any]] = field(default_factory=list)
+    union_papers: list[int] = field(default_factory=list)  # how many papers each candidate's draft placed in it
     codebook: Codebook | None = None
     notes: list[str] = field(default_factory=list)
     repaired: bool = False  # the codebook comes from the deterministic repair of a consolidation
@@ -150,6 +151,6 @@ def stage_sizes(result: PipelineResult) -> dict[str, Any]:
         "repaired_consolidations": sorted(r.field_id for r in result.reports if r.repaired),
         "dropped_fields": sorted(r.field_id for r in result.reports if r.codebook is None),
         "mean_draft_size": float(
-            np.mean([len(d) for r in result.reports for d in r.revised.values() if d is not None] or [0.0])
+            np.mean([len(d.directions) for r in result.reports for d in r.revised.values() if d is not None] or [0.0])
         ),
     }

@@ -1,6 +1,6 @@
-"""The maintainers' review file: per field, the programs, both drafts (frozen revisions with their
-absorption counts), the anonymous union, the consolidated codebook and every note (retries,
-repairs, failures). Markdown, deterministic."""
+"""The maintainers' review file: per field, the programs, both drafts and their frozen revisions
+(with how many papers each direction holds), the anonymous union, the consolidated codebook and
+every note (retries, repairs, failures, whatever code merged). Markdown, deterministic."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import asdict
 from typing import Any
 
 from rap_benchmark.pipeline.instrument.llm.records import FieldReport, PipelineResult
+from rap_benchmark.pipeline.instrument.llm.validate import Draft
 
 
 def _direction(head: str, d: dict[str, Any], pad: str) -> list[str]:
@@ -17,19 +18,25 @@ def _direction(head: str, d: dict[str, Any], pad: str) -> list[str]:
     return [f"{head}: {d['definition']}", *(f"{pad}- {k}: {v}" for k, v in rows)]
 
 
-def _directions(dirs: Sequence[dict[str, Any]], counts: Sequence[int] | None = None) -> list[str]:
+def _directions(dirs: Sequence[dict[str, Any]], held: Sequence[int]) -> list[str]:
     out = []
     for i, d in enumerate(dirs):
-        n = f" (absorbed {counts[i]})" if counts is not None and i < len(counts) else ""
-        out += _direction(f"{i + 1}. **{d['name']}**{n}", d, "   ")
+        out += _direction(f"{i + 1}. **{d['name']}** (holds {held[i]})", d, "   ")
     return out
+
+
+def _placed(draft: Draft) -> str:
+    """How many papers a draft placed, and in no direction."""
+    return f"{len(draft.directions)} directions; {len(draft.papers)} papers placed, {len(draft.unplaced())} in none"
 
 
 def _field(r: FieldReport) -> list[str]:
     lines = [f"## {r.field_id}: {r.name}", ""]
     lines.append(f"Candidate fields merged: {', '.join(r.sources)}; pre-cutoff papers: {r.n_pre}.")
     lines.append("")
-    lines.append(f"### Atomic research programs ({len(r.programs)} after deduplication)")
+    lines.append(
+        f"### Atomic research programs ({r.programs_extracted} extracted, {len(r.programs)} after deduplication)"
+    )
     lines += [f"- {p.name}: {p.description} ({len(p.papers)} papers)" for p in r.programs] or ["- none"]
     for which in ("A", "B"):
         lines += ["", f"### Draft {which}"]
@@ -37,14 +44,27 @@ def _field(r: FieldReport) -> list[str]:
         if draft is None:
             lines.append("invalid (see notes)")
             continue
-        lines.append(f"{len(draft)} directions; unplaced at absorption: {r.unplaced.get(which, 0)}")
-        lines += _directions(draft, r.absorbed.get(which))
+        placed = Draft(draft.directions, r.placed.get(which, draft.papers))
+        lines.append(
+            f"{_placed(placed)} ({len(draft.papers)} of its sample, {len(placed.papers) - len(draft.papers)} absorbed)"
+        )
+        lines += _directions(placed.directions, placed.held())
         revised = r.revised.get(which)
-        if revised is not None and revised != draft:
-            lines += ["", f"#### Draft {which}, frozen revision ({len(revised)} directions)"]
-            lines += _directions(revised)
-    lines += ["", f"### Anonymous union ({len(r.union)} candidates)"]
-    lines += [f"- C{i + 1}. {d['name']}" for i, d in enumerate(r.union)] or ["- none"]
+        if revised is None:
+            continue
+        if revised.directions == draft.directions:
+            held = ", ".join(f"{i + 1}: {n}" for i, n in enumerate(revised.held()))
+            lines += [
+                "",
+                f"#### Draft {which}, frozen revision: directions unchanged",
+                f"{_placed(revised)}; holds {held}",
+            ]
+        else:
+            lines += ["", f"#### Draft {which}, frozen revision", _placed(revised)]
+            lines += _directions(revised.directions, revised.held())
+    lines += ["", f"### Anonymous union ({len(r.union)} candidates, each with the papers its draft placed in it)"]
+    lines += [f"- C{i + 1}. {d['name']} ({n})" for i, (d, n) in enumerate(zip(r.union, r.union_papers, strict=True))]
+    lines += [] if r.union else ["- none"]
     lines += ["", "### Consolidated codebook"]
     if r.codebook is None:
         lines.append("none: the field is dropped")

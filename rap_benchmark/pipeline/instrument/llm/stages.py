@@ -5,14 +5,20 @@
 2. ``field_merge``: one request groups synonymous field names; a group becomes one field (the
    union of its memberships); fields are renumbered ``f000``... in order of name;
 3. ``programs``: batches of each field's pre-cutoff papers -> atomic research programs, then
-   exact-name deduplication and ``programs_dedupe`` (one request per field) for reworded ones;
+   ``programs_dedupe`` (one request per field) groups duplicates, those named alike included
+   (each shown as its batch worded it; code merges names only when that request stays invalid,
+   and says so in the review);
 4. ``draft``: two independent, variable-size drafts (4-16 directions), one per drafting model,
-   from the programs and a sample of papers shown in a different order to each;
+   from the programs and a sample of papers shown in a different order to each; each draft
+   places every sampled paper in a direction or none;
 5. ``absorb``: further pre-cutoff papers, in batches, are absorbed into each draft;
-6. ``revise``: each draft is revised once from its absorption counts, then frozen;
-7. union: the two frozen drafts pooled anonymously (sorted by name, drafter removed);
-8. ``consolidate``: exactly eight directions; retried when invalid, a count other than eight
-   is repaired deterministically (:func:`~.validate.repair_consolidation`) after the retries;
+6. ``revise``: each draft is revised once from how many of its sample and absorbed papers each
+   direction holds, then frozen; the revision places the same papers again;
+7. union: every direction of the frozen drafts, pooled anonymously (sorted by name, drafter
+   removed; two directions named alike stay two candidates), each with its paper count;
+8. ``consolidate``: exactly eight directions, never unrelated programs merged to reach eight (a
+   narrow candidate is dropped instead); retried when invalid, a count other than eight is
+   repaired deterministically (:func:`~.validate.repair_consolidation`) after the retries;
 9. ``assign``: every membership, several papers per request: primary, secondary, type.
 
 Every stage sends its requests concurrently and reads answers by request (so completion order
@@ -40,6 +46,7 @@ from rap_benchmark.pipeline.instrument.llm.assign import ASSIGNMENT_COLUMNS, ass
 from rap_benchmark.pipeline.instrument.llm.client import Client, run_all
 from rap_benchmark.pipeline.instrument.llm.prompts import Stage
 from rap_benchmark.pipeline.instrument.llm.records import (
+    MAX_TOKENS,
     FieldReport,
     Outcome,
     PipelineConfig,
@@ -48,6 +55,8 @@ from rap_benchmark.pipeline.instrument.llm.records import (
     StageLost,
 )
 from rap_benchmark.pipeline.instrument.llm.validate import (
+    DIRECTION_FIELDS,
+    Draft,
     FieldName,
     InvalidOutput,
     NamedGroup,
@@ -64,6 +73,8 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
 )
 
 Ask = tuple[Any, str, str, Callable[[dict[str, Any]], Any]]  # owner, model, prompt, validate
+PLACE_TOKENS = 20  # of a draft's or a revision's budget per paper it places ({"id": ..., "direction": n})
+FAIR_SHARE = 1 / 24  # the least share of its papers a consolidated direction should hold: a third of an eighth
 
 
 def _order(seed: int, salt: str, ids: Sequence[str]) -> list[str]:
@@ -137,9 +148,18 @@ class Pipeline:
     async def _all(self, jobs: list[Callable[[], Any]], stage: Stage) -> list[Any]:
         return await run_all(self.client, jobs, self.cfg.concurrency, f"llm {stage}" if self.progress else None)
 
-    async def _ask_all(self, stage: Stage, asks: list[Ask], count: bool = True) -> list[tuple[Any, Outcome]]:
-        """Send every (owner, model, prompt, validate) of ``stage`` at once; (owner, outcome) in order."""
-        jobs = [lambda m=m, p=p, v=v: ask(self.client, stage, m, p, v, self.cfg) for _, m, p, v in asks]
+    async def _ask_all(
+        self, stage: Stage, asks: list[Ask], count: bool = True, placed: Sequence[int] | None = None
+    ) -> list[tuple[Any, Outcome]]:
+        """Send every (owner, model, prompt, validate) of ``stage`` at once; (owner, outcome) in
+        order. ``placed``: per ask, how many papers its reply places (its budget grows with them)."""
+        budgets: list[int | None] = [None] * len(asks)
+        if placed is not None:
+            budgets = [self.cfg.budget(MAX_TOKENS[stage] + PLACE_TOKENS * n) for n in placed]
+        jobs = [
+            lambda m=m, p=p, v=v, b=b: ask(self.client, stage, m, p, v, self.cfg, budget=b)
+            for (_, m, p, v), b in zip(asks, budgets, strict=True)
+        ]
         outs = await self._all(jobs, stage)
         if count:
             self._count(stage, outs)
@@ -178,7 +198,7 @@ class Pipeline:
         await self._drafts(reports, info, pre)
         await self._absorb_and_revise(reports, info, pre)
         for r in reports:
-            r.union = union_of(r.revised)
+            r.union, r.union_papers = union_of(r.revised)
         await self._consolidate(reports, info, pre)
 
         codebooks = [r.codebook for r in reports if r.codebook is not None]
@@ -304,16 +324,10 @@ class Pipeline:
                 r.notes.append(f"a program batch stayed invalid: {out.reason}")
                 continue
             r.programs.extend(out.value)
-        # exact-name deduplication, then the model groups reworded duplicates
+        # the model groups duplicates, those named alike too: it sees each batch's wording
         asks = []
         for r in reports:
-            seen: dict[str, Program] = {}
-            for p in r.programs:
-                k = p.name.casefold()
-                seen[k] = (
-                    Program(seen[k].name, seen[k].description, _merge_ids(seen[k].papers, p.papers)) if k in seen else p
-                )
-            r.programs = list(seen.values())
+            r.programs_extracted = len(r.programs)
             if len(r.programs) < 2:
                 continue
             pids = [f"P{i + 1}" for i in range(len(r.programs))]
@@ -322,7 +336,11 @@ class Pipeline:
             asks.append((r, cfg.model, prompt, lambda o, pids=pids: validate_named_groups(o, pids, "dedupe")))
         for r, out in await self._ask_all(Stage.PROGRAMS_DEDUPE, asks):
             if out.value is None:
-                r.notes.append(f"program deduplication stayed invalid ({out.reason}); exact-name dedupe only")
+                r.programs, alike = merge_alike(r.programs)
+                merged = "; ".join(f"{n!r} ({k} programs)" for n, k in alike) or "none"
+                r.notes.append(
+                    f"program deduplication stayed invalid ({out.reason}); programs named alike merged by code: {merged}"
+                )
                 continue
             r.programs = dedupe_programs(r.programs, out.value)
 
@@ -333,6 +351,7 @@ class Pipeline:
     async def _drafts(self, reports: list[FieldReport], info: dict[str, FieldInfo], pre: dict[str, list[str]]) -> None:
         cfg = self.cfg
         asks: list[Ask] = []
+        placing: list[int] = []
         for r in reports:
             sample = self._draft_sample(r.field_id, pre[r.field_id])
             if not sample:
@@ -350,9 +369,10 @@ class Pipeline:
                     n_papers=len(shown),
                     papers=P.paper_lines(self._rows(shown), cfg.abstract_chars),
                 )
-                asks.append(((r, which), model, prompt, lambda o, a=allowed: validate_draft(o, a)))
-        for (r, which), out in await self._ask_all(Stage.DRAFT, asks):
-            r.drafts[which] = None if out.value is None else list(out.value)
+                asks.append(((r, which), model, prompt, lambda o, a=allowed, s=sample: validate_draft(o, a, s)))
+                placing.append(len(sample))
+        for (r, which), out in await self._ask_all(Stage.DRAFT, asks, placed=placing):
+            r.drafts[which] = out.value
             if out.value is None:
                 r.notes.append(f"draft {which} stayed invalid: {out.reason}")
 
@@ -371,9 +391,8 @@ class Pipeline:
                 draft = r.drafts.get(which)
                 if draft is None:
                     continue
-                r.absorbed[which] = [0] * len(draft)
-                r.unplaced[which] = 0
-                lines = "\n".join(P.direction_line(str(i + 1), d) for i, d in enumerate(draft))
+                r.placed[which] = dict(draft.papers)  # the draft placed its own sample
+                lines = "\n".join(P.direction_line(str(i + 1), d) for i, d in enumerate(draft.directions))
                 for start in range(0, len(extra[r.field_id]), cfg.absorb_batch):
                     batch = extra[r.field_id][start : start + cfg.absorb_batch]
                     prompt = P.render(
@@ -382,50 +401,49 @@ class Pipeline:
                         directions=lines,
                         papers=P.paper_lines(self._rows(batch), cfg.abstract_chars),
                     )
-                    check = lambda o, b=batch, d=draft: validate_absorption(o, b, len(d))  # noqa: E731
+                    check = lambda o, b=batch, d=draft: validate_absorption(o, b, len(d.directions))  # noqa: E731
                     asks.append(((r, which), model, prompt, check))
-        absorbed_ids: dict[tuple[str, str], list[str]] = {}
         for (r, which), out in await self._ask_all(Stage.ABSORB, asks):
             if out.value is None:
                 r.notes.append(f"an absorption batch of draft {which} stayed invalid: {out.reason}")
                 continue
-            for pid, d in out.value.items():
-                if d is None:
-                    r.unplaced[which] += 1
-                    absorbed_ids.setdefault((r.field_id, "unplaced" + which), []).append(pid)
-                else:
-                    r.absorbed[which][d - 1] += 1
-        asks = []
+            r.placed[which].update(out.value)
+        asks, placing = [], []
         for r in reports:
             sample = self._draft_sample(r.field_id, pre[r.field_id])
+            pool = sample + extra[r.field_id]
             for which, model in zip("AB", cfg.draft_models, strict=True):
                 draft = r.drafts.get(which)
                 if draft is None:
                     continue
-                unplaced = sorted(absorbed_ids.get((r.field_id, "unplaced" + which), []))[:10]
-                exemplar_pool = sample + extra[r.field_id]
+                placed = Draft(draft.directions, r.placed[which])
+                held = placed.held()
+                unplaced = placed.unplaced()
                 prompt = P.render(
                     Stage.REVISE,
                     field_name=info[r.field_id].name,
                     field_definition=info[r.field_id].definition,
-                    n_absorbed=len(extra[r.field_id]),
+                    n_placed=len(placed.papers),
+                    n_sample=len(draft.papers),
+                    n_absorbed=len(placed.papers) - len(draft.papers),
                     directions="\n".join(
-                        P.direction_line(str(i + 1), d, len(d["exemplars"]) + r.absorbed[which][i])
-                        for i, d in enumerate(draft)
+                        P.direction_line(str(i + 1), d, held[i]) for i, d in enumerate(draft.directions)
                     ),
-                    n_unplaced=r.unplaced[which],
-                    unplaced=P.paper_lines(self._rows(unplaced), None) or "(none)",
-                    papers=P.paper_lines(self._rows(exemplar_pool), None),
+                    n_unplaced=len(unplaced),
+                    unplaced=P.paper_lines(self._rows(sorted(unplaced)[:10]), None) or "(none)",
+                    n_papers=len(pool),
+                    papers=P.paper_lines(self._rows(pool), None),
                 )
-                asks.append(((r, which), model, prompt, lambda o, a=frozenset(exemplar_pool): validate_draft(o, a)))
-        for (r, which), out in await self._ask_all(Stage.REVISE, asks):
+                asks.append(((r, which), model, prompt, lambda o, a=frozenset(pool), s=pool: validate_draft(o, a, s)))
+                placing.append(len(pool))
+        for (r, which), out in await self._ask_all(Stage.REVISE, asks, placed=placing):
             if out.value is None:
                 r.notes.append(
                     f"the revision of draft {which} stayed invalid ({out.reason}); the draft is frozen as is"
                 )
-                r.revised[which] = r.drafts[which]
+                r.revised[which] = Draft(r.drafts[which].directions, r.placed[which])
             else:
-                r.revised[which] = list(out.value)
+                r.revised[which] = out.value
 
     # -- 8: consolidation to exactly eight -----------------------------------------------------
     async def _consolidate(
@@ -439,12 +457,20 @@ class Pipeline:
                 continue
             sample = self._draft_sample(r.field_id, pre[r.field_id])
             allowed = frozenset(sample) | {e for d in r.union for e in d["exemplars"]}
+            frozen = [d for d in r.revised.values() if d is not None]
+            n_papers = max(len(d.papers) for d in frozen)
             fi = info[r.field_id]
             prompt = P.render(
                 Stage.CONSOLIDATE,
                 field_name=fi.name,
                 field_definition=fi.definition,
-                candidates="\n".join(P.direction_line(f"C{i + 1}", d) for i, d in enumerate(r.union)),
+                n_drafts=len(frozen),
+                n_papers=n_papers,
+                min_papers=max(1, round(n_papers * FAIR_SHARE)),
+                candidates="\n".join(
+                    P.direction_line(f"C{i + 1}", d, n)
+                    for i, (d, n) in enumerate(zip(r.union, r.union_papers, strict=True))
+                ),
                 papers=P.paper_lines(self._rows(sample), None),
             )
             check = lambda o, a=allowed, fi=fi: validate_codebook(o, a, fi.field_id, fi.name, fi.definition)  # noqa: E731
@@ -522,14 +548,26 @@ def dedupe_programs(programs: list[Program], groups: Sequence[NamedGroup]) -> li
     return [out[k] for k in sorted(out)]
 
 
-def union_of(revised: dict[str, list[dict[str, Any]] | None]) -> list[dict[str, Any]]:
-    """The anonymous union of the frozen drafts: pooled, exact-name duplicates merged, sorted by name."""
-    pooled: dict[str, dict[str, Any]] = {}
-    for which in sorted(revised):
-        for d in revised[which] or []:
-            k = d["name"].casefold()
-            if k in pooled:
-                pooled[k] = dict(pooled[k], exemplars=list(_merge_ids(pooled[k]["exemplars"], d["exemplars"]))[:5])
-            else:
-                pooled[k] = dict(d)
-    return [pooled[k] for k in sorted(pooled, key=lambda k: (k, pooled[k]["definition"]))]
+def merge_alike(programs: list[Program]) -> tuple[list[Program], list[tuple[str, int]]]:
+    """Programs named alike (case aside) merged into the first (papers pooled), order kept; with
+    each merged name and how many programs it merged (for the review)."""
+    seen: dict[str, Program] = {}
+    count: dict[str, int] = {}
+    for p in programs:
+        k = p.name.casefold()
+        count[k] = count.get(k, 0) + 1
+        seen[k] = Program(seen[k].name, seen[k].description, _merge_ids(seen[k].papers, p.papers)) if k in seen else p
+    return list(seen.values()), [(seen[k].name, n) for k, n in count.items() if n > 1]
+
+
+def union_of(revised: dict[str, Draft | None]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The anonymous union of the frozen drafts: every direction of each (two named alike stay
+    two candidates), sorted by name, then wording; with how many papers its draft placed in each."""
+    pooled = [
+        (d, n)
+        for which in sorted(revised)
+        if (draft := revised[which]) is not None
+        for d, n in zip(draft.directions, draft.held(), strict=True)
+    ]
+    pooled.sort(key=lambda dn: (dn[0]["name"].casefold(), *(str(dn[0][k]) for k in DIRECTION_FIELDS), dn[1]))
+    return [d for d, _ in pooled], [n for _, n in pooled]

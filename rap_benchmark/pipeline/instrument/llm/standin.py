@@ -125,23 +125,30 @@ def respond(messages: list[dict[str, str]], *, typical: bool) -> str:
                 {k: d[k] for k in ("name", "definition", "inclusion", "exclusion")} | {"exemplars": d["exemplars"][:5]}
                 for d in keep
             ]
+            placed = [{"id": pid, "direction": _place(pid, len(dirs))} for pid in dict.fromkeys(ids)]  # once each
         else:
             programs = [name for _, name in P.programs_in(prompt)] or _names(words, 8, "methods")
             n = 10 if rng is None else int(rng.integers(6, 13))
             names = _names([w for p in programs for w in p.split()[:2]] or words, n, "research")
             dirs = [_direction(nm, ids[i::n][:3] or ids[:1], rng) for i, nm in enumerate(names)]
-        obj = {"directions": dirs}
+            # paper j is in direction j mod n (an exemplar when among its first three), or in none
+            placed = [
+                {"id": pid, "direction": None if j >= 3 * n and _place(pid, n) is None else 1 + j % n}
+                for j, pid in enumerate(dict.fromkeys(ids))
+            ]
+        obj = {"directions": dirs, "papers": placed}
     elif task is Stage.ABSORB:
         n = max(1, len(P.directions_in(prompt)))
-        out = []
-        for pid in ids:
-            h = int.from_bytes(hashlib.sha256(f"{pid}|absorb".encode()).digest()[:4], "little")
-            out.append({"id": pid, "direction": None if h % 20 == 0 else 1 + h % n})
-        obj = {"papers": out}
+        obj = {"papers": [{"id": pid, "direction": _place(pid, n)} for pid in ids]}
     elif task is Stage.CONSOLIDATE:
+        # one candidate per name, the largest first: never two alike, none narrow when others hold more
         cands = P.directions_in(prompt)
         order = list(range(len(cands))) if rng is None else [int(i) for i in rng.permutation(len(cands))]
-        chosen = sorted(order[:8])
+        order.sort(key=lambda i: -(cands[i]["papers"] or 0))
+        named: dict[str, int] = {}
+        for i in order:
+            named.setdefault(cands[i]["name"].casefold(), i)
+        chosen = sorted(list(named.values())[:8])
         dirs = [{k: cands[i][k] for k in ("name", "definition", "inclusion", "exclusion", "exemplars")} for i in chosen]
         while len(dirs) < 8:
             dirs.append(_direction(f"further direction {len(dirs)}", ids[:1], rng))
@@ -153,6 +160,12 @@ def respond(messages: list[dict[str, str]], *, typical: bool) -> str:
     else:
         obj = {"error": "unknown task"}
     return orjson.dumps(obj).decode()
+
+
+def _place(pid: str, n: int) -> int | None:
+    """A paper's direction (1..n) in a draft of ``n``, or None for one paper in twenty."""
+    h = int.from_bytes(hashlib.sha256(f"{pid}|absorb".encode()).digest()[:4], "little")
+    return None if h % 20 == 0 else 1 + h % n
 
 
 def _compact_draft(ids: list[str], words: list[str], prompt: str, rng: np.random.Generator | None) -> dict[str, Any]:

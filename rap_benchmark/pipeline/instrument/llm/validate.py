@@ -267,9 +267,32 @@ def direction_payload(obj: Any, allowed: set[str] | frozenset[str], where: str) 
     return out
 
 
-def validate_draft(obj: dict[str, Any], allowed: set[str] | frozenset[str]) -> tuple[dict[str, Any], ...]:
-    """A draft or a revised draft: ``{"directions": [...]}`` with 4..16 distinctly named directions."""
-    check_keys(obj, ("directions",), "draft")
+@dataclass(frozen=True)
+class Draft:
+    """A draft or a frozen revision: its directions, and the direction (1-based) it places each
+    paper it was shown in (None: no direction fits the paper)."""
+
+    directions: tuple[dict[str, Any], ...]
+    papers: dict[str, int | None]
+
+    def held(self) -> list[int]:
+        """How many of the placed papers each direction holds (in direction order)."""
+        counts = [0] * len(self.directions)
+        for d in self.papers.values():
+            if d is not None:
+                counts[d - 1] += 1
+        return counts
+
+    def unplaced(self) -> list[str]:
+        """The papers no direction holds (in the order they were placed)."""
+        return [p for p, d in self.papers.items() if d is None]
+
+
+def validate_draft(obj: dict[str, Any], allowed: set[str] | frozenset[str], placed: Sequence[str]) -> Draft:
+    """A draft or a revised draft: ``{"directions": [...], "papers": [...]}`` with 4..16
+    distinctly named directions, and each of the ``placed`` papers in one of them or none (as
+    :func:`validate_absorption` judges it)."""
+    check_keys(obj, ("directions", "papers"), "draft")
     dirs = obj["directions"]
     if not isinstance(dirs, list):
         raise InvalidOutput("draft: directions must be a list")
@@ -279,33 +302,36 @@ def validate_draft(obj: dict[str, Any], allowed: set[str] | frozenset[str]) -> t
         )
     out = tuple(direction_payload(d, allowed, f"draft direction {i + 1}") for i, d in enumerate(dirs))
     _unique_names([d["name"] for d in out], "draft")
-    return out
+    return Draft(out, validate_absorption({"papers": obj["papers"]}, placed, len(out), "draft papers"))
 
 
-def validate_absorption(obj: dict[str, Any], shown: Sequence[str], n_directions: int) -> dict[str, int | None]:
-    """``{"papers": [{"id", "direction": 1..n or null}]}``: every shown paper exactly once."""
-    check_keys(obj, ("papers",), "absorption")
+def validate_absorption(
+    obj: dict[str, Any], shown: Sequence[str], n_directions: int, where: str = "absorption"
+) -> dict[str, int | None]:
+    """``{"papers": [{"id", "direction": 1..n or null}]}``: every shown paper exactly once (in
+    the order shown)."""
+    check_keys(obj, ("papers",), where)
     items = obj["papers"]
     if not isinstance(items, list):
-        raise InvalidOutput("absorption: papers must be a list")
+        raise InvalidOutput(f"{where}: papers must be a list")
     out: dict[str, int | None] = {}
     known = set(shown)
     for i, item in enumerate(items):
         if not isinstance(item, dict):
-            raise InvalidOutput(f"absorption item {i}: expected an object")
-        check_keys(item, ("id", "direction"), f"absorption item {i}")
+            raise InvalidOutput(f"{where} item {i}: expected an object")
+        check_keys(item, ("id", "direction"), f"{where} item {i}")
         pid, d = item["id"], item["direction"]
         if pid not in known:
-            raise InvalidOutput(f"absorption item {i}: id {pid!r} was not shown")
+            raise InvalidOutput(f"{where} item {i}: id {pid!r} was not shown")
         if pid in out:
-            raise InvalidOutput(f"absorption: paper {pid} labelled twice")
+            raise InvalidOutput(f"{where}: paper {pid} labelled twice")
         if d is not None and (isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= n_directions):
-            raise InvalidOutput(f"absorption item {i}: direction {d!r} is not 1..{n_directions} or null")
+            raise InvalidOutput(f"{where} item {i}: direction {d!r} is not 1..{n_directions} or null")
         out[pid] = d
     missing = [p for p in shown if p not in out]
     if missing:
-        raise InvalidOutput(f"absorption: papers not labelled: {', '.join(missing[:5])}")
-    return out
+        raise InvalidOutput(f"{where}: papers not labelled: {', '.join(missing[:5])}")
+    return {p: out[p] for p in shown}
 
 
 def _directions_from_keyed(obj: dict[str, Any], allowed: set[str] | frozenset[str]) -> list[dict[str, Any]]:
@@ -360,7 +386,7 @@ def repair_consolidation(
     Too many: the most similar pair of names (token Jaccard; first pair in key order on ties)
     is merged into the earlier direction (exemplars pooled, at most five) until eight remain.
     Too few: union candidates whose names are least similar to every kept direction are added,
-    in candidate order on ties. Raises InvalidOutput when the reply cannot be repaired.
+    in candidate order on ties, one per name. Raises InvalidOutput when the reply cannot be repaired.
     """
     dirs = _directions_from_keyed(parse_json_reply(text), allowed)
     n0 = len(dirs)
@@ -384,7 +410,12 @@ def repair_consolidation(
             enumerate(pool),
             key=lambda ic: (max((_similarity(ic[1]["name"], d["name"]) for d in dirs), default=0), ic[0]),
         )
-        for _, cand in pool[: N_DIRECTIONS - len(dirs)]:
+        for _, cand in pool:
+            if len(dirs) == N_DIRECTIONS:
+                break
+            if cand["name"].casefold() in kept:  # the union keeps candidates that share a name
+                continue
+            kept.add(cand["name"].casefold())
             dirs.append({k: cand[k] for k in DIRECTION_FIELDS})
             notes.append(f"added candidate {cand['name']!r}")
         if len(dirs) < N_DIRECTIONS:
