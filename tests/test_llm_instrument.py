@@ -305,6 +305,37 @@ def test_consolidation_sees_every_candidate_with_its_papers_and_drops_rather_tha
     assert "### Anonymous union (" in (store / "review.md").read_text()
 
 
+def test_candidate_fields_whose_papers_largely_overlap_are_shown_so_and_merged(tmp_path: Path) -> None:
+    """Regression: two candidate fields that shared most of their papers (and wrote
+    near-duplicate directions) were kept apart, the merge request seeing only their names. It
+    now lists every pair that overlaps (shared papers, overlap coefficient) and asks to merge
+    those that largely overlap: f003, named unlike f001 but holding 30 of its papers, merges."""
+    papers, memberships, candidates = corpus()
+    inside = memberships.loc[memberships["field_id"] == "f001", "arxiv_id"].iloc[:30]
+    part = memberships.loc[memberships["field_id"] == "f000", "arxiv_id"].iloc[:4]  # 4 of 30: shown, kept apart
+    extra = pd.DataFrame({"arxiv_id": [*inside, *part], "field_id": "f003"})
+    memberships = pd.concat([memberships, extra], ignore_index=True)
+    candidates["f003"] = FieldInfo("f003", "relational inductive bias", "papers on relational inductive bias")
+    merge_prompts: list[str] = []
+
+    def script(messages: list[dict[str, str]]) -> str:
+        if task_of(messages[0]["content"]) == "field_merge":
+            merge_prompts.append(messages[0]["content"])
+        return respond(messages, typical=False)
+
+    with ServerThread(ScriptedApp(script=script)) as srv:
+        result, _ = run_llm_instrument(
+            papers, memberships, candidates, SPEC, CONFIG, LLMSettings((srv.url,), tmp_path, timeout_s=2.0)
+        )
+    (prompt,) = merge_prompts
+    assert "f001 & f003: 30 shared papers, overlap 0.88\n" in prompt  # 30 of f003's 34 papers
+    assert "f000 & f003" not in prompt and "f000 & f001" not in prompt  # 4 of 34 (0.12); none
+    assert "an overlap of 0.50 or more" in prompt
+    assert any("merged synonyms f001, f003" in n for n in result.notes)
+    assert any("merged synonyms f000, f002" in n for n in result.notes)  # the named-alike pair as before
+    assert len(result.codebooks) == 2
+
+
 def test_unrepairable_consolidation_drops_the_field_and_a_build_without_fields_fails(tmp_path: Path) -> None:
     def script(messages: list[dict[str, str]]) -> str:
         if task_of(messages[0]["content"]) == "consolidate":

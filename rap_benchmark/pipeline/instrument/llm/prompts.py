@@ -88,6 +88,18 @@ def direction_line(label: str, d: dict[str, Any], papers: int | None = None) -> 
     return line if papers is None else f"{line} Papers: {papers}"
 
 
+SHOWN_OVERLAP = 0.2
+"""The field-merge request lists every pair of candidates whose overlap coefficient (shared papers
+over the smaller candidate's papers) is at least this."""
+MERGE_OVERLAP = 0.5
+"""... and asks to merge the pairs whose overlap is at least this."""
+
+
+def overlap_line(a: str, b: str, shared: int, overlap: float) -> str:
+    """A pair of candidate fields in the field-merge request: their shared papers and overlap."""
+    return f"{a} & {b}: {shared} shared papers, overlap {overlap:.2f}"
+
+
 def corpus_description(categories: Sequence[str]) -> str:
     """The corpus as the field-naming prompt names it: the spec's arXiv categories."""
     return listing(list(categories)) or "any category"
@@ -119,6 +131,7 @@ _DIRECTION = re.compile(
 )
 _PROGRAM = re.compile(r"^(P\d+)\. (.+?): ", re.MULTILINE)
 _FIELD = re.compile(r"^([A-Za-z0-9_.-]+): (.+?)\. ", re.MULTILINE)
+_OVERLAP = re.compile(r"^(\S+) & (\S+): (\d+) shared papers, overlap (\d+\.\d+)$", re.MULTILINE)
 
 
 @cache
@@ -158,3 +171,7 @@ def programs_in(prompt: str) -> list[tuple[str, str]]:
 
 def fields_in(prompt: str) -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in _FIELD.finditer(prompt)]
+
+
+def overlaps_in(prompt: str) -> list[tuple[str, str, int, float]]:
+    return [(m.group(1), m.group(2), int(m.group(3)), float(m.group(4))) for m in _OVERLAP.finditer(prompt)]

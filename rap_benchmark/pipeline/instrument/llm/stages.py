@@ -2,8 +2,9 @@
 
 1. ``field_name``: each candidate field (a cluster of the offline field step) is named by a
    human phrase and defined, from a sample of its titles;
-2. ``field_merge``: one request groups synonymous field names; a group becomes one field (the
-   union of its memberships); fields are renumbered ``f000``... in order of name;
+2. ``field_merge``: one request groups synonymous field names, shown every pair of candidates
+   whose papers overlap (it is asked to group those that largely overlap); a group becomes one
+   field (the union of its memberships); fields are renumbered ``f000``... in order of name;
 3. ``programs``: batches of each field's pre-cutoff papers -> atomic research programs, then
    ``programs_dedupe`` (one request per field) groups duplicates, those named alike included
    (each shown as its batch worded it; code merges names only when that request stays invalid,
@@ -39,6 +40,7 @@ import pandas as pd
 
 from rap_benchmark.core.records import Codebook
 from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.pipeline.blocks import membership_overlaps
 from rap_benchmark.pipeline.fields import FieldInfo
 from rap_benchmark.pipeline.instrument.llm import prompts as P
 from rap_benchmark.pipeline.instrument.llm.ask import ask
@@ -256,7 +258,14 @@ class Pipeline:
         groups: tuple[tuple[str, ...], ...] = ()
         if len(cids) > 1:
             lines = "\n".join(f"{c}: {names[c].name}. {names[c].definition}" for c in cids)
-            prompt = P.render(Stage.FIELD_MERGE, fields=lines)
+            overlaps = "\n".join(P.overlap_line(*o) for o in candidate_overlaps(members, P.SHOWN_OVERLAP))
+            prompt = P.render(
+                Stage.FIELD_MERGE,
+                fields=lines,
+                overlaps=overlaps or "(none)",
+                shown_overlap=f"{P.SHOWN_OVERLAP:.2f}",
+                merge_overlap=f"{P.MERGE_OVERLAP:.2f}",
+            )
             check = lambda o: validate_groups(o, cids, "merge")  # noqa: E731
             [(_, out)] = await self._ask_all(Stage.FIELD_MERGE, [(None, cfg.model, prompt, check)])
             if out.value is None:
@@ -571,3 +580,17 @@ def union_of(revised: dict[str, Draft | None]) -> tuple[list[dict[str, Any]], li
     ]
     pooled.sort(key=lambda dn: (dn[0]["name"].casefold(), *(str(dn[0][k]) for k in DIRECTION_FIELDS), dn[1]))
     return [d for d, _ in pooled], [n for _, n in pooled]
+
+
+def candidate_overlaps(members: dict[str, list[str]], least: float) -> list[tuple[str, str, int, float]]:
+    """Every pair of candidates (a < b) whose overlap coefficient (shared papers over the smaller
+    one's papers) is at least ``least``: (a, b, shared, overlap), largest overlap first."""
+    cids = sorted(members)
+    frame = pd.DataFrame([(c, p) for c in cids for p in members[c]], columns=["field_id", "arxiv_id"], dtype=object)
+    sizes, i, j, shared = membership_overlaps(frame, cids)
+    pairs = []
+    for a, b, k in zip(i.tolist(), j.tolist(), shared.tolist(), strict=True):
+        overlap = k / max(min(sizes[a], sizes[b]), 1)
+        if overlap >= least:
+            pairs.append((cids[a], cids[b], int(k), float(overlap)))
+    return sorted(pairs, key=lambda x: (-x[3], x[0], x[1]))

@@ -84,10 +84,7 @@ def respond(messages: list[dict[str, str]], *, typical: bool) -> str:
         name = " ".join(words[:3]) or "research field"
         obj = {"name": name, "definition": _sentence(f"Research on {name}, including", _size(12, rng), rng)}
     elif task is Stage.FIELD_MERGE:
-        by_name: dict[str, list[str]] = {}
-        for fid, name in P.fields_in(prompt):
-            by_name.setdefault(name.casefold(), []).append(fid)
-        obj = {"groups": [g for g in by_name.values() if len(g) > 1]}
+        obj = {"groups": _field_groups(prompt)}
     elif task is Stage.PROGRAMS:
         n = (
             min(max(1, len(ids) // 4), 12)
@@ -166,6 +163,28 @@ def _place(pid: str, n: int) -> int | None:
     """A paper's direction (1..n) in a draft of ``n``, or None for one paper in twenty."""
     h = int.from_bytes(hashlib.sha256(f"{pid}|absorb".encode()).digest()[:4], "little")
     return None if h % 20 == 0 else 1 + h % n
+
+
+def _field_groups(prompt: str) -> list[list[str]]:
+    """The merge request's groups: candidates named alike, and those whose papers overlap by
+    at least :data:`~.prompts.MERGE_OVERLAP` (joined transitively)."""
+    group = {fid: fid for fid, _ in P.fields_in(prompt)}
+
+    def root(f: str) -> str:
+        while group[f] != f:
+            f = group[f]
+        return f
+
+    first: dict[str, str] = {}
+    links = [(first.setdefault(name.casefold(), fid), fid) for fid, name in P.fields_in(prompt)]
+    links += [(a, b) for a, b, _, overlap in P.overlaps_in(prompt) if overlap >= P.MERGE_OVERLAP]
+    for a, b in links:
+        ra, rb = sorted((root(a), root(b)))
+        group[rb] = ra
+    out: dict[str, list[str]] = {}
+    for fid in group:
+        out.setdefault(root(fid), []).append(fid)
+    return [g for g in out.values() if len(g) > 1]
 
 
 def _compact_draft(ids: list[str], words: list[str], prompt: str, rng: np.random.Generator | None) -> dict[str, Any]:
