@@ -19,6 +19,8 @@ SUBMIT_EPILOG = """examples:
   rap submit validate preds/my-model.parquet --meta preds/my-model.meta.json --instance build/mini
   rap submit split build/mini_predictions/baselines.jsonl --out subs/   # one submission per baseline
   rap submit seal preds/my-model.jsonl --out seals/my-model.seal.json   # before the window opens
+  rap submit prepare runs/cc-model --out subs/cc-model.jsonl      # a rap citecast run folder (Test split)
+  rap submit validate subs/cc-model.jsonl --instance build/citecast
 
 A submission is a prediction file plus metadata in <file>.meta.json:
   {"model": "org/name", "knowledge_cutoff": "2024-10-01", "conditions": ["A1"],
@@ -30,6 +32,10 @@ the tokens, Search calls and cost per condition; a cost the price table cannot t
 shown as unknown, never 0). The checks are rap score's validator plus the metadata's, usage
 included (episode counts, Search budget, sums of the rows' own columns). Exit status 1 when it
 is rejected. Walkthrough: docs/SUBMITTING.md.
+CiteCast: prepare reads a rap citecast run folder (run.json says kind citecast) and writes one row
+per Test task (model, task_id, prediction, valid, tokens, cost) with "benchmark": "citecast" in
+its metadata; validate checks it against a CiteCast instance (--instance: the folder
+that rap citecast build wrote).
 seal: writes a salted SHA-256 commitment of the canonical predictions with a UTC timestamp, one
 JSON row to append to a public log (e.g. seals.jsonl in a Hugging Face dataset repo) before the
 window opens; the salt goes to FILE.salt.hex (keep it secret). The reveal is FILE + its salt.
@@ -58,6 +64,10 @@ verify-reveal: checks revealed targets and salt against the salted SHA256
 commitments published in a repo's *_heldout configs.
 Each board folder also holds contrasts.csv (model vs model), strict_vs_exposed.csv, board.json,
 forest.png, cost_vs_score.png and index.html (self-contained; open it offline).
+An --instance that is a CiteCast instance (rap citecast build) scores CiteCast submissions on the
+CiteCast track instead: the card's reward 1/cosh(2|ln((p+1)/(t+1))|), mean over every Test task
+(a task without a forecast scores 0), with the card's baselines as unranked reference rows; it
+writes leaderboard_citecast.csv/.md, submissions.json, board.json and index.html.
 To put a board on the Hub: rap hub export-board BOARD... --out hub/, then rap hub publish.
 Walkthrough: docs/SUBMITTING.md.
 """
@@ -87,9 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_prepare)
     p = ssub("validate", help="validate a submission file and its metadata")
     p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
-    p.add_argument("--meta", type=Path, default=None, help="metadata JSON (default FILE.meta.json)")
-    p.add_argument("--instance", type=Path, default=None, help="instance folder (default: the cached mini)")
-    p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="expected episodes (default test)")
+    _validation_args(p)
     p.set_defaults(func=cmd_validate)
     p = ssub("split", help="split a multi-model prediction file (e.g. rap baselines') into one submission per model")
     p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
@@ -140,6 +148,48 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_verify_reveal)
 
 
+def _validation_args(p: argparse.ArgumentParser) -> None:
+    """The options of rap submit validate: the metadata file, the instance, the split."""
+    p.add_argument("--meta", type=Path, default=None, help="metadata JSON (default FILE.meta.json)")
+    p.add_argument(
+        "--instance",
+        type=Path,
+        default=None,
+        help="instance folder: RAP (default: the cached mini) or, for a CiteCast submission, CiteCast",
+    )
+    p.add_argument(
+        "--split", choices=("test", "dev", "all"), default="test", help="RAP: expected episodes (default test)"
+    )
+
+
+def _citecast_instance(path: Path | None):
+    """The CiteCast instance at ``path`` when it is one (None otherwise)."""
+    from rap_benchmark.citecast.instance import MANIFEST, load_instance
+
+    return load_instance(path) if path is not None and (path / MANIFEST).is_file() else None
+
+
+def _validated(file: Path, meta: Path | None, instance: Path | None, split: str):
+    """The validation report of a RAP or CiteCast submission (its metadata says which) against
+    the instance of its kind; a mismatched pair is refused by name."""
+    from rap_benchmark.evaluation.citecast_submissions import is_citecast, validate_citecast_submission
+    from rap_benchmark.evaluation.submissions import validate_submission
+
+    citecast = _citecast_instance(instance)
+    if is_citecast(file, meta):
+        if citecast is None:
+            raise InputError(
+                f"{file} is a CiteCast submission: give --instance, the CiteCast instance it ran on (rap citecast build)"
+            )
+        return validate_citecast_submission(file, citecast, meta_path=meta)
+    if citecast is not None:
+        raise InputError(
+            f'{instance} is a CiteCast instance, and {file} is a RAP submission (no "benchmark": "citecast" '
+            "in its metadata): give a RAP instance (rap build --out)"
+        )
+    return validate_submission(file, _instance(instance), meta_path=meta, split=_split(split))
+
+
 def _instance(path: Path | None):
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.integrations.source import ensure_mini
@@ -148,15 +198,14 @@ def _instance(path: Path | None):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from rap_benchmark.evaluation.submissions import validate_submission
-
-    report = validate_submission(args.file, _instance(args.instance), meta_path=args.meta, split=_split(args.split))
+    report = _validated(args.file, args.meta, args.instance, args.split)
     print(report.summary())
     return 0 if report.accepted else 1
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.runner import prepare_submission
+    from rap_benchmark.agents.store import RunStore
     from rap_benchmark.llmclient.pricing import load_prices
 
     if args.out.suffix.lower() not in (".jsonl", ".parquet"):
@@ -169,7 +218,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     if not args.rundir.is_dir():
         raise InputError(f"no run folder at {args.rundir}")
     prices = load_prices(args.prices)
-    out, meta = prepare_submission(
+    prepare = prepare_submission
+    if (RunStore(args.rundir).read_run() or {}).get("kind") == "citecast":
+        from rap_benchmark.agents.citecast import prepare_citecast_submission as prepare
+    out, meta = prepare(
         args.rundir,
         args.out,
         model=args.model,
@@ -234,6 +286,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     _check_out(args)
     if args.live:
         return cmd_score_live(args)
+    citecast = _citecast_instance(args.instance)
+    if citecast is not None:
+        return cmd_score_citecast(args, citecast)
 
     from rap_benchmark.evaluation.submissions import building_board, leaderboard_files, score_submissions
 
@@ -255,6 +310,31 @@ def cmd_score(args: argparse.Namespace) -> int:
     for r in result.reports:
         print(r.summary(), file=sys.stderr)
     print((args.out / "leaderboard.md").read_text(encoding="utf-8"))
+    return _refusals([r.accepted for r in result.reports], "submission", args.out / "submissions.json")
+
+
+def cmd_score_citecast(args: argparse.Namespace, inst) -> int:
+    """The CiteCast track: every file scored against the CiteCast instance ``inst``."""
+    from tqdm.auto import tqdm
+
+    from rap_benchmark.evaluation.board.citecast import STEM, citecast_board_files, score_citecast_submissions
+    from rap_benchmark.evaluation.submissions import building_board
+
+    given = [flag for flag, on in (("--split-models", args.split_models), ("--registry", args.registry)) if on]
+    if args.split != "test":
+        given.append(f"--split {args.split}")
+    if given:
+        raise InputError(
+            f"{', '.join(given)}: not for the CiteCast track (it scores the Test split of {args.instance})"
+        )
+    with building_board(args.out) as folder:
+        progress = tqdm(list(args.files), desc="submissions", unit="file", file=sys.stderr, leave=False)
+        result = score_citecast_submissions(progress, inst, n_resamples=args.resamples, seed=args.seed)
+        result = result.relocated(folder, args.out)
+        citecast_board_files(result, folder)
+    for r in result.reports:
+        print(r.summary(), file=sys.stderr)
+    print((args.out / f"{STEM}.md").read_text(encoding="utf-8"))
     return _refusals([r.accepted for r in result.reports], "submission", args.out / "submissions.json")
 
 

@@ -8,7 +8,7 @@ cells are numbers, what a cell sorts by, the wording) is made here; the jinja2 t
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from rap_benchmark.evaluation.board.display import display_board
 from rap_benchmark.evaluation.board.plots import contrast_matrix, finite, plot_cost_vs_score
 from rap_benchmark.evaluation.report.html import data_uri, render_template
 from rap_benchmark.evaluation.report.plots import plot_leaderboard
-from rap_benchmark.evaluation.report.tables import fmt_interval
+from rap_benchmark.evaluation.report.tables import display, fmt_interval
 from rap_benchmark.evaluation.usage import unknown
 
 TEMPLATE = "leaderboard.html.j2"
@@ -43,9 +43,15 @@ SORT_COLUMN = {
 """Header -> the raw board column its cells sort by (numbers; unknown sorts last)."""
 
 
-def table_rows(board: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
-    """Headers and rows of the sortable table: each cell's text, sort key and whether it is a number."""
-    shown = display_board(board)
+def table_rows(
+    board: pd.DataFrame,
+    columns: Sequence[tuple[str, Any]] | None = None,
+    sort_columns: Mapping[str, str] = SORT_COLUMN,
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Headers and rows of the sortable table: each cell's text, sort key and whether it is a number.
+    ``columns``: (header, cell) pairs (default: the retrospective board's); ``sort_columns``: header ->
+    the raw column its cells sort by."""
+    shown = display_board(board) if columns is None else display(board, columns)
     if shown.empty:
         return [], []
     headers = list(shown.columns)
@@ -53,7 +59,7 @@ def table_rows(board: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
     for (_, raw), (_, cells) in zip(board.iterrows(), shown.iterrows(), strict=True):
         out = []
         for h in headers:
-            column = SORT_COLUMN.get(h)
+            column = sort_columns.get(h)
             value = raw.get(column) if column else cells[h]
             sort = "" if column and unknown(value) else str(value)
             out.append({"text": str(cells[h]), "sort": sort, "num": column is not None})
