@@ -19,6 +19,7 @@ SUBMIT_EPILOG = """examples:
   rap submit validate preds/my-model.parquet --meta preds/my-model.meta.json --instance build/mini
   rap submit split build/mini_predictions/baselines.jsonl --out subs/   # one submission per baseline
   rap submit seal preds/my-model.jsonl --out seals/my-model.seal.json   # before the window opens
+  rap submit push subs/my-model.jsonl --repo my-org/rap-submissions --instance build/mini --dry-run
   rap submit prepare runs/cc-model --out subs/cc-model.jsonl      # a rap citecast run folder (Test split)
   rap submit validate subs/cc-model.jsonl --instance build/citecast
 
@@ -34,8 +35,12 @@ included (episode counts, Search budget, sums of the rows' own columns). Exit st
 is rejected. Walkthrough: docs/SUBMITTING.md.
 CiteCast: prepare reads a rap citecast run folder (run.json says kind citecast) and writes one row
 per Test task (model, task_id, prediction, valid, tokens, cost) with "benchmark": "citecast" in
-its metadata; validate checks it against a CiteCast instance (--instance: the folder
+its metadata; validate and push check it against a CiteCast instance (--instance: the folder
 that rap citecast build wrote).
+push: validates the submission, then opens a pull request on the board's submissions dataset
+repo (--repo ORG/NAME) with the file and its metadata under submissions/<rap|citecast>/; needs
+huggingface_hub and a token (hf auth login or HF_TOKEN). --dry-run prints the files
+(path in the repo, bytes, sha256) and the pull request, and sends nothing.
 seal: writes a salted SHA-256 commitment of the canonical predictions with a UTC timestamp, one
 JSON row to append to a public log (e.g. seals.jsonl in a Hugging Face dataset repo) before the
 window opens; the salt goes to FILE.salt.hex (keep it secret). The reveal is FILE + its salt.
@@ -114,6 +119,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="UTC timestamp to record instead of now (replaying history; the published log's time is what counts)",
     )
     p.set_defaults(func=cmd_seal)
+    p = ssub("push", help="validate a submission, then open a pull request with it on the board's Hub dataset repo")
+    p.add_argument("file", type=Path, help="submission file (.jsonl or .parquet; FILE.meta.json beside)")
+    p.add_argument("--repo", required=True, help="the board's submissions dataset repo on the Hub, ORG/NAME")
+    _validation_args(p)
+    p.add_argument("--dry-run", action="store_true", help="print the files and the pull request; send nothing")
+    p.set_defaults(func=cmd_push)
 
     board = subparsers.add_parser(
         "leaderboard", help="maintainers: score submissions into a board, verify reveals", epilog=LEADERBOARD_EPILOG
@@ -149,7 +160,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _validation_args(p: argparse.ArgumentParser) -> None:
-    """The options of rap submit validate: the metadata file, the instance, the split."""
+    """The options of rap submit validate and push: the metadata file, the instance, the split."""
     p.add_argument("--meta", type=Path, default=None, help="metadata JSON (default FILE.meta.json)")
     p.add_argument(
         "--instance",
@@ -201,6 +212,30 @@ def cmd_validate(args: argparse.Namespace) -> int:
     report = _validated(args.file, args.meta, args.instance, args.split)
     print(report.summary())
     return 0 if report.accepted else 1
+
+
+def cmd_push(args: argparse.Namespace) -> int:
+    from rap_benchmark.hub.submit import check_repo_id, hub_token, open_pull_request, submission_pull_request
+
+    repo = check_repo_id(args.repo)
+    existing_files([args.file], "submission file")
+    if args.meta is not None:
+        existing_files([args.meta], "metadata file")
+    token = None if args.dry_run else hub_token()  # no token: said before the submission is read
+    report = _validated(args.file, args.meta, args.instance, args.split)
+    print(report.summary(), file=sys.stderr)
+    if not report.accepted:
+        print("rap submit push: rejected, nothing was sent: fix the problems above", file=sys.stderr)
+        return 1
+    pr = submission_pull_request(report, repo, meta_path=args.meta)
+    if args.dry_run:
+        print("dry run: nothing was sent")
+        print(pr.plan_text())
+        return 0
+    print(f"rap submit push: sending {len(pr.files)} file(s) to {repo} as a pull request", file=sys.stderr)
+    url = open_pull_request(pr, token=token)
+    print(f"opened {url}")
+    return 0
 
 
 def cmd_prepare(args: argparse.Namespace) -> int:
