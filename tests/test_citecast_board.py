@@ -140,3 +140,13 @@ def test_a_submission_and_an_instance_of_different_benchmarks_are_refused(
     assert err.startswith("rap submit validate: ") and "is a CiteCast submission: give --instance" in err
     assert main(["submit", "validate", str(flow / "subs" / "c3.jsonl")]) == 2  # the default instance is RAP's mini
     capsys.readouterr()
+    rap = flow / "rap-style.jsonl"  # metadata of a RAP submission: scored on the CiteCast track, refused in one problem
+    rap.write_bytes((flow / "subs" / "c3.jsonl").read_bytes())
+    Path(f"{rap}.meta.json").write_text(json.dumps({"model": "constant/3", "conditions": ["A0"]}), encoding="utf-8")
+    board = flow / "board-rap-style"
+    assert main(["leaderboard", "score", str(rap), "--instance", str(citecast_embedded_dir), "--out", str(board)]) == 1
+    (verdict,) = json.loads((board / "submissions.json").read_text(encoding="utf-8"))
+    assert verdict["problems"] == [
+        '[fatal] metadata: not a CiteCast submission (no "benchmark": "citecast"): '
+        "score a RAP one against a RAP instance"
+    ]

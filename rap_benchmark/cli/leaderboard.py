@@ -192,6 +192,8 @@ def _validated(file: Path, meta: Path | None, instance: Path | None, split: str)
             raise InputError(
                 f"{file} is a CiteCast submission: give --instance, the CiteCast instance it ran on (rap citecast build)"
             )
+        if split != "test":
+            raise InputError(f"--split {split}: a CiteCast submission forecasts the Test split")
         return validate_citecast_submission(file, citecast, meta_path=meta)
     if citecast is not None:
         raise InputError(
@@ -319,11 +321,11 @@ def _check_out(args: argparse.Namespace) -> None:
 
 def cmd_score(args: argparse.Namespace) -> int:
     _check_out(args)
-    if args.live:
-        return cmd_score_live(args)
     citecast = _citecast_instance(args.instance)
     if citecast is not None:
         return cmd_score_citecast(args, citecast)
+    if args.live:
+        return cmd_score_live(args)
 
     from rap_benchmark.evaluation.submissions import building_board, leaderboard_files, score_submissions
 
@@ -355,7 +357,8 @@ def cmd_score_citecast(args: argparse.Namespace, inst) -> int:
     from rap_benchmark.evaluation.board.citecast import STEM, citecast_board_files, score_citecast_submissions
     from rap_benchmark.evaluation.submissions import building_board
 
-    given = [flag for flag, on in (("--split-models", args.split_models), ("--registry", args.registry)) if on]
+    options = (("--live", args.live), ("--split-models", args.split_models), ("--registry", args.registry))
+    given = [flag for flag, on in options if on]
     if args.split != "test":
         given.append(f"--split {args.split}")
     if given:

@@ -95,7 +95,7 @@ class CiteCastReport:
 
     def summary(self) -> str:
         verdict = "accepted" if self.accepted else "REJECTED"
-        covered = f" ({len(self.predictions)} of {self.n_test_tasks} Test tasks)" if self.n_test_tasks else ""
+        covered = f" ({len(self.predictions)} of {self.n_test_tasks} Test tasks)" if self.accepted else ""
         return "\n".join([f"{self.path}: {verdict}{covered}", *(f"  {p}" for p in self.problems)])
 
 
@@ -222,6 +222,9 @@ def validate_citecast_submission(
     scores 0, as the card's mean over tasks counts it."""
     path = Path(path)
     data, problems = read_metadata(path, Path(meta_path) if meta_path else None)
+    if data is not None and data.get("benchmark") != CITECAST:
+        what = 'not a CiteCast submission (no "benchmark": "citecast"): score a RAP one against a RAP instance'
+        return CiteCastReport(path, None, (_fatal(what),))
     meta, more = parse_meta(data, instance_hash=manifest_hash(inst.root)) if data is not None else (None, [])
     problems += more
     sink = _Rows()
