@@ -39,17 +39,18 @@ STEM = "leaderboard_citecast"
 REWARD = "1/cosh(2|ln((p+1)/(t+1))|)"
 USAGE = ("input_tokens", "output_tokens", "tool_calls", "cost_usd")
 BASELINE_KINDS = {
-    "blind_constant": "baseline (floor): one constant, fitted on train",
-    "category_constant": "baseline: one constant per primary category, fitted on train",
-    "band_oracle": "baseline (ceiling): one constant per true citation band",
+    "blind_constant": "baseline: floor",
+    "category_constant": "baseline: base rates",
+    "band_oracle": "baseline: ceiling",
 }
 NOTE = (
     "CiteCast track, scored as the CiteCast card defines it: reward 1/cosh(2|ln((p+1)/(t+1))|) per Test "
     "task, mean over every Test task (a task without a valid forecast scores 0, so leaving a task out "
     "never helps; every submission is ranked). In brackets the 95% percentile bootstrap interval over "
-    "tasks. Baselines (the card's, fitted on train) are reference rows, not ranked; the band oracle "
-    "knows each paper's true citation band. Usage as the submission's metadata states it (per task; "
-    "unknown is never 0)."
+    "tasks. Baselines (the card's, fitted on train) are reference rows, not ranked: the floor is one "
+    "constant for every paper, base rates one constant per primary category, and the ceiling (the band "
+    "oracle) one constant per true citation band, which it knows. Usage as the submission's metadata "
+    "states it (per task; unknown is never 0)."
 )
 
 
@@ -70,9 +71,11 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
     ("forecasts", lambda r: f"{int(r['submitted'])}/{int(r['tasks'])}"),
     ("mean reward [95% CI]", lambda r: interval_cell(r, "mean_reward")),
     ("mean over forecasts", lambda r: fmt(r.get("mean_reward_submitted"))),
-    ("in tokens/task", lambda r: fmt_usage(r.get("input_tokens_per_task"))),
-    ("out tokens/task", lambda r: fmt_usage(r.get("output_tokens_per_task"))),
-    ("tool calls/task", lambda r: fmt_usage(r.get("tool_calls_per_task"))),
+    (
+        "tokens/task in / out",
+        lambda r: f"{fmt_usage(r.get('input_tokens_per_task'))} / {fmt_usage(r.get('output_tokens_per_task'))}",
+    ),
+    ("web calls/task", lambda r: fmt_usage(r.get("tool_calls_per_task"))),
     ("USD/task", lambda r: fmt_cost(r.get("cost_usd_per_task"))),
     ("USD total", lambda r: fmt_cost(r.get("cost_usd"))),
     ("cutoff", _cutoff),
@@ -83,9 +86,8 @@ SORT_COLUMN = {
     "forecasts": "submitted",
     "mean reward [95% CI]": "mean_reward",
     "mean over forecasts": "mean_reward_submitted",
-    "in tokens/task": "input_tokens_per_task",
-    "out tokens/task": "output_tokens_per_task",
-    "tool calls/task": "tool_calls_per_task",
+    "tokens/task in / out": "input_tokens_per_task",
+    "web calls/task": "tool_calls_per_task",
     "USD/task": "cost_usd_per_task",
     "USD total": "cost_usd",
 }
