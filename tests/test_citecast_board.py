@@ -23,7 +23,9 @@ from rap_benchmark.evaluation.citecast_submissions import validate_citecast_subm
 
 @pytest.fixture(scope="module")
 def flow(citecast_embedded_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two runs (constant 3 on every Test task, constant 1 on the first 5), prepared as submissions."""
+    """Two runs (constant 3 on every Test task, constant 1 on the first 5), prepared as submissions.
+    Regression: `rap submit prepare` on a `rap citecast run` folder ended in a traceback
+    (KeyError: 'manifest_hash'), so a CiteCast run could not become a submission."""
     root = tmp_path_factory.mktemp("citecast-board")
     inst = str(citecast_embedded_dir)
     for name, extra in (("c3", ["--constant", "3"]), ("c1", ["--constant", "1", "--limit", "5"])):
