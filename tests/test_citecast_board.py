@@ -18,6 +18,7 @@ from rap_benchmark.citecast.instance import load_instance
 from rap_benchmark.citecast.records import TaskSplit
 from rap_benchmark.citecast.reward import rewards
 from rap_benchmark.cli import main
+from rap_benchmark.core.spec import package_version
 from rap_benchmark.evaluation.citecast_submissions import validate_citecast_submission
 
 
@@ -69,9 +70,16 @@ def test_a_citecast_run_reaches_a_citecast_board_row(flow: Path, citecast_embedd
         row = board.loc[f"baseline/{name}"]
         want = summary[(summary["baseline"] == name) & (summary["split"] == "test")]["mean_reward"].item()
         assert row["mean_reward"] == pytest.approx(want) and pd.isna(row["rank"])
-    assert json.loads((board_dir / "board.json").read_text())["track"] == "citecast"
+    meta = json.loads((board_dir / "board.json").read_text())
+    assert meta["track"] == "citecast"
+    # one version story, as the RAP board's: the instance's benchmark version and the package's
+    cc_version = load_instance(citecast_embedded_dir).manifest["citecast_version"]
+    assert (meta["benchmark_version"], meta["package_version"]) == (cc_version, package_version())
+    assert not {"instance_version", "scorer_version", "citecast_version"} & set(meta)
     page = (board_dir / "index.html").read_text(encoding="utf-8")
     assert "CiteCast leaderboard" in page and "constant/3" in page and "baseline/band_oracle" in page
+    assert f"benchmark version <b>CiteCast {cc_version}</b>" in page
+    assert f"scored by the rap_benchmark package {package_version()};" in page
 
     hub = flow / "hub"
     assert main(["hub", "export-board", str(board_dir), "--out", str(hub)]) == 0
@@ -79,6 +87,8 @@ def test_a_citecast_run_reaches_a_citecast_board_row(flow: Path, citecast_embedd
     assert exported.set_index("model").loc["constant/3", "mean_reward"] == pytest.approx(c3["mean_reward"])
     card = (hub / "rap" / "leaderboard" / "README.md").read_text(encoding="utf-8")
     assert "CiteCast track (config `citecast`)" in card and '"rap/leaderboard", "citecast"' in card
+    assert "pretty_name: CiteCast leaderboard" in card and "\n# CiteCast leaderboard\n" in card  # not "RAP"
+    assert f"benchmark version CiteCast {cc_version}" in card
 
 
 def _write(path: Path, rows: list[dict], meta: dict) -> Path:
@@ -147,8 +157,14 @@ def test_a_submission_and_an_instance_of_different_benchmarks_are_refused(
     Path(f"{rap}.meta.json").write_text(json.dumps({"model": "constant/3", "conditions": ["A0"]}), encoding="utf-8")
     board = flow / "board-rap-style"
     assert main(["leaderboard", "score", str(rap), "--instance", str(citecast_embedded_dir), "--out", str(board)]) == 1
-    (verdict,) = json.loads((board / "submissions.json").read_text(encoding="utf-8"))
-    assert verdict["problems"] == [
+    err = capsys.readouterr().err
+    assert (
         '[fatal] metadata: not a CiteCast submission (no "benchmark": "citecast"): '
         "score a RAP one against a RAP instance"
-    ]
+    ) in err
+    # every file refused: no board of baselines alone is written (it was, as a complete folder), as on RAP's track
+    assert not board.exists()
+    assert err.rstrip().endswith(
+        "rap leaderboard score: every submission was refused (1 of 1), so no board was written; "
+        "each file's reasons are printed above"
+    )

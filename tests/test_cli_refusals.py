@@ -5,10 +5,9 @@ Regressions: ``rap leaderboard score`` of files that were all refused crashed in
 --url`` read its key only from ``$CITECAST_API_KEY`` while ``rap citecast run --url`` read only
 ``--api-key``, and a missing key or an unreachable server ended in a traceback.
 
-A board whose every file is refused is still a complete board folder (what the board code is
-built for: the empty-board text, the empty forest figure, the page's list of every verdict), so
-the maintainer can read and publish the refusals; the command exits 1 and says on stderr that
-nothing was accepted.
+A board whose every file is refused is no board (issue 36: it was written whole, empty, with exit
+1, and looked like a board to publish): nothing is written, a previous board at ``--out`` is left
+as it was, each file's reasons are printed, and the last line says so and exits 1.
 """
 
 from __future__ import annotations
@@ -22,8 +21,6 @@ from matplotlib.image import imread
 
 from rap_benchmark.cli import main
 
-BOARD_FILES = ("board.json", "cost_vs_score.png", "forest.png", "index.html")
-
 
 def _bad_submission(root: Path) -> Path:
     """A prediction file the validator refuses: an unknown column, every required one missing, no metadata."""
@@ -32,45 +29,41 @@ def _bad_submission(root: Path) -> Path:
     return path
 
 
-def _refused_board(out: Path, capsys: pytest.CaptureFixture[str], files: tuple[str, ...], stem: str) -> str:
-    """The board folder is complete (every figure an image, the page there), and stderr ends with one
-    line saying that nothing was accepted; the stderr text is returned."""
-    _, err = capsys.readouterr()
+def _files(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*"))}
+
+
+def _nothing_written(err: str, what: str, before: dict[str, tuple[int, int]], root: Path, kept: str = "") -> None:
+    """No traceback, no file added or changed under ``root``, and stderr ends with the one line."""
     assert "Traceback" not in err
-    assert err.splitlines()[-1].startswith("rap leaderboard score: no "), err
-    for name in (*BOARD_FILES, *files):
-        assert (out / name).is_file(), name
-    for png in ("forest.png", "cost_vs_score.png"):
-        assert imread(out / png).ndim == 3  # a real image, read back by matplotlib
-    assert "No accepted submissions." in (out / f"{stem}.md").read_text(encoding="utf-8")
-    return err
+    assert _files(root) == before
+    assert err.splitlines()[-1] == (
+        f"rap leaderboard score: every {what} was refused (1 of 1), so no board was written{kept}; "
+        "each file's reasons are printed above"
+    ), err
 
 
-def test_a_board_whose_every_submission_is_refused_is_complete_and_exits_1(mini_dir: Path, tmp_path: Path, capsys):
+def test_a_board_whose_every_submission_is_refused_is_not_written(mini_dir: Path, tmp_path: Path, capsys):
+    """Regression (issue 36): every submission refused still wrote a complete, empty board folder."""
     bad, out = _bad_submission(tmp_path), tmp_path / "board"
-    code = main(["leaderboard", "score", str(bad), "--instance", str(mini_dir), "--out", str(out)])
-    assert code == 1
-    files = ("leaderboard.csv", "leaderboard.md", "submissions.json", "contrasts.csv", "strict_vs_exposed.csv")
-    err = _refused_board(out, capsys, files, "leaderboard")
-    assert "no submission accepted (1 refused)" in err and str(out / "submissions.json") in err
-    (verdict,) = json.loads((out / "submissions.json").read_text(encoding="utf-8"))
-    assert verdict["accepted"] is False and any("unknown_column" in p for p in verdict["problems"])
-    page = (out / "index.html").read_text(encoding="utf-8")
-    assert "bad.jsonl" in page and "unknown_column" in page  # the page lists the refusal and its reasons
+    before = _files(tmp_path)
+    assert main(["leaderboard", "score", str(bad), "--instance", str(mini_dir), "--out", str(out)]) == 1
+    out_text, err = capsys.readouterr()
+    _nothing_written(err, "submission", before, tmp_path)
+    assert not out.exists() and out_text == ""
+    assert f"{bad}: REJECTED" in err and "unknown_column" in err  # the reasons, under the file's name
 
 
-def test_a_live_board_whose_every_reveal_is_refused_is_complete_and_exits_1(mini_dir: Path, tmp_path: Path, capsys):
+def test_a_live_board_whose_every_reveal_is_refused_is_not_written(mini_dir: Path, tmp_path: Path, capsys):
     bad, out = _bad_submission(tmp_path), tmp_path / "live"
     seals = tmp_path / "seals.jsonl"
     seals.write_text(json.dumps({"sealed_at": "2025-01-01T00:00:00Z", "commitment": "0" * 64}) + "\n")
+    before = _files(tmp_path)
     argv = ["leaderboard", "score", str(bad), "--live", "--seals", str(seals), "--instance", str(mini_dir)]
     assert main([*argv, "--out", str(out)]) == 1
-    err = _refused_board(
-        out, capsys, ("leaderboard_live.csv", "leaderboard_live.md", "reveals.json"), "leaderboard_live"
-    )
-    assert "no reveal accepted (1 refused)" in err
-    (verdict,) = json.loads((out / "reveals.json").read_text(encoding="utf-8"))
-    assert verdict["accepted"] is False and verdict["message"] in (out / "index.html").read_text(encoding="utf-8")
+    _, err = capsys.readouterr()
+    _nothing_written(err, "reveal", before, tmp_path)
+    assert f"{bad}: REFUSED: no salt" in err
 
 
 def test_a_board_with_one_refusal_names_how_many(mini_dir: Path, mini, tmp_path: Path, capsys):
@@ -89,6 +82,12 @@ def test_a_board_with_one_refusal_names_how_many(mini_dir: Path, mini, tmp_path:
     assert "Traceback" not in err and "baseline/ewma" in out_text
     assert err.splitlines()[-1].startswith("rap leaderboard score: 1 of 2 submissions refused"), err
     assert imread(out / "forest.png").ndim == 3
+    # then only refused files: the board that is there stays as it was
+    before = _files(tmp_path)
+    assert (
+        main(["leaderboard", "score", str(tmp_path / "bad.jsonl"), "--instance", str(mini_dir), "--out", str(out)]) == 1
+    )
+    _nothing_written(capsys.readouterr().err, "submission", before, tmp_path, kept=f" ({out} is left as it was)")
 
 
 # -- rap citecast leak-probe / run --url: --api-key, else $CITECAST_API_KEY -------------------------------

@@ -46,7 +46,7 @@ COMMAND_EXTRAS: dict[str, tuple[str, ...]] = {
     "rap hub publish": ("hf",),
 }
 INSPECT_EXTRAS = ("inspect",)
-LM_EVAL_EXTRAS = ("llm",)
+LM_EVAL_EXTRAS = ("lm-eval",)  # the API models' light install: the tasks need no torch (README: Evaluate your model)
 
 # Import names whose distribution has another name, for distributions not installed here.
 IMPORT_TO_DIST = {

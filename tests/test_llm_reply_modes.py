@@ -19,7 +19,7 @@ from rap_benchmark.pipeline.instrument.llm import RequestRefused, StageFailed
 from rap_benchmark.pipeline.instrument.llm.prompts import Stage
 from rap_benchmark.testing.scripted_server import MODES, ScriptedApp, ServerThread
 
-ALL_STAGES = {str(s) for s in Stage}
+ALL_STAGES = {str(s) for s in Stage} - {str(Stage.COMPACT_DRAFT)}  # the paper construction's stages
 NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 
 
@@ -53,8 +53,8 @@ def test_every_stage_reads_the_mode_to_the_plain_result(
     assert set(stages) == ALL_STAGES and all(v["requests"] > 0 for v in stages.values())
     thinking = mode.startswith("think") and not extra
     truncated = {k for k, v in stages.items() if v["truncated"]}
-    # the smallest budgets (naming 200 tokens, 8 labels 420) cannot hold 260 tokens of reasoning
-    assert truncated == ({"field_name", "assign"} if thinking else set())
+    # the smallest budget (naming, 200 tokens) cannot hold 260 tokens of reasoning; 8 labels' (580) can
+    assert truncated == ({"field_name"} if thinking else set())
     retried = {k for k, v in stages.items() if v["retries"]}
     assert retried == (truncated if thinking else {"field_name", "programs", "absorb", "assign"} if
                        mode == "renamed-keys" else set())  # fmt: skip
@@ -64,6 +64,43 @@ def test_every_stage_reads_the_mode_to_the_plain_result(
     assert all("<think>" not in (r["content"] or "") for r in recs)  # the answer is stored without it
     if extra:
         assert all(r.get("finish_reason") == "stop" for r in recs)
+
+
+@pytest.mark.parametrize(
+    ("mode", "extra"), [("chatty", {}), ("think", NO_THINKING), ("think-parser", {}), ("renamed-keys", {})]
+)
+def test_the_compact_construction_reads_every_mode_to_the_plain_result(
+    tmp_path: Path, mode: str, extra: dict[str, Any]
+) -> None:
+    """The compact construction's validators hold every reply style to the same rules: a
+    readable reply gives the plain replies' codebooks and labels; the renamed key is fixed by the
+    retry that names it."""
+    from test_llm_batch import COMPACT
+
+    config = COMPACT.__class__(**{**COMPACT.__dict__, "extra_body": extra})
+    with ServerThread(ScriptedApp()) as srv:
+        plain_result, _ = run(tmp_path / "plain", (srv.url,), config=COMPACT)
+    with ServerThread(ScriptedApp(mode=mode)) as srv:
+        result, _ = run(tmp_path / mode, (srv.url,), config=config)
+    assert fingerprint(result) == fingerprint(plain_result)
+    stages = summary(tmp_path / mode)["stages"]
+    assert set(stages) == {"compact_draft", "assign"}
+    retried = {k for k, v in stages.items() if v["retries"]}
+    assert retried == ({"compact_draft", "assign"} if mode == "renamed-keys" else set())
+    assert not any(v["truncated"] for v in stages.values())  # the budgets hold 260 tokens of reasoning
+
+
+@pytest.mark.parametrize(("mode", "error", "words"), [("truncated", StageFailed, "stage compact_draft lost"),
+                                                      ("refuse", RequestRefused, "HTTP 400")])  # fmt: skip
+def test_the_compact_construction_stops_in_one_line_on_cut_or_refused_replies(
+    tmp_path: Path, mode: str, error: type, words: str
+) -> None:
+    from test_llm_batch import COMPACT
+
+    with ServerThread(ScriptedApp(mode=mode)) as srv:
+        with pytest.raises(error) as err:
+            run(tmp_path, (srv.url,), config=COMPACT)
+    assert words in str(err.value) and "\n" not in str(err.value)
 
 
 def test_the_retry_names_the_renamed_key_so_the_model_can_fix_it(tmp_path: Path) -> None:

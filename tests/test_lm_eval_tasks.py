@@ -232,6 +232,17 @@ def test_search_rounds_are_batched_and_observations_real(scripted_run, mini) -> 
         assert s["filtered_resps"][0] == rec["answer_text"]
 
 
+def test_the_results_name_the_instances_benchmark_version_and_the_package(scripted_run, mini) -> None:
+    """Regression (issue 36): lm-eval's results gave every RAP task version 1.1.0 (the YAML's) while a
+    run on mini, whose scores mean benchmark version 1.0.0, said 1.0.0 everywhere else."""
+    from rap_benchmark.core.spec import package_version
+
+    _, res = scripted_run
+    assert res["versions"]["rap_forecast"] == mini.spec.version
+    meta = res["configs"]["rap_forecast"]["metadata"]
+    assert (meta["benchmark_version"], meta["package_version"]) == (mini.spec.version, package_version())
+
+
 def test_per_episode_spearman_equals_rap_score(scripted_run, mini, tmp_path: Path) -> None:
     from rap_benchmark.evaluation.predictions import read_predictions, validate_predictions, write_predictions
     from rap_benchmark.evaluation.scoring.aggregate import field_macro

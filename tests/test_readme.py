@@ -18,6 +18,11 @@ of its own it applies to its whole block, at the end of a command to that comman
 REASONS lists the reasons this test knows; any other reason fails the test (a typo would
 otherwise skip a command silently).
 
+Servers: a command may start one in the background (``... &``; ``SERVER=$!`` keeps its process id)
+for later commands, in later blocks and sections too, and a later command stop it (``kill
+$SERVER``). Its output goes to the log of the command that started it. The session runs in a
+process group of its own, and whatever is still running when it ends is stopped with it.
+
 Installs: a section (the text from one heading to the next) whose commands install an extra
 (``pip install -e ".[inspect]"``) runs its blocks in a venv of its own: a copy (hard links) of the
 venv active before it, plus what that section's commands install, and nothing another section

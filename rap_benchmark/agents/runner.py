@@ -34,7 +34,7 @@ from rap_benchmark.core.dates import parse_date
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, InvalidReason, Regime, Task
 from rap_benchmark.core.serial import Record
-from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec
+from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec, package_version
 from rap_benchmark.llmclient.pricing import PriceTable, default_prices
 
 if TYPE_CHECKING:
@@ -451,7 +451,8 @@ def run_benchmark(
                 "backend": backend_name,
                 "manifest_hash": inst.manifest_hash,
                 "instance": inst.spec.name,
-                "benchmark_version": inst.spec.version,
+                "benchmark_version": inst.spec.version,  # the instance's: what its scores mean
+                "package_version": package_version(),  # the rap_benchmark package that ran it
                 "prompt_version": prompts.PROMPT_VERSION,
                 "max_search_calls": spec.max_search_calls,
                 "max_tokens": max_tokens,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -131,7 +132,10 @@ def load_instance(root: str | Path, *, check: bool = True) -> CiteCastInstance:
     """The CiteCast instance at ``root``, verified against its ``SHA256SUMS`` unless ``check`` is False."""
     root = Path(root)
     if not root.is_dir():
-        raise ArtifactError(f"no CiteCast instance at {root}: no such folder (build one with rap citecast build)")
+        raise ArtifactError(
+            f"no CiteCast instance at {root}: no such folder; build it with: "
+            f"rap citecast build --instance embedded --out {shlex.quote(str(root))}"
+        )
     if not (root / MANIFEST).is_file():
         what = "a RAP instance" if (root / LEDGER_FILE).is_file() else f"a folder without {MANIFEST}"
         raise ArtifactError(f"{root} is {what}, not a CiteCast instance (build one with rap citecast build)")

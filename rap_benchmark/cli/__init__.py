@@ -18,6 +18,7 @@ import sys
 from typing import Any, NoReturn
 
 from rap_benchmark.core.errors import UserError, one_line
+from rap_benchmark.core.suggest import closest
 
 EPILOG = """examples (each command's --help has more):
   rap demo                                      # build mini in ./rap-demo and run every step (~1 min)
@@ -69,6 +70,41 @@ class RapArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: {one_line(message)} (see {self.prog} --help)\n")
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        """argparse's, except that words no parser took are refused by the (sub)command they were
+        given to, with the option they are closest to: ``rap run: unrecognized argument
+        --conditons; did you mean --conditions?`` (argparse blamed ``rap``, and suggested nothing)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            owner = self._command(getattr(parsed, "command_name", self.prog))
+            owner.error(unrecognized(extras, owner))
+        return parsed
+
+    def _command(self, name: str) -> argparse.ArgumentParser:
+        """The parser of the (sub)command ``name`` (``rap citecast run``), found from this one."""
+        parser: argparse.ArgumentParser = self
+        for word in name.split()[1:]:
+            groups = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+            if not groups or word not in groups[0].choices:
+                break
+            parser = groups[0].choices[word]
+        return parser
+
+
+def unrecognized(extras: list[str], parser: argparse.ArgumentParser) -> str:
+    """What argparse could not place, each option with the closest one ``parser`` has. When an
+    option is unknown, the words after it (most likely its value) are not listed as well."""
+    options = [w.split("=", 1)[0] for w in extras if w.startswith("-") and w != "-"]
+    known = [s for s in parser._option_string_actions if s.startswith("--")]
+    close = {w: closest(w, known) for w in options}
+    if len(options) == 1:
+        (word,) = options
+        return f"unrecognized argument {word}" + (f"; did you mean {close[word]}?" if close[word] else "")
+    if options:
+        said = [w + (f" (did you mean {close[w]}?)" if close[w] else "") for w in options]
+        return f"unrecognized arguments {', '.join(said)}"
+    return f"unrecognized argument{'s' if len(extras) > 1 else ''} {' '.join(extras)}"
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = RapArgumentParser(
@@ -100,10 +136,15 @@ class _Version(argparse.Action):
 
 
 def version_line() -> str:
-    """``rap --version``: the package, the benchmark (what a score means) and CiteCast versions."""
-    from rap_benchmark.core.spec import BENCHMARK_VERSION, CITECAST_VERSION, package_version
+    """``rap --version``: the package's version, then the benchmark version (what a score means)
+    that new builds get, beside mini's, and CiteCast's version. A built instance keeps the version
+    it was built under; ``rap info``, reports, boards and run folders name it."""
+    from rap_benchmark.core.spec import BENCHMARK_VERSION, CITECAST_VERSION, MINI_VERSION, package_version
 
-    return f"rap_benchmark {package_version()} (benchmark version {BENCHMARK_VERSION}, CiteCast {CITECAST_VERSION})"
+    return (
+        f"rap_benchmark package {package_version()}; benchmark version {BENCHMARK_VERSION} for new builds "
+        f"(mini {MINI_VERSION}; rap info DIR names a build's); CiteCast {CITECAST_VERSION}"
+    )
 
 
 def _name_commands(parser: argparse.ArgumentParser) -> None:

@@ -123,6 +123,18 @@ def existing_files(paths: Sequence[str | Path], what: str = "file") -> list[Path
     return out
 
 
+def prediction_files(paths: Sequence[str | Path]) -> list[Path]:
+    """:func:`existing_files` for prediction files: a missing one is refused with where it most
+    likely is (``did you mean runs/x/predictions.jsonl?``) or what writes one."""
+    out = [Path(p) for p in paths]
+    missing = [p for p in out if not p.is_file()]
+    if missing:
+        from rap_benchmark.evaluation.predictions.missing import not_a_prediction_file
+
+        raise InputError("; ".join(not_a_prediction_file(p) for p in missing))
+    return out
+
+
 def run_folder(path: str | Path) -> Path:
     """A run folder written by ``rap run`` (it holds ``run.json``)."""
     from rap_benchmark.agents.store import RUN_FILE

@@ -11,9 +11,11 @@ from pathlib import Path
 
 from rap_benchmark.cli.args import add_extra_body_args, extra_body, nonnegative_int, positive_float, positive_int
 from rap_benchmark.core import resources
-from rap_benchmark.core.errors import ArtifactError, InputError
+from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.spec import INSTANCE_NAMES, BenchmarkSpec
 
 ARXIV_ENV = "RAP_SHARED_ARXIV"
+WAITING_EXIT = 75  # rap build --batch: a round of requests waits for replies (sysexits' EX_TEMPFAIL)
 
 BUILD_EPILOG = """examples:
   rap build --instance mini --out build/mini
@@ -80,25 +82,40 @@ LLM_ONLY = (
     "chat_template_kwargs",
     "extra_body",
     "fallback",
+    "batch",
+    "construction",
 )
 """The ``rap build`` options only the LLM instrument reads (``--dry-run`` too)."""
 
 
-def _llm_instrument(args: argparse.Namespace) -> object | None:
-    """The LLM instrument the flags describe, checked (None: the offline instrument)."""
+def _llm_instrument(args: argparse.Namespace, spec: BenchmarkSpec) -> object | None:
+    """The instrument the flags describe, checked: None (the spec's own: the LLM instrument answered
+    from the replies it ships, else the offline one), "offline", or an LLM instrument. With
+    ``--instrument llm``, a spec that ships replies gives the model and construction when the
+    flags do not, and its replies answer every request they hold."""
     if args.instrument != "llm":
         given = ["--" + o.replace("_", "-") for o in LLM_ONLY if getattr(args, o)]
         if given or args.dry_run:
             flags = ", ".join(given) or "--dry-run"
             raise InputError(f"{flags} need --instrument llm (--base-url, --model and every LLM flag do)")
-        return None
+        return args.instrument
     from rap_benchmark.pipeline.instrument.llm import LLMInstrument, LLMSettings, PipelineConfig
 
+    recorded = LLMInstrument.recorded_for(spec)
+    if recorded is not None:
+        args.model = args.model or recorded.config.model
+        args.draft_models = args.draft_models or ",".join(recorded.config.draft_models)
+        args.construction = args.construction or recorded.config.construction
     if not args.model:
         raise InputError("--instrument llm needs --model")
     urls = tuple(u.strip() for u in (args.base_url or "").split(",") if u.strip())
-    if not urls and not args.dry_run:
-        raise InputError("--instrument llm needs --base-url URL[,URL...] (an OpenAI-compatible endpoint)")
+    if urls and args.batch:
+        raise InputError("--base-url and --batch are two transports: give one (--batch DIR writes batch files)")
+    if not urls and not args.dry_run and not args.batch:
+        raise InputError(
+            "--instrument llm needs --base-url URL[,URL...] (an OpenAI-compatible endpoint) or --batch DIR "
+            "(batch files for vllm run-batch or a provider's Batch API)"
+        )
     drafts = tuple(m.strip() for m in (args.draft_models or f"{args.model},{args.model}").split(","))
     if len(drafts) != 2 or not all(drafts):
         raise InputError(f"--draft-models needs two model names A,B, got {args.draft_models!r}")
@@ -113,6 +130,7 @@ def _llm_instrument(args: argparse.Namespace) -> object | None:
         max_attempts=args.max_attempts,
         reasoning_tokens=args.reasoning_tokens,
         extra_body=extra,
+        construction=args.construction or "paper",
     )
     settings = LLMSettings(
         base_urls=urls,
@@ -122,6 +140,8 @@ def _llm_instrument(args: argparse.Namespace) -> object | None:
         max_spend_usd=args.max_spend_usd,
         prices_path=args.prices,
         fallback=args.fallback,
+        batch_dir=Path(args.batch) if args.batch else None,
+        recorded=None if recorded is None else recorded.settings.recorded,
     )
     instrument = LLMInstrument(config, settings)
     instrument.check()
@@ -154,12 +174,17 @@ def _dry_run(spec: object, source: Path, instrument: object, quiet: bool, tokeni
 def format_estimate(table: dict[str, dict[str, object]], sent: str = "to send") -> str:
     """Requests (to send, or sent) and already stored, tokens and price per stage."""
     lines = [f"{'stage':<16}{'requests':>10}{sent:>10}{'stored':>9}{'prompt tok':>14}{'compl. tok':>13}{'USD':>12}"]
+    rounds = table.get("total", {}).get("rounds")
     for stage, row in table.items():
         usd = "unknown" if row["cost_usd"] is None else f"{row['cost_usd']:.2f}"
         lines.append(
             f"{stage:<16}{row['requests']:>10,}{row['sent']:>10,}{row['from_store']:>9,}"
             f"{row['prompt_tokens']:>14,}{row['completion_tokens']:>13,}{usd:>12}"
         )
+    if rounds is not None:
+        usd = table["total"]["cost_usd"]
+        half = "unknown (no price for a model: --prices)" if usd is None else f"${usd / 2:,.2f}"
+        lines.append(f"rounds: {rounds} (--batch: one batch file each); at a batch API's half price: {half}")
     lines.append("(dry run: nothing was sent; replies not yet stored are estimated with typical sizes)")
     return "\n".join(lines)
 
@@ -204,8 +229,8 @@ def _cmd_build(args: argparse.Namespace) -> int:
         raise InputError(
             f"no corpus at {source} (--source: a parquet folder, a snapshot .jsonl/.json(.gz) or an Atom .xml)"
         )
-    instrument = _llm_instrument(args)
-    if instrument is not None and source is None:
+    instrument = _llm_instrument(args, spec)
+    if args.instrument == "llm" and source is None:
         raise InputError("--instrument llm needs --source (a corpus to build from)")
     if args.dry_run:
         return _dry_run(spec, Path(source), instrument, args.quiet, args.tokenizer)
@@ -214,20 +239,26 @@ def _cmd_build(args: argparse.Namespace) -> int:
 
         check_instance_out(args.out)  # a refusal stays one line
         print(expected_cost(spec.name, source is not None, args.no_cache), file=sys.stderr)
+    from rap_benchmark.pipeline.instrument.llm.batch import WaitingForReplies
+
     start = time.perf_counter()
-    out = build_instance(
-        spec,
-        args.out,
-        source=source,
-        progress=not args.quiet,
-        instrument=instrument,
-        freeze_instrument=args.freeze_instrument,
-        cache=not args.no_cache,
-    )
+    try:
+        out = build_instance(
+            spec,
+            args.out,
+            source=source,
+            progress=not args.quiet,
+            instrument=instrument,
+            freeze_instrument=args.freeze_instrument,
+            cache=not args.no_cache,
+        )
+    except WaitingForReplies as waiting:
+        print(f"rap build: {waiting}")
+        return waiting.exit_code
     seconds = time.perf_counter() - start
     print(f"built {spec.name} at {out} in {seconds:.1f} s")
     print(format_info(instance_info(load_instance(out))))
-    if instrument is not None:
+    if args.instrument == "llm":
         store = instrument.settings.store_dir
         summary = json.loads((store / "summary.json").read_text(encoding="utf-8"))
         print(format_estimate(summary["stages"], "sent").rsplit("\n", 1)[0])
@@ -244,7 +275,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
     root = Path(args.dir)
     if not root.is_dir():
-        raise ArtifactError(f"no instance folder at {root}")
+        from rap_benchmark.core.artifacts import missing_instance  # pandas: only on this path
+
+        raise missing_instance(root)
     expected = None
     if args.expect is not None:
         from rap_benchmark.core.expect import compare, resolve_expected
@@ -284,7 +317,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Build every artifact of an instance into OUT (replaced atomically).",
         epilog=BUILD_EPILOG,
     )
-    p.add_argument("--instance", choices=["mini", "arxiv-sample", "full"], help="named instance (default: mini)")
+    p.add_argument("--instance", choices=INSTANCE_NAMES, help="named instance (default: mini)")
     p.add_argument("--out", required=True, help="output folder (replaced when it holds a previous build)")
     p.add_argument("--source", help="corpus: parquet folder, snapshot .jsonl/.json(.gz) or Atom .xml")
     p.add_argument("--spec", help="spec JSON file (overrides the named instance's spec)")
@@ -302,7 +335,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     g = p.add_argument_group("LLM instrument (--instrument llm)")
     g.add_argument(
-        "--instrument", choices=["offline", "llm"], default="offline", help="assignment instrument (default offline)"
+        "--instrument",
+        choices=["offline", "llm"],
+        help="assignment instrument (default: the instance's own: arxiv-sample replays the replies a capable model "
+        "wrote for it, recorded in the package; other instances: offline)",
     )
     g.add_argument(
         "--base-url",
@@ -331,6 +367,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=["offline"],
         help="keep the offline name or a low_evidence label when a request is refused (HTTP 4xx) or a stage loses "
         "more than 5%% of its units; without it such a build fails",
+    )
+    g.add_argument(
+        "--construction",
+        choices=["paper", "compact"],
+        help="paper: the paper's construction (names, programs, two drafts, absorption, revision, consolidation, "
+        "every membership labelled by the model); compact: one request per field drafts and labels a sample, a "
+        "second draft for the parallel instrument, every membership labelled by a distilled classifier "
+        "(default: paper, or the construction of the replies the instance ships)",
+    )
+    g.add_argument(
+        "--batch",
+        metavar="DIR",
+        help="batch files instead of --base-url: each round's requests are written to DIR as an OpenAI Batch "
+        f"input file and the build exits {WAITING_EXIT} (waiting for replies); put the output files in DIR and rerun",
     )
     g.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and price per stage; send nothing")
     g.add_argument(

@@ -8,9 +8,10 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rap_benchmark.cli.args import nonnegative_int, positive_float, positive_int, subcommands, tcp_port
-from rap_benchmark.cli.run import _add_backend_args, _backend, all_failed
+from rap_benchmark.cli.run import _add_backend_args, _backend, all_failed, run_summary
 from rap_benchmark.core.errors import InputError, ServiceError
 from rap_benchmark.core.fsio import atomic_write_text
 
@@ -154,6 +155,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     r.add_argument("--max-tokens", type=positive_int, default=None, help="completion cap per turn (default 1024)")
     r.add_argument("--prices", help="price table JSON (default: the packaged rap_benchmark/data/prices.json)")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.add_argument(
+        "--json", action="store_true", help="print the run's tallies and reward as one JSON object instead of a summary"
+    )
     r.set_defaults(func=_run)
     p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
 
@@ -319,6 +323,27 @@ def _run(args: argparse.Namespace) -> int:
         prices=prices,
         progress=not args.no_progress,
     )
-    rows = cc.predictions_rows(RunStore(args.out), model)
-    print(json.dumps({"predictions": str(path), **cc.summary(rows), **stats.to_dict()}, sort_keys=True))
+    summary = cc.summary(cc.predictions_rows(RunStore(args.out), model))
+    if args.json:
+        print(json.dumps({"predictions": str(path), **summary, **stats.to_dict()}, sort_keys=True))
+    else:
+        print(run_summary(stats, path, _next_step(args, summary), [_reward_line(summary)]))
     return all_failed(stats, "rap citecast run")
+
+
+def _reward_line(summary: dict[str, Any]) -> str:
+    """The run's CiteCast reward in words (a task without a valid submission scores 0)."""
+    if summary["mean_reward"] != summary["mean_reward"]:  # NaN: no reward came back
+        return "reward: not returned (an evaluation-mode server keeps it until its operator scores the sessions)"
+    return (
+        f"reward: mean {summary['mean_reward']:.4f} over {summary['tasks']} tasks "
+        f"({summary['submitted']} submitted; a task without a valid submission scores 0)"
+    )
+
+
+def _next_step(args: argparse.Namespace, summary: dict[str, Any]) -> str:
+    """What to do with a finished CiteCast run: the server's operator scores an evaluation-mode
+    run; any other is compared with the baselines' rewards on the same instance."""
+    if summary["mean_reward"] != summary["mean_reward"]:
+        return f"the server's operator scores it: rap citecast score {args.instance_dir} --store STORE --key KEY"
+    return f"rap citecast sweep {args.instance_dir} --out {args.out}-sweep   # the baselines' reward, to compare"

@@ -6,9 +6,11 @@ import argparse
 import datetime as dt
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from rap_benchmark.cli.args import existing_files, scoring_options, subcommands
+from rap_benchmark.cli.args import existing_files, prediction_files, scoring_options, subcommands
 from rap_benchmark.cli.args import split_or_all as _split
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
@@ -62,9 +64,10 @@ submitted by an earlier file is refused; writes board/leaderboard.csv, leaderboa
 submissions.json (every verdict and problem). --live: each file is a reveal (FILE, FILE.salt.hex,
 FILE.meta.json); it is scored on the Forecast-Live track only when its commitment is in the
 --seals log and was sealed before every origin it forecasts (one line per refusal). Exit status 1
-when any file is refused: the board folder is still written whole, its verdicts file and page
-name every refusal. The board (split parts included) is built beside --out and replaces it in one
-swap: a failed or killed run leaves the previous board; an --out that is not a board is refused.
+when any file is refused: the board's verdicts file and page name every refusal; when every file
+is refused, no board is written (a previous one is left as it was) and the reasons are printed.
+The board (split parts included) is built beside --out and replaces it in one swap: a failed or
+killed run leaves the previous board; an --out that is not a board is refused.
 verify-reveal: checks revealed targets and salt against the salted SHA256
 commitments published in a repo's *_heldout configs.
 Each board folder also holds contrasts.csv (model vs model), strict_vs_exposed.csv, board.json,
@@ -220,7 +223,7 @@ def cmd_push(args: argparse.Namespace) -> int:
     from rap_benchmark.hub.submit import check_repo_id, hub_token, open_pull_request, submission_pull_request
 
     repo = check_repo_id(args.repo)
-    existing_files([args.file], "submission file")
+    prediction_files([args.file])
     if args.meta is not None:
         existing_files([args.meta], "metadata file")
     token = None if args.dry_run else hub_token()  # no token: said before the submission is read
@@ -298,11 +301,13 @@ def cmd_score_live(args: argparse.Namespace) -> int:
     result = score_live(
         list(args.files), inst, seals, split=_split(args.split), n_resamples=args.resamples, seed=args.seed
     )
-    out = write_live_board(result, args.out)
+    accepted = [v.accepted for v in result.verdicts]
+    out = write_live_board(result, args.out) if any(accepted) else None
     for v in result.verdicts:
         print(f"{v.path}: {'accepted' if v.accepted else 'REFUSED'}: {v.message}", file=sys.stderr)
-    print((out / "leaderboard_live.md").read_text(encoding="utf-8"))
-    return _refusals([v.accepted for v in result.verdicts], "reveal", out / "reveals.json")
+    if out is not None:
+        print((out / "leaderboard_live.md").read_text(encoding="utf-8"))
+    return _refusals(accepted, "reveal", args.out / "reveals.json", args.out)
 
 
 def _check_out(args: argparse.Namespace) -> None:
@@ -335,19 +340,26 @@ def cmd_score(args: argparse.Namespace) -> int:
 
         registry = load_registry(args.registry)  # a bad registry is refused before any write
     inst = _instance(args.instance)
-    with building_board(args.out) as folder:  # the whole board, split parts included, swapped in at once
-        files = _split_models(args.files, folder / "split") if args.split_models else list(args.files)
-        from tqdm.auto import tqdm
+    try:
+        with building_board(args.out) as folder:  # the whole board, split parts included, swapped in at once
+            files = _split_models(args.files, folder / "split") if args.split_models else list(args.files)
+            from tqdm.auto import tqdm
 
-        progress = tqdm(files, desc="submissions", unit="file", file=sys.stderr, leave=False)
-        result = score_submissions(
-            progress, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
-        ).relocated(folder, args.out)  # the verdicts name the split parts where they will be
-        leaderboard_files(result, folder)
-    for r in result.reports:
-        print(r.summary(), file=sys.stderr)
-    print((args.out / "leaderboard.md").read_text(encoding="utf-8"))
-    return _refusals([r.accepted for r in result.reports], "submission", args.out / "submissions.json")
+            progress = tqdm(files, desc="submissions", unit="file", file=sys.stderr, leave=False)
+            result = score_submissions(
+                progress, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
+            )
+            if not any(r.accepted for r in result.reports):
+                raise _NoBoard  # the folder being built is removed: a board of refusals is no board
+            result = result.relocated(folder, args.out)  # the verdicts name the split parts where they will be
+            leaderboard_files(result, folder)
+    except _NoBoard:
+        pass
+    return _verdicts(result.reports, args.out, "leaderboard.md")
+
+
+class _NoBoard(Exception):
+    """Every file was refused: the board being built is dropped, ``--out`` is left as it was."""
 
 
 def cmd_score_citecast(args: argparse.Namespace, inst) -> int:
@@ -365,15 +377,28 @@ def cmd_score_citecast(args: argparse.Namespace, inst) -> int:
         raise InputError(
             f"{', '.join(given)}: not for the CiteCast track (it scores the Test split of {args.instance})"
         )
-    with building_board(args.out) as folder:
-        progress = tqdm(list(args.files), desc="submissions", unit="file", file=sys.stderr, leave=False)
-        result = score_citecast_submissions(progress, inst, n_resamples=args.resamples, seed=args.seed)
-        result = result.relocated(folder, args.out)
-        citecast_board_files(result, folder)
-    for r in result.reports:
+    try:
+        with building_board(args.out) as folder:
+            progress = tqdm(list(args.files), desc="submissions", unit="file", file=sys.stderr, leave=False)
+            result = score_citecast_submissions(progress, inst, n_resamples=args.resamples, seed=args.seed)
+            if not any(r.accepted for r in result.reports):
+                raise _NoBoard  # as on the retrospective track: a board of refusals (and baselines) is no board
+            result = result.relocated(folder, args.out)
+            citecast_board_files(result, folder)
+    except _NoBoard:
+        pass
+    return _verdicts(result.reports, args.out, f"{STEM}.md")
+
+
+def _verdicts(reports: Sequence[Any], out: Path, board_md: str) -> int:
+    """Each submission's verdict on stderr, the board (``out/board_md``, when one was written) on
+    stdout, and the exit status of :func:`_refusals`."""
+    accepted = [r.accepted for r in reports]
+    for r in reports:
         print(r.summary(), file=sys.stderr)
-    print((args.out / f"{STEM}.md").read_text(encoding="utf-8"))
-    return _refusals([r.accepted for r in result.reports], "submission", args.out / "submissions.json")
+    if any(accepted):
+        print((out / board_md).read_text(encoding="utf-8"))
+    return _refusals(accepted, "submission", out / "submissions.json", out)
 
 
 def _split_models(files: list[Path], folder: Path) -> list[Path]:
@@ -391,16 +416,22 @@ def _split_models(files: list[Path], folder: Path) -> list[Path]:
     return expanded
 
 
-def _refusals(accepted: list[bool], what: str, verdicts: Path) -> int:
+def _refusals(accepted: list[bool], what: str, verdicts: Path, out: Path) -> int:
     """Exit status of a scored board: 0 when every file was accepted; else 1, with one line on
-    stderr saying how many were refused (the board folder is complete: it lists every refusal)."""
+    stderr saying how many were refused and where the reasons are (the board's verdicts file; when
+    every file was refused no board was written, and the reasons are the lines printed above)."""
     refused = accepted.count(False)
     if not refused:
         return 0
-    count = f"{refused} of {len(accepted)} {what}s refused"
     if refused == len(accepted):
-        count = f"no {what} accepted ({refused} refused)"
-    print(f"rap leaderboard score: {count}; the reasons are in {verdicts}", file=sys.stderr)
+        said = f"every {what} was refused ({refused} of {refused}), so no board was written"
+        kept = f" ({out} is left as it was)" if out.exists() else ""
+        print(f"rap leaderboard score: {said}{kept}; each file's reasons are printed above", file=sys.stderr)
+    else:
+        print(
+            f"rap leaderboard score: {refused} of {len(accepted)} {what}s refused; the reasons are in {verdicts}",
+            file=sys.stderr,
+        )
     return 1
 
 
@@ -408,7 +439,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     from rap_benchmark.evaluation.predictions import PredictionFileError
     from rap_benchmark.evaluation.submissions import split_by_model
 
-    existing_files([args.file], "prediction file")
+    prediction_files([args.file])
     meta = json.loads(args.meta.read_text(encoding="utf-8")) if args.meta else None
     try:
         written = split_by_model(args.file, args.out, meta=meta)

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -145,9 +146,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     return all_failed(stats, "rap run")
 
 
-def run_summary(stats: Any, path: Path, next_step: str) -> str:
+def run_summary(stats: Any, path: Path, next_step: str, more: Sequence[str] = ()) -> str:
     """What a run did, in words: units run now and reused, valid and invalid (with reasons),
-    tokens and cost, where the predictions are, and the next command."""
+    tokens and cost, ``more`` (what one kind of run adds: CiteCast's reward), where the
+    predictions are, and the next command."""
     reasons = ", ".join(f"{n} {why}" for why, n in sorted(stats.invalid_reasons.items()))
     left = stats.selected - stats.executed - stats.skipped
     units = f"units: {stats.selected} selected, {stats.executed} run now, {stats.skipped} already done (reused)"
@@ -156,6 +158,7 @@ def run_summary(stats: Any, path: Path, next_step: str) -> str:
         units + (f", {left} not run yet (--limit)" if left > 0 else ""),
         outcome + (f", {stats.retries} retried requests" if stats.retries else ""),
         f"tokens: {stats.tokens:,}; cost: ${stats.cost_usd:.4f}",
+        *more,
     ]
     if stats.unusable_files:
         lines.append(f"note: {stats.unusable_files} unusable unit file(s) were rerun (see events.jsonl)")

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from rap_benchmark.cli.args import existing_files, nonnegative_int, scoring_options
+from rap_benchmark.cli.args import existing_files, nonnegative_int, prediction_files, scoring_options
 from rap_benchmark.cli.args import split_or_all as _split
 from rap_benchmark.core.records import Policy, parse_enum
 
@@ -116,7 +116,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.evaluation.report.tables import NO_MULTIPLICITY, leaderboard_markdown, state_markdown
 
-    existing_files(args.predictions, "prediction file")
+    prediction_files(args.predictions)
     inst = load_instance(args.dir)
     result = score(
         inst,
@@ -172,7 +172,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.evaluation.report import build_report
 
-    existing_files(args.predictions, "prediction file")
+    prediction_files(args.predictions)
     if args.registry is not None:
         existing_files([args.registry], "model registry")
     inst = load_instance(args.dir)

@@ -20,6 +20,7 @@ is written and when it is loaded.
 from __future__ import annotations
 
 import json
+import shlex
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,13 +43,14 @@ from rap_benchmark.core.schemas import (
     conform,
 )
 from rap_benchmark.core.serial import from_dict, to_dict
-from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.spec import INSTANCE_NAMES, BenchmarkSpec
+from rap_benchmark.core.suggest import nearby
 from rap_benchmark.core.sums import CACHE_DIR, SUMS_FILE, listed_sha256, manifest_hash, verify
 
 LEDGER_FILE = "FINAL_PARAMETER_LEDGER_V1.json"
 INSTANCE_MARKERS = (SUMS_FILE, LEDGER_FILE)
 """The files that mark a folder as a RAP instance, which a new build or version may replace."""
-OPTIONAL_TABLES: tuple[str, ...] = ("truth",)
+OPTIONAL_TABLES: tuple[str, ...] = ("truth", "parallel")
 """Artifact tables only some instances hold (loaded into ``Instance.extras``)."""
 INSTANCE_TABLES = (
     "codebooks.json",
@@ -64,6 +66,28 @@ def check_instance_out(out: str | Path) -> None:
     """Refuse (``FileExistsError``) an ``out`` a RAP instance may not be written to: a file, or a
     non-empty folder that is not an instance (:func:`rap_benchmark.core.fsio.check_replaceable`)."""
     check_replaceable(out, INSTANCE_MARKERS, kind="RAP instance")
+
+
+def missing_instance(root: str | Path) -> ArtifactError:
+    """The error for an instance folder that is not there (or is empty): it names the built
+    instance beside it whose name is closest (a typo), and the command that builds one there."""
+    root = Path(root)
+    if root.is_dir():
+        return ArtifactError(f"{root} is an empty folder, not a built instance; build it with: {build_command(root)}")
+    near = nearby(root, lambda p: (p / SUMS_FILE).is_file() and (p / LEDGER_FILE).is_file())
+    if near is not None:
+        return ArtifactError(
+            f"no instance folder at {root}; did you mean {near}? (to build one there: {build_command(root)})"
+        )
+    return ArtifactError(f"no instance folder at {root}; build it with: {build_command(root)}")
+
+
+def build_command(root: str | Path) -> str:
+    """``rap build`` into ``root``: the named instance its folder is called after, else mini (the
+    one built from nothing); full needs its corpus."""
+    name = Path(root).name if Path(root).name in INSTANCE_NAMES else "mini"
+    source = " --source CORPUS" if name == "full" else ""
+    return f"rap build --instance {name}{source} --out {shlex.quote(str(root))}"
 
 
 def replacing_instance(out: str | Path) -> AbstractContextManager[Path]:
@@ -218,8 +242,8 @@ def load_instance(root: str | Path, *, verify_hashes: bool = True, expect: str |
     edit made consistently to a file and its SHA256SUMS line.
     """
     root = Path(root)
-    if not root.is_dir():
-        raise ArtifactError(f"no instance folder at {root}")
+    if not root.is_dir() or not any(root.iterdir()):
+        raise missing_instance(root)
     absent = [name for name in (SUMS_FILE, LEDGER_FILE, *INSTANCE_TABLES) if not (root / name).is_file()]
     if absent:
         raise ArtifactError(f"{root} is not a built instance: {', '.join(absent)} missing")

@@ -99,6 +99,11 @@ SEARCH_MANIFEST = pa.schema(
 TRUTH = pa.schema([_f("arxiv_id", _STR), _f("field_id", _STR), _f("true_direction", _STR)])
 """``truth.parquet`` (synthetic instances only): the generator's latent label per membership."""
 
+PARALLEL = pa.schema([_f("arxiv_id", _STR), _f("field_id", _STR), _f("slot", pa.int64())])
+"""``parallel.parquet`` (instances built by the compact construction): the parallel instrument's
+direction slot (0..7, in its own draft's order) per membership of the fields that have a second,
+independently drafted codebook."""
+
 ARTIFACT_TABLES: dict[str, pa.Schema] = {
     "papers": PAPERS,
     "assignments": ASSIGNMENTS,
@@ -106,8 +111,9 @@ ARTIFACT_TABLES: dict[str, pa.Schema] = {
     "episodes": EPISODES,
     "search_manifest": SEARCH_MANIFEST,
     "truth": TRUTH,
+    "parallel": PARALLEL,
 }
-"""Every parquet table an instance folder may hold, by file stem (``truth`` is optional)."""
+"""Every parquet table an instance folder may hold, by file stem (``truth`` and ``parallel`` are optional)."""
 
 EPISODE_TARGETS: tuple[str, ...] = ("y", "y_counts", "n_y")
 """Episode columns computed from the target window [T, T+w): withheld from agents."""

@@ -177,6 +177,10 @@ def arxiv_sample_spec() -> BenchmarkSpec:
     return BenchmarkSpec.from_json(resources.SPECS_DIR / "arxiv-sample.json")
 
 
+INSTANCE_NAMES = ("mini", "arxiv-sample", "full")
+"""The named instances ``rap build --instance`` builds (full and any other corpus need ``--source``)."""
+
+
 def spec_for(instance: str) -> BenchmarkSpec:
     """Look up a named instance's spec."""
     if instance == "mini":
@@ -185,4 +189,4 @@ def spec_for(instance: str) -> BenchmarkSpec:
         return arxiv_sample_spec()
     if instance == "full":
         return BenchmarkSpec()
-    raise InputError(f"unknown instance {instance!r} (expected mini, arxiv-sample or full)")
+    raise InputError(f"unknown instance {instance!r} (expected {', '.join(INSTANCE_NAMES)})")

@@ -28,6 +28,7 @@ from rap_benchmark.core.errors import FileFormatError, InputError
 from rap_benchmark.core.records import Split
 from rap_benchmark.core.schemas import pending_mask
 from rap_benchmark.evaluation.predictions import KEY_COLUMNS, REQUIRED_COLUMNS, PredictionFileError, read_predictions
+from rap_benchmark.evaluation.predictions.missing import not_a_prediction_file
 from rap_benchmark.evaluation.submissions import (
     SubmissionReport,
     board_meta,
@@ -54,7 +55,7 @@ def _canonical_rows(path: str | Path) -> tuple[pd.DataFrame, list[dict[str, Any]
     key, and the rows a commitment hashes: the required columns as plain values."""
     path = Path(path)
     if not path.is_file():
-        raise FileFormatError(path, "no such prediction file")
+        raise InputError(not_a_prediction_file(path))
     try:
         frame = read_predictions(path)
     except PredictionFileError as exc:

@@ -51,6 +51,7 @@ from rap_benchmark.evaluation.predictions import (
     validate_predictions,
     write_predictions,
 )
+from rap_benchmark.evaluation.predictions.missing import RUN_RECORD
 from rap_benchmark.evaluation.report.aggregates import leaderboard, resampling
 from rap_benchmark.evaluation.report.tables import leaderboard_markdown
 from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, score_predictions
@@ -243,6 +244,9 @@ def validate_submission(
 ) -> SubmissionReport:
     """Validate one submission against an instance; never raises on bad input."""
     path = Path(path)
+    if (path / RUN_RECORD).is_file():  # its predictions.jsonl has no metadata: prepare names what it needs
+        what = f"{path} is a run folder, not a submission: rap submit prepare {path} --out subs/{path.name}.jsonl writes one"
+        return SubmissionReport(path, None, (str(Problem(ProblemKind.FILE_MISSING, Severity.FATAL, what)),), None)
     try:
         data, problems = read_metadata(path, Path(meta_path) if meta_path else None)
         meta = None
@@ -398,10 +402,9 @@ def board_meta(inst: Any, split: Split | None, n_resamples: int | None, seed: in
     n_res, seed_ = resampling(inst, n_resamples, seed)
     return {
         "instance": inst.spec.name,
-        "instance_version": inst.spec.version,
+        "benchmark_version": inst.spec.version,  # the instance's: what its scores mean
+        "package_version": package_version(),  # the rap_benchmark package that scored it
         "manifest_hash": inst.manifest_hash,
-        "benchmark_version": BENCHMARK_VERSION,
-        "scorer_version": package_version(),
         "split": split.value if split is not None else "all",
         "n_resamples": n_res,
         "seed": seed_,
@@ -660,8 +663,10 @@ def board_files(
 BOARD_NOTE = (
     "Ranked per condition; a row without a rank covers only part of the split (reported, not ranked); in "
     "brackets the rank's 95% block-bootstrap interval (rows whose intervals overlap are not told apart). "
-    "Target y: Forecast Spearman; target x: State fidelity (State as Forecast scores the same outputs "
-    "against y). Strict/exposed: Spearman on the cells whose origin is on or after / before the model's "
-    "knowledge cutoff. Usage as the submission's metadata states it (per episode; unknown is never 0). "
+    "Scores are Forecast Spearman against y; a condition marked (x) is a State condition scored against x "
+    "(State fidelity; State as Forecast scores the same outputs against y). Strict/exposed: Spearman on the "
+    "cells whose origin is on or after / before the model's knowledge cutoff (n/a for a statistical baseline, "
+    "which reads no text). Usage as the submission's metadata states it, per episode (totals in "
+    "leaderboard.csv; unknown is never 0). "
     "95% intervals: block bootstrap over dependency blocks; no multiplicity correction."
 )

@@ -133,12 +133,21 @@ def board_tables(board_dirs: list[Path]) -> tuple[dict[str, dict[str, pd.DataFra
     return configs, {**meta, CITECAST: citecast} if citecast else meta
 
 
+def board_title(configs: dict[str, Any]) -> str:
+    """``RAP leaderboard``, ``CiteCast leaderboard`` or ``RAP and CiteCast leaderboard``: the
+    benchmarks whose tracks the board holds."""
+    rap = any(c in configs for c in ("retrospective", "forecast_live"))
+    named = [name for name, held in (("RAP", rap), ("CiteCast", CITECAST in configs)) if held]
+    return f"{' and '.join(named or ['RAP'])} leaderboard"
+
+
 def _card(repo: str, configs: dict[str, dict[str, Any]], meta: dict[str, Any], subs: pd.DataFrame) -> str:
     import yaml
 
     default = next((c for c in ("retrospective", "forecast_live", CITECAST) if c in configs), "retrospective")
+    title = board_title(configs)
     front = {
-        "pretty_name": "RAP leaderboard",
+        "pretty_name": title,
         "license": "cc-by-4.0",
         "language": ["en"],
         "tags": ["rap-benchmark", "leaderboard", "forecasting"],
@@ -149,6 +158,7 @@ def _card(repo: str, configs: dict[str, dict[str, Any]], meta: dict[str, Any], s
         front_matter=yaml.safe_dump(front, sort_keys=False),
         meta=meta,
         repo=repo,
+        title=title,
         default_config=default,
         submissions=subs.astype(object).where(subs.notna(), None).to_dict(orient="records") if len(subs) else [],
     )

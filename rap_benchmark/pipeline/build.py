@@ -31,7 +31,7 @@ from rap_benchmark.core.artifacts import (
 )
 from rap_benchmark.core.records import AssignmentType, Codebook, Policy, Split
 from rap_benchmark.core.schemas import ASSIGNMENTS, PAPERS, TRUTH
-from rap_benchmark.core.spec import BenchmarkSpec
+from rap_benchmark.core.spec import BenchmarkSpec, package_version
 from rap_benchmark.core.sums import write_sums
 
 MAX_LEDGER_MALFORMED = 50
@@ -121,9 +121,16 @@ def _source_inputs(
     if instrument is not None:
         from rap_benchmark.pipeline.fields import fit_fields
 
-        memberships, field_info, _ = fit_fields(papers, spec, progress=progress)
+        memberships, field_info, field_model = fit_fields(papers, spec, progress=progress)
         result, entry = instrument.run(papers, memberships, field_info, spec, progress=progress)
-        return inputs | {"codebooks": result.codebooks, "assignments": result.assignments, "instrument": entry}
+        llm = {"codebooks": result.codebooks, "assignments": result.assignments, "instrument": entry}
+        if result.compact is not None:
+            from rap_benchmark.pipeline.instrument.llm.compact import frozen_instrument
+
+            llm["parallel"] = result.compact.parallel
+            if freeze:
+                llm["frozen"] = frozen_instrument(result.compact, result.codebooks, field_model, spec)
+        return inputs | llm
     frozen, codebooks, assignments = _offline_instrument(papers, spec, progress, cache)
     return inputs | {
         "codebooks": codebooks,
@@ -252,19 +259,27 @@ def build_instance(
 ) -> Path:
     """Build every artifact of an instance into ``out`` (replaced atomically); return ``out``.
 
-    ``instrument``: None for the offline one, or an ``LLMInstrument`` (source route only).
+    ``instrument``: None for the spec's own (source route: the LLM instrument answered from the
+    replies the spec ships, when it names them, e.g. arxiv-sample; else the offline one),
+    ``"offline"`` for the offline one, or an ``LLMInstrument`` (source route only).
     ``freeze_instrument`` also writes the frozen offline instrument that ``rap extend`` labels
     with (:mod:`.instrument.frozen`); ``cache`` reuses an offline instrument fitted before on the
     same inputs (:mod:`.instrument.cache`; the same bytes either way).
     """
+    if instrument is None and source is not None:
+        from rap_benchmark.pipeline.instrument.llm import LLMInstrument
+
+        instrument = LLMInstrument.recorded_for(spec)
+    instrument = None if instrument == "offline" else instrument
     if instrument is not None and source is None:
         raise ValueError("the LLM instrument needs a source corpus (the mini route uses its blueprints)")
-    if freeze_instrument and (source is None or instrument is not None):
+    compact = instrument is not None and getattr(instrument.config, "construction", None) == "compact"
+    if freeze_instrument and (source is None or (instrument is not None and not compact)):
         from rap_benchmark.core.errors import InputError
 
         raise InputError(
-            "--freeze-instrument needs a source corpus and the offline instrument "
-            "(mini's fields come from its generator; LLM labels cannot be frozen as weights)"
+            "--freeze-instrument needs a source corpus and the offline instrument or the compact construction "
+            "(mini's fields come from its generator; the paper construction's LLM labels cannot be frozen as weights)"
         )
     from tqdm import tqdm
 
@@ -318,6 +333,8 @@ def build_instance(
         write_table(tmp, "search_manifest", manifest)
         if inputs["truth"] is not None:
             write_table(tmp, "truth", inputs["truth"])
+        if inputs.get("parallel") is not None:
+            write_table(tmp, "parallel", inputs["parallel"].sort_values(["field_id", "arxiv_id"], kind="stable"))
         ledger = spec.ledger()
         ledger["derived"] = _derived(spec, papers, codebooks, assignments, blocks, episodes, inputs)
         if inputs.get("frozen") is not None:
@@ -359,7 +376,8 @@ def instance_info(instance: Instance) -> dict[str, Any]:
     split_of = dict(zip(blocks["field_id"], blocks["split"], strict=True))
     return {
         "name": spec.name,
-        "benchmark_version": instance.ledger.get("benchmark_version"),
+        "benchmark_version": instance.ledger.get("benchmark_version"),  # the instance's: what its scores mean
+        "package_version": package_version(),  # the rap_benchmark package reading it
         "manifest_hash": instance.manifest_hash,
         "origins": list(spec.origins),
         "papers": len(instance.papers),
@@ -393,7 +411,8 @@ def format_info(info: dict[str, Any]) -> str:
     dirs = ", ".join(f"{k} directions: {v} fields" for k, v in info["directions_per_field"].items())
     ppw = info["papers_per_window"]
     lines = [
-        f"instance           {info['name']} (benchmark {info['benchmark_version']})",
+        f"instance           {info['name']}, benchmark version {info['benchmark_version']} (what its scores mean)",
+        f"package            rap_benchmark {info['package_version']}",
         f"manifest hash      {info['manifest_hash']}",
         f"origins            {', '.join(info['origins'])}",
         f"papers             {info['papers']:,}",

@@ -267,6 +267,9 @@ class FieldModel:
     projection: np.ndarray | None = None
     membership_ratio: float = MEMBERSHIP_RATIO
     min_membership_cos: float = MIN_MEMBERSHIP_COS
+    groups: tuple[tuple[int, ...], ...] | None = (
+        None  # when set, field j holds the papers of every cluster of groups[j]
+    )
 
     def embed(self, x: sp.csr_matrix) -> sp.csr_matrix | np.ndarray:
         """TF-IDF rows in the clustering space."""
@@ -289,6 +292,15 @@ class FieldModel:
         kept = tuple(c for j, c in enumerate(self.kept) if j not in gone)
         return dataclasses.replace(self, kept=kept)
 
+    def regrouped(self, units: Sequence[Sequence[str]]) -> FieldModel:
+        """The rule whose field ``f{j:03d}`` is the union of the fields ``units[j]`` (ids of this
+        rule's fields, e.g. candidates a construction merged); fields in no unit hold no paper."""
+        groups = tuple(tuple(self._clusters(int(f[1:])) for f in unit) for unit in units)
+        return dataclasses.replace(self, groups=tuple(tuple(c for g in unit for c in g) for unit in groups))
+
+    def _clusters(self, j: int) -> tuple[int, ...]:
+        return self.groups[j] if self.groups is not None else (self.kept[j],)
+
     def memberships(self, papers: pd.DataFrame) -> pd.DataFrame:
         """Columns arxiv_id, field_id of ``papers`` in the kept fields, sorted by (field_id, arxiv_id)."""
         x, _ = self.space.transform(tokenize_papers(papers))
@@ -299,8 +311,10 @@ class FieldModel:
         ``member[i, kept[j]]`` (``member``: papers x clusters, from :meth:`member`), sorted by
         (field_id, arxiv_id). The one place the memberships table is made: the build's
         (:func:`fit_fields`) and a later paper's (:meth:`memberships`)."""
+        groups = self.groups if self.groups is not None else tuple((c,) for c in self.kept)
         frames = [
-            pd.DataFrame({"arxiv_id": ids[member[:, c]], "field_id": f"f{j:03d}"}) for j, c in enumerate(self.kept)
+            pd.DataFrame({"arxiv_id": ids[member[:, list(g)].any(axis=1)], "field_id": f"f{j:03d}"})
+            for j, g in enumerate(groups)
         ]
         frame = (
             pd.concat(frames, ignore_index=True)

@@ -33,7 +33,9 @@ Faults, drawn per delivery from a seeded generator (they change whether an answe
 which): ``error_rate`` (HTTP 503), ``timeout_rate`` (the reply comes after ``hang_s`` seconds),
 ``malformed_rate`` (a torn JSON body). ``invalid_rate`` replaces an instrument answer by an
 invalid one, decided by the request's hash (a retry quotes the reply, so it is another request).
-``log`` appends the key (sha256 of the body) of every request answered, for resume audits.
+``log`` appends the key of every request answered (the sha256 of its body as canonical JSON: compact,
+sorted keys, the instrument's store key), for resume audits; reply styles are chosen by it too, so
+a request is answered alike over HTTP and in a batch file.
 
 Run: ``python -m rap_benchmark.testing.scripted_server --port 0 --workers 2 [--mode think]``
 prints ``http://127.0.0.1:PORT/v1`` and serves until SIGTERM; tests use :class:`ServerThread`
@@ -365,7 +367,7 @@ class ScriptedApp:
                 raise TypeError
         except (orjson.JSONDecodeError, TypeError):
             return 400, BAD_REQUEST, False
-        key = hashlib.sha256(body).hexdigest()
+        key = hashlib.sha256(orjson.dumps(req, option=orjson.OPT_SORT_KEYS)).hexdigest()  # the client's store key
         if path.endswith("/completions") and not path.endswith("/chat/completions"):
             status, obj = 200, completion_reply(req, self.n_searches)
         else:
@@ -496,7 +498,15 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:
         print("scripted_server: needs uvicorn: pip install 'rap_benchmark[serve]'", file=sys.stderr)
         return 2
-    sock = bind(args.port)
+    try:
+        sock = bind(args.port)
+    except OSError as exc:  # most often the port is taken: say so in one line, never serve nothing quietly
+        print(
+            f"scripted_server: cannot listen on 127.0.0.1:{args.port}: {exc.strerror or exc}"
+            " (another server on that port? --port 0 picks a free one)",
+            file=sys.stderr,
+        )
+        return 2
     children = []
 
     def app(w: int) -> ScriptedApp:

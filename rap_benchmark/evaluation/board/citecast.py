@@ -27,9 +27,9 @@ from rap_benchmark.citecast.sessions import ScoredResult
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.spec import BenchmarkSpec, package_version
 from rap_benchmark.core.sums import manifest_hash
-from rap_benchmark.evaluation.board.page import TEMPLATE, submission_details, table_rows
+from rap_benchmark.evaluation.board.display import fmt_cutoff, fmt_tokens, total_usage
+from rap_benchmark.evaluation.board.page import render_page, table_rows
 from rap_benchmark.evaluation.citecast_submissions import CITECAST, CiteCastReport, validate_citecast_submission
-from rap_benchmark.evaluation.report.html import render_template
 from rap_benchmark.evaluation.report.tables import fmt, interval_cell
 from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, field_bootstrap
 from rap_benchmark.evaluation.submissions import board_files, verdict_rows
@@ -50,7 +50,7 @@ NOTE = (
     "tasks. Baselines (the card's, fitted on train) are reference rows, not ranked: the floor is one "
     "constant for every paper, base rates one constant per primary category, and the ceiling (the band "
     "oracle) one constant per true citation band, which it knows. Usage as the submission's metadata "
-    "states it (per task; unknown is never 0)."
+    "states it, per task (totals in leaderboard_citecast.csv and in the cells' tooltips; unknown is never 0)."
 )
 
 
@@ -58,12 +58,7 @@ def _rank(row: dict[str, Any]) -> str:
     return "" if unknown(row.get("rank")) else str(int(row["rank"]))
 
 
-def _cutoff(row: dict[str, Any]) -> str:
-    if row.get("kind") != "submission":
-        return "n/a"
-    return "unknown" if unknown(row.get("knowledge_cutoff")) else str(row["knowledge_cutoff"])
-
-
+TOKENS = "tokens/task (in + out)"
 COLUMNS: tuple[tuple[str, Any], ...] = (
     ("rank", _rank),
     ("model", "model"),
@@ -71,26 +66,25 @@ COLUMNS: tuple[tuple[str, Any], ...] = (
     ("forecasts", lambda r: f"{int(r['submitted'])}/{int(r['tasks'])}"),
     ("mean reward [95% CI]", lambda r: interval_cell(r, "mean_reward")),
     ("mean over forecasts", lambda r: fmt(r.get("mean_reward_submitted"))),
-    (
-        "tokens/task in / out",
-        lambda r: f"{fmt_usage(r.get('input_tokens_per_task'))} / {fmt_usage(r.get('output_tokens_per_task'))}",
-    ),
+    (TOKENS, lambda r: fmt_tokens(r, per="task")),
     ("web calls/task", lambda r: fmt_usage(r.get("tool_calls_per_task"))),
     ("USD/task", lambda r: fmt_cost(r.get("cost_usd_per_task"))),
-    ("USD total", lambda r: fmt_cost(r.get("cost_usd"))),
-    ("cutoff", _cutoff),
+    ("cutoff", fmt_cutoff),
 )
-"""(header, board column or function of a row): the CiteCast board for people (markdown and page)."""
-SORT_COLUMN = {
+"""(header, board column or function of a row): the CiteCast board for people (markdown and page).
+The totals stay in ``leaderboard_citecast.csv`` (and, on the page, in the per-task cells'
+tooltips), so the table fits a 1400 px page, as the retrospective board's does."""
+SORT_KEY: dict[str, Any] = {
     "rank": "rank",
     "forecasts": "submitted",
     "mean reward [95% CI]": "mean_reward",
     "mean over forecasts": "mean_reward_submitted",
-    "tokens/task in / out": "input_tokens_per_task",
+    TOKENS: lambda row: row.get("input_tokens_per_task", np.nan) + row.get("output_tokens_per_task", np.nan),
     "web calls/task": "tool_calls_per_task",
     "USD/task": "cost_usd_per_task",
-    "USD total": "cost_usd",
 }
+"""Header -> the raw board column (or function of a raw row) its cells sort by."""
+USAGE_HEADERS = (TOKENS, "web calls/task", "USD/task")
 
 
 @dataclass(frozen=True)
@@ -172,15 +166,14 @@ def board_meta(inst: Any, n_resamples: int, seed: int) -> dict[str, Any]:
     return {
         "track": CITECAST,
         "instance": f"citecast-{info.get('provenance', {}).get('instance', 'unknown')}",
-        "instance_version": info.get("citecast_version"),
-        "citecast_version": info.get("citecast_version"),
+        "benchmark_version": info.get("citecast_version"),  # the instance's: what its scores mean
         "manifest_hash": manifest_hash(inst.root),
         "split": TaskSplit.TEST.value,
         "n_tasks": sum(t.split is TaskSplit.TEST for t in inst.tasks.values()),
         "reward": REWARD,
         "n_resamples": n_resamples,
         "seed": seed,
-        "scorer_version": package_version(),
+        "package_version": package_version(),  # the rap_benchmark package that scored it
     }
 
 
@@ -231,19 +224,12 @@ def citecast_board_files(result: CiteCastBoard, folder: Path, *, page: bool = Tr
         columns=COLUMNS,
     )
     if page:
-        headers, rows = table_rows(result.board, COLUMNS, SORT_COLUMN)
-        html = render_template(
-            TEMPLATE,
-            title=title,
-            meta=result.meta,
-            headers=headers,
-            rows=rows,
-            tracks=[CITECAST],
-            splits=[TaskSplit.TEST.value],
-            conditions=[],
-            figures=[],
-            matrices=None,
-            details=submission_details(verdicts),
-            note=NOTE,
+        table = table_rows(
+            result.board,
+            COLUMNS,
+            sort_keys=SORT_KEY,
+            usage_headers=USAGE_HEADERS,
+            usage_totals=lambda row: total_usage(row, calls=("tool_calls", "web calls")),
         )
+        html = render_page(table, title=title, meta=result.meta, verdicts=verdicts, note=NOTE)
         atomic_write_text(folder / "index.html", html)

@@ -8,14 +8,16 @@ cells are numbers, what a cell sorts by, the wording) is made here; the jinja2 t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_write_text
-from rap_benchmark.evaluation.board.display import display_board
+from rap_benchmark.evaluation.board.display import display_board, fmt_cutoff, total_usage
 from rap_benchmark.evaluation.board.plots import contrast_matrix, finite, plot_cost_vs_score
 from rap_benchmark.evaluation.report.html import data_uri, render_template
 from rap_benchmark.evaluation.report.plots import plot_leaderboard
@@ -25,7 +27,12 @@ from rap_benchmark.evaluation.usage import unknown
 TEMPLATE = "leaderboard.html.j2"
 RETROSPECTIVE = "retrospective"
 
-SORT_COLUMN = {
+
+def _tokens_per_episode(row: pd.Series) -> Any:
+    return row.get("input_tokens_per_episode", math.nan) + row.get("output_tokens_per_episode", math.nan)
+
+
+SORT_KEY: dict[str, Any] = {
     "rank (95% CI)": "rank",
     "Spearman [95% block CI]": "spearman",
     "TV": "tv",
@@ -33,24 +40,51 @@ SORT_COLUMN = {
     "State as Forecast": "state_as_forecast",
     "strict": "spearman_strict",
     "exposed": "spearman_exposed",
-    "in tokens/ep.": "input_tokens_per_episode",
-    "out tokens/ep.": "output_tokens_per_episode",
-    "searches/ep.": "search_calls_per_episode",
+    "tokens/ep. (in + out)": _tokens_per_episode,
+    "Search calls/ep.": "search_calls_per_episode",
     "USD/ep.": "cost_usd_per_episode",
-    "USD total": "cost_usd",
-    "invalid": "n_invalid",
 }
-"""Header -> the raw board column its cells sort by (numbers; unknown sorts last)."""
+"""Header -> the raw board column (or function of a raw row) its cells sort by: numbers;
+unknown sorts last."""
+
+USAGE_HEADERS = ("tokens/ep. (in + out)", "Search calls/ep.", "USD/ep.")
+"""Cells whose tooltip holds the row's usage totals (the table shows per-episode usage only)."""
+
+
+def _unbroken_intervals(text: str) -> str:
+    """``0.760 [0.687,\u00a00.803]``: a narrow column may wrap a cell between its estimate and its
+    interval, never inside the interval (the page's cells wrap so that the table fits its page)."""
+    return re.sub(r"\[[^\]]*\]", lambda m: m.group(0).replace(" ", "\u00a0"), text)
+
+
+def header_lines(header: str, width: int = 10) -> list[str]:
+    """A header longer than ``width`` characters on two lines, split at the space nearest its
+    middle outside brackets (``Spearman`` / ``[95% block CI]``): a column is as wide as its widest
+    line, and a one-line header would make it wider than its cells."""
+    depth, spaces = 0, []
+    for i, ch in enumerate(header):  # a space inside brackets keeps "[95% block CI]" whole
+        depth += (ch in "([") - (ch in ")]")
+        if ch == " " and depth == 0:
+            spaces.append(i)
+    if len(header) <= width or not spaces:
+        return [header]
+    cut = min(spaces, key=lambda i: (abs(len(header) - 2 * i), i))
+    return [header[:cut], header[cut + 1 :]]
 
 
 def table_rows(
     board: pd.DataFrame,
     columns: Sequence[tuple[str, Any]] | None = None,
-    sort_columns: Mapping[str, str] = SORT_COLUMN,
+    *,
+    sort_keys: Mapping[str, Any] = SORT_KEY,
+    usage_headers: Sequence[str] = USAGE_HEADERS,
+    usage_totals: Callable[[dict[str, Any]], str] = total_usage,
 ) -> tuple[list[str], list[dict[str, Any]]]:
-    """Headers and rows of the sortable table: each cell's text, sort key and whether it is a number.
-    ``columns``: (header, cell) pairs (default: the retrospective board's); ``sort_columns``: header ->
-    the raw column its cells sort by."""
+    """Headers and rows of the sortable table: each cell's text, sort key, tooltip and class (``num``
+    for a number, ``name`` for a model name, which may wrap; ``date``, which may not).
+    ``columns``: (header, cell) pairs (default: the retrospective board's); ``sort_keys``: header ->
+    the raw column (or function of a raw row) its cells sort by; the cells under ``usage_headers``
+    carry ``usage_totals`` of their row as tooltip."""
     shown = display_board(board) if columns is None else display(board, columns)
     if shown.empty:
         return [], []
@@ -58,11 +92,14 @@ def table_rows(
     rows = []
     for (_, raw), (_, cells) in zip(board.iterrows(), shown.iterrows(), strict=True):
         out = []
+        totals = usage_totals(raw.to_dict())
         for h in headers:
-            column = sort_columns.get(h)
-            value = raw.get(column) if column else cells[h]
-            sort = "" if column and unknown(value) else str(value)
-            out.append({"text": str(cells[h]), "sort": sort, "num": column is not None})
+            key = sort_keys.get(h)
+            value = (key(raw) if callable(key) else raw.get(key)) if key else cells[h]
+            sort = "" if key and unknown(value) else str(value)
+            title = totals if h in usage_headers else ""
+            cls = "num" if key is not None else "name" if h == "model" else "date" if h == "cutoff" else ""
+            out.append({"text": _unbroken_intervals(str(cells[h])), "sort": sort, "cls": cls, "title": title})
         rows.append(
             {
                 "cells": out,
@@ -121,7 +158,7 @@ def submission_details(verdicts: Sequence[dict[str, Any]]) -> list[dict[str, Any
                 "accepted": bool(v.get("accepted")),
                 "model": meta.get("model", ""),
                 "conditions": ", ".join(meta.get("conditions") or []),
-                "cutoff": meta.get("knowledge_cutoff") or "unknown",
+                "cutoff": fmt_cutoff(meta),
                 "tools": ", ".join(meta.get("tools") or []) or "none",
                 "usage_source": usage.get("source") or "none stated (usage unknown)",
                 "prices_as_of": usage.get("prices_as_of") or "",
@@ -159,24 +196,49 @@ def write_page(
             "id": "cost",
             "src": data_uri(cost),
             "alt": "cost versus score: Spearman against USD and tokens per episode",
-            "caption": "Spearman against USD per episode (left) and input + output tokens per episode (right), "
-            "symmetric-log axes so a known zero sits at 0; rows whose cost is unknown are named above each "
-            "panel and not drawn.",
+            "caption": "Spearman against USD per episode (top) and input + output tokens per episode (bottom). "
+            "Each axis starts at 0 and holds the known values (a known 0 at 0; symmetric-log past the smallest "
+            "positive value when they span more than a decade); a row whose value is unknown is drawn hollow in "
+            "the grey strip beside the panel, never at 0.",
         },
     ]
-    headers, rows = table_rows(board)
-    html = render_template(
+    html = render_page(
+        table_rows(board),
+        title=title,
+        meta=meta,
+        verdicts=verdicts,
+        note=note,
+        figures=figures,
+        matrices=matrices(contrasts),
+    )
+    return [forest, cost, atomic_write_text(out / "index.html", html)]
+
+
+def render_page(
+    table: tuple[list[str], list[dict[str, Any]]],
+    *,
+    title: str,
+    meta: dict[str, Any],
+    verdicts: Sequence[dict[str, Any]],
+    note: str,
+    figures: Sequence[dict[str, str]] = (),
+    matrices: list[dict[str, Any]] | None = None,
+) -> str:
+    """The board page's HTML: the sortable ``table`` (:func:`table_rows`), its filters (a filter
+    with nothing to choose from is hidden), the ``figures``, the contrast ``matrices`` (None: no
+    such section) and every submission's verdict."""
+    headers, rows = table
+    return render_template(
         TEMPLATE,
         title=title,
         meta=meta,
-        headers=headers,
+        headers=[{"text": h, "lines": header_lines(h)} for h in headers],
         rows=rows,
         tracks=sorted({r["track"] for r in rows}),
         splits=sorted({r["split"] for r in rows if r["split"]}),
-        conditions=sorted({r["condition"] for r in rows}),
-        figures=figures,
-        matrices=matrices(contrasts),
+        conditions=sorted({r["condition"] for r in rows if r["condition"]}),
+        figures=list(figures),
+        matrices=matrices,
         details=submission_details(verdicts),
         note=note,
     )
-    return [forest, cost, atomic_write_text(out / "index.html", html)]

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ import pyarrow as pa
 from rap_benchmark.core.errors import json_reason
 from rap_benchmark.core.records import DIRECTION_KEYS, Condition
 from rap_benchmark.core.schemas import PREDICTIONS
+from rap_benchmark.evaluation.predictions.missing import not_a_prediction_file
 from rap_benchmark.evaluation.predictions.problems import (
     ALL_COLUMNS,
     DEFAULT_MAX_BYTES,
@@ -307,12 +309,17 @@ def _read_line(fh: Any) -> tuple[bytes, int, bool]:
     return raw, size, complete
 
 
+REWRITE = "write it again with the command that wrote it: rap run rewrites RUN/predictions.jsonl from the units it kept"
+"""The next step for a file cut short: nothing in it says what the lost text was."""
+
+
 class _Truncated(Exception):
     """A bad last line without its closing newline: the file was cut, so none of it is scored."""
 
     def __init__(self, lineno: int, why: str) -> None:
         what = (
-            f"line {lineno} is cut off (no closing newline, {why}); the file looks truncated, so none of it is scored"
+            f"line {lineno} is cut off (no closing newline, {why}); the file looks truncated, so none of it is "
+            f"scored: {REWRITE}"
         )
         self.problem = Problem(ProblemKind.TRUNCATED, Severity.FATAL, what, lines=(lineno,))
 
@@ -330,14 +337,26 @@ def _lenient_error(text: str) -> str | None:
     except RecursionError:
         return None
     except ValueError as exc:
-        return _json_error(exc)
+        return _json_error(exc, text)
     return None
 
 
-def _json_error(exc: ValueError) -> str:
+def _json_error(exc: ValueError, text: str) -> str:
+    """Why a line is not JSON, at the column of the line it stopped at (a line's own newline does
+    not count: Python's decoder placed an error there on a second line, "at column 1")."""
     if isinstance(exc, json.JSONDecodeError):
-        return f"{json_reason(exc)} at column {exc.colno}"
+        line_end = len(text.rstrip("\r\n"))
+        return f"{json_reason(exc)} at column {min(exc.pos, line_end) + 1}"
     return short(str(exc), 120)
+
+
+def _cut_short(text: str, exc: ValueError) -> bool:
+    """Whether the JSON of the line stops only where the line does (an unclosed string, object or
+    value at its end): the mark of a write cut short, not of a badly formed row."""
+    return isinstance(exc, json.JSONDecodeError) and exc.pos >= len(text.rstrip())
+
+
+CUT_SHORT = f"are cut short, as a torn or interrupted write leaves a line (skipped; {REWRITE})"
 
 
 _JSON_ARRAY = Problem(
@@ -409,9 +428,10 @@ def _read_jsonl(path: Path, rows: Rows, problems: list[Problem]) -> bool:
                 if first_content and text.lstrip().startswith("["):
                     problems.append(_JSON_ARRAY)
                     return False
-                _unless_cut(complete, lineno, _json_error(exc))
-                what, example = "are not valid JSON (skipped)", f"line {lineno}: {_json_error(exc)}"
-                tally.add(ProblemKind.BAD_JSON, what, lineno, example=example)
+                why = _json_error(exc, text)
+                _unless_cut(complete, lineno, why)
+                what = CUT_SHORT if _cut_short(text, exc) else "are not valid JSON (skipped)"
+                tally.add(ProblemKind.BAD_JSON, what, lineno, example=f"line {lineno}: {why}")
             else:
                 if first_content and isinstance(obj, list) and obj and all(isinstance(o, dict) for o in obj):
                     problems.append(_JSON_ARRAY)
@@ -453,11 +473,12 @@ _UNPARSED = (
 )
 
 
-def _file_problems(path: Path, max_bytes: int) -> list[Problem]:
-    """What makes a file unreadable as a whole: absent, over ``max_bytes``, or empty."""
+def _file_problems(path: Path, max_bytes: int, *, missing: Callable[[Path], str]) -> list[Problem]:
+    """What makes a file unreadable as a whole: absent (said as ``missing(path)``), over
+    ``max_bytes``, or empty."""
     size = path.stat().st_size if path.is_file() else -1
     if size < 0:
-        return [Problem(ProblemKind.FILE_MISSING, Severity.FATAL, f"no file at {path}")]
+        return [Problem(ProblemKind.FILE_MISSING, Severity.FATAL, missing(path))]
     if size > max_bytes:
         what = f"file is {size:,} bytes, over the {max_bytes:,}-byte limit (split it or raise max_bytes)"
         return [Problem(ProblemKind.FILE_TOO_LARGE, Severity.FATAL, what)]
@@ -472,7 +493,7 @@ def read_json_lines(path: str | Path, sink: Any, *, max_bytes: int = DEFAULT_MAX
     :class:`Tally`); returns the file's own problems (a fatal one: nothing in it can be used).
     Limits, encodings, truncation and strict JSON are those of prediction files."""
     path = Path(path)
-    problems = _file_problems(path, max_bytes)
+    problems = _file_problems(path, max_bytes, missing=lambda p: f"no file at {p}")
     if problems:
         return problems
     try:
@@ -490,7 +511,7 @@ def load_predictions(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) ->
     Checks against an instance are in :func:`~.validating.validate_predictions`.
     """
     path = Path(path)
-    problems = _file_problems(path, max_bytes)
+    problems = _file_problems(path, max_bytes, missing=not_a_prediction_file)
     if not problems:
         with path.open("rb") as fh:
             parquet = path.suffix.lower() == ".parquet" or fh.read(4) == b"PAR1"

@@ -92,7 +92,12 @@ def build_report(
     if add_baselines and not (preds["model"] == "baseline/ewma").any():
         base, _ = baseline_predictions(inst)
         preds = pd.concat([preds, base], ignore_index=True) if len(preds) else base
-        notes.append("statistical baselines computed at the spec's parameters (no baseline file was given)")
+        notes.append(
+            "No baseline file was given, so the statistical baselines (Recent, EWMA, ARIMA, Holt, ridge VAR, "
+            "uniform random) were computed here at the spec's parameters, for every model to be contrasted with "
+            "EWMA. To give them as a file (tuned on Dev): rap baselines DIR --tune-dev --out FILE; to leave "
+            "them out: --no-baselines."
+        )
 
     masks = None
     if reg is not None:
@@ -148,7 +153,8 @@ def build_report(
             "split-half reliability ceiling.",
         ),
         field_figures=field_figs,
-        problems=[*problems, *notes],
+        problems=problems,
+        notes=notes,
         title=f"RAP benchmark report: {inst.spec.name}",
     )
     html_path = atomic_write_text(out / "report.html", html)

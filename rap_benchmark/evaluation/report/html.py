@@ -23,6 +23,7 @@ from rap_benchmark.evaluation.report.tables import (
     closing_note,
     display_tables,
     fmt,
+    model_headlines,
 )
 
 TEMPLATE = "report.html.j2"
@@ -104,21 +105,41 @@ def _figure(fig: Figure) -> dict[str, str]:
     return {"src": data_uri(fig.path), "alt": fig.alt, "caption": fig.caption}
 
 
-def _anchors(tables: ReportTables) -> list[dict[str, str]]:
-    anchors = []
+MODEL_CARDS = 4
+"""At most this many evaluated models get a headline card (the best first); the rest are named."""
+
+
+def _cards(tables: ReportTables) -> list[dict[str, str]]:
+    """The headline cards: the evaluated models first (each one's best Forecast condition, its
+    interval and its contrast with EWMA), then this instance's EWMA and ceiling and the paper's."""
+    cards = []
+    heads = model_headlines(tables)
+    for h in heads[:MODEL_CARDS]:
+        value, _, bounds = h.score.partition(" ")
+        where = f"{h.condition}, best of {', '.join(h.conditions)}" if len(h.conditions) > 1 else h.condition
+        detail = " · ".join(x for x in (f"{where} {bounds}".strip(), f"vs EWMA {h.vs_ewma}" if h.vs_ewma else "") if x)
+        cards.append({"kind": "model", "value": value or "no score", "detail": detail, "label": h.model})
+    if len(heads) > MODEL_CARDS:
+        rest = [h.model for h in heads[MODEL_CARDS:]]
+        cards.append(
+            {"kind": "model", "value": f"+{len(rest)}", "detail": "", "label": ", ".join(rest) + " (leaderboard below)"}
+        )
     board = tables.leaderboard
+    split = tables.meta.get("split")
     if not board.empty:
         ewma = board[(board["model"] == "baseline/ewma") & (board["condition"] == "A0")]
         if len(ewma):
-            anchors.append(
-                {"value": fmt(ewma["spearman"].iloc[0]), "label": f"EWMA, this instance ({tables.meta.get('split')})"}
-            )
+            cards.append(_anchor(fmt(ewma["spearman"].iloc[0]), f"EWMA, this instance ({split})"))
     rel = tables.reliability or {}
     if rel.get("ceiling") is not None:
-        anchors.append({"value": fmt(rel["ceiling"]), "label": "reliability ceiling, this instance"})
-    anchors.append({"value": f"{PAPER_TEST_EWMA:.3f}", "label": "EWMA, paper (Test, full instance)"})
-    anchors.append({"value": f"{PAPER_TEST_CEILING:.3f}", "label": "ceiling, paper (Test, full instance)"})
-    return anchors
+        cards.append(_anchor(fmt(rel["ceiling"]), "reliability ceiling, this instance"))
+    cards.append(_anchor(f"{PAPER_TEST_EWMA:.3f}", "EWMA, paper (Test, full instance)"))
+    cards.append(_anchor(f"{PAPER_TEST_CEILING:.3f}", "ceiling, paper (Test, full instance)"))
+    return cards
+
+
+def _anchor(value: str, label: str) -> dict[str, str]:
+    return {"kind": "anchor", "value": value, "detail": "", "label": label}
 
 
 def render_html(
@@ -127,9 +148,11 @@ def render_html(
     leaderboard_figure: Figure | None = None,
     field_figures: Sequence[Figure] = (),
     problems: Sequence[str] = (),
+    notes: Sequence[str] = (),
     title: str = "RAP benchmark report",
 ) -> str:
-    """The report page as one HTML string (UTF-8, no external references)."""
+    """The report page as one HTML string (UTF-8, no external references). ``problems`` are what
+    the validator found in the files; ``notes`` say how the report was made (no baseline file)."""
     shown = display_tables(tables)
     sections: list[dict[str, Any]] = []
     for name, heading, intro, empty in SECTIONS:
@@ -164,11 +187,12 @@ def render_html(
         )
     context = {
         "title": title,
-        "meta": {**tables.meta, "package_version": package_version()},
-        "anchors": _anchors(tables),
+        "meta": {"package_version": package_version(), **tables.meta},
+        "cards": _cards(tables),
         "closing_note": closing_note(tables, multiplicity=False),
         "multiplicity": NO_MULTIPLICITY,
         "problems": list(problems),
+        "notes": list(notes),
         "sections": sections,
         "figures_top": [_figure(leaderboard_figure)] if leaderboard_figure is not None else [],
         "figures_fields": [_figure(f) for f in field_figures],

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -127,6 +128,16 @@ def overlay_units(board: pd.DataFrame, max_units: int = 5) -> list[tuple[str, st
     return units[:max_units]
 
 
+PANEL_TITLE_CHARS = 32
+"""A field panel's title wraps at this many characters (four panels a row at 11 inches), whole."""
+
+
+def panel_title(key: str, name: str) -> str:
+    """``D3 parameter-efficient fine-tuning`` wrapped onto lines of :data:`PANEL_TITLE_CHARS`
+    characters, every word kept (a word longer than a line stays whole on its own line)."""
+    return textwrap.fill(f"{key} {name}".strip(), PANEL_TITLE_CHARS, break_long_words=False, break_on_hyphens=False)
+
+
 def plot_field(
     inst: Instance,
     preds: pd.DataFrame,
@@ -136,6 +147,13 @@ def plot_field(
     units: Sequence[tuple[str, str]] = (),
 ) -> Path:
     """One field's realised y per origin (black), one panel per direction, predictions overlaid."""
+    return _save(field_figure(inst, preds, field_id, units=units), path)
+
+
+def field_figure(
+    inst: Instance, preds: pd.DataFrame, field_id: str, *, units: Sequence[tuple[str, str]] = ()
+) -> Figure:
+    """The figure of :func:`plot_field`, not yet saved."""
     eps = episode_arrays(inst)
     rows = np.flatnonzero(eps.field_id == field_id)
     origins = eps.origin[rows]
@@ -170,8 +188,7 @@ def plot_field(
                 label=f"{unit[0]} {unit[1]}",
             )
         name = codebook.directions[d].name if codebook is not None else ""
-        short = name if len(name) <= 28 else name[:27] + "…"
-        ax.set_title(f"{DIRECTION_KEYS[d]} {short}".strip(), fontsize=9, loc="left")
+        ax.set_title(panel_title(DIRECTION_KEYS[d], name), fontsize=9, loc="left")
         ax.set_xticks(xs, labels, fontsize=7, rotation=45)
         ax.tick_params(axis="y", labelsize=7)
         ax.grid(color="#eeeeee", linewidth=0.6)
@@ -182,4 +199,4 @@ def plot_field(
     if codebook is not None:
         title = f"{field_id} ({codebook.name}): realised composition of the target window by origin"
     fig.suptitle(title, fontsize=11, x=0.01, ha="left")
-    return _save(fig, path)
+    return fig

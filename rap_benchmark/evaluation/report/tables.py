@@ -18,7 +18,9 @@ import pandas as pd
 
 from rap_benchmark.core.fsio import atomic_path, atomic_write_text
 from rap_benchmark.core.records import Policy, Split
+from rap_benchmark.core.spec import package_version
 from rap_benchmark.evaluation.report.aggregates import (
+    EWMA_MODEL,
     exposure_table,
     leaderboard,
     paired_contrasts,
@@ -129,7 +131,8 @@ def compute_tables(
         validation=validation if validation is not None else pd.DataFrame(),
         meta={
             "instance": inst.spec.name,
-            "benchmark_version": inst.spec.version,
+            "benchmark_version": inst.spec.version,  # the instance's: what its scores mean
+            "package_version": package_version(),  # the rap_benchmark package that scored it
             "manifest_hash": inst.manifest_hash,
             "split": split or "all",
             "n_resamples": n_res,
@@ -334,8 +337,54 @@ def to_markdown(df: pd.DataFrame) -> str:
 # -- the closing note ------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class ModelHeadline:
+    """An evaluated (non-baseline) model on the leaderboard: its best Forecast condition, that
+    condition's Spearman and its contrast against EWMA on the same cells (the report's headline)."""
+
+    model: str
+    condition: str  # the best Forecast condition
+    score: str  # "0.078 [-0.055, 0.242]"
+    vs_ewma: str  # "-0.673 [-0.805, -0.492] *" ("" without an EWMA contrast)
+    conditions: tuple[str, ...]  # its Forecast conditions on the leaderboard, in order
+    cells: tuple[str, ...]  # "A0 -0.001 [-0.125, 0.156]" for each of them
+
+
+def _finite(value: Any) -> float:
+    return -math.inf if unknown(value) or math.isnan(float(value)) else float(value)
+
+
+def model_headlines(tables: ReportTables) -> list[ModelHeadline]:
+    """Every evaluated model of the leaderboard (any model that is not a statistical baseline),
+    best first by its best Forecast condition's Spearman, then by name."""
+    board, contrasts = tables.leaderboard, tables.contrasts
+    if board.empty:
+        return []
+    vs_ewma = {  # (model, condition) -> "+0.012 [-0.004, +0.030] *"
+        (r["model"], r["contrast"].split(" vs ")[0]): fmt_interval(r["estimate"], r["lo"], r["hi"], signed=True)
+        + (" *" if r["excludes_zero"] else "")
+        for r in contrasts.to_dict("records")
+        if r["metric"] == "spearman" and r["contrast"].endswith(f" vs {EWMA_MODEL}")
+    }
+    ranked: list[tuple[float, ModelHeadline]] = []
+    for model, rows in board[~board["model"].astype(str).str.startswith(BASELINE_PREFIX)].groupby("model"):
+        records = rows.sort_values("condition", kind="stable").to_dict("records")
+        best = max(records, key=lambda r: _finite(r["spearman"]))  # the first of equals: the earlier condition
+        headline = ModelHeadline(
+            model=str(model),
+            condition=str(best["condition"]),
+            score=interval_cell(best),
+            vs_ewma=vs_ewma.get((model, best["condition"]), ""),
+            conditions=tuple(str(r["condition"]) for r in records),
+            cells=tuple(f"{r['condition']} {interval_cell(r)}" for r in records),
+        )
+        ranked.append((_finite(best["spearman"]), headline))
+    return [h for _, h in sorted(ranked, key=lambda x: (-x[0], x[1].model))]
+
+
 def closing_note(tables: ReportTables, *, multiplicity: bool = True) -> str:
-    """Plain-text closing paragraph: this instance's baselines and ceiling beside the paper's anchors."""
+    """Plain-text summary: the evaluated models first (every Forecast condition, the best one
+    against EWMA), then this instance's baselines and ceiling beside the paper's anchors."""
     meta, board = tables.meta, tables.leaderboard
     a0 = board[board["condition"] == "A0"].set_index("model") if len(board) else board
     parts = [  # "EWMA 0.754 [0.689, 0.802]" for each statistical baseline on the leaderboard
@@ -343,8 +392,14 @@ def closing_note(tables: ReportTables, *, multiplicity: bool = True) -> str:
         for name, label in BASELINE_LABELS.items()
         if BASELINE_PREFIX + name in a0.index
     ]
+    models = [  # "my-org/my-model A0 0.012 [...], A1 0.093 [...] (A1 minus EWMA -0.66 [...] *)"
+        f"{h.model} {', '.join(h.cells)}" + (f" ({h.condition} minus EWMA {h.vs_ewma})" if h.vs_ewma else "")
+        for h in model_headlines(tables)
+    ]
     split = meta.get("split", "test")
     text = f"On {meta.get('instance', 'this instance')} ({split} split, field-macro Forecast Spearman, 95% block-bootstrap intervals): "
+    if models:
+        text += "; ".join(models) + ". Statistical baselines: "
     text += "; ".join(parts) if parts else "no baseline predictions were scored"
     rel = tables.reliability or {}
     ceiling = rel.get("ceiling")

@@ -34,6 +34,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 from rap_benchmark.core.records import Condition
 from rap_benchmark.core.records import Task as RapTask
+from rap_benchmark.core.spec import package_version
 from rap_benchmark.integrations.inspect.bridge import InspectBackend, chat_messages
 from rap_benchmark.integrations.scores import citecast_metrics, episode_metrics
 
@@ -198,7 +199,12 @@ def rap_task(
             cond.value, instance_dir=instance_dir, hub=hub, hub_revision=hub_revision, max_search_calls=max_search_calls
         ),
         scorer=rap_state_scorer() if cond.task is RapTask.STATE else rap_scorer(),
-        metadata={"condition": cond.value, "manifest_hash": inst.manifest_hash, "benchmark_version": inst.spec.version},
+        metadata={
+            "condition": cond.value,
+            "manifest_hash": inst.manifest_hash,
+            "benchmark_version": inst.spec.version,  # the instance's: what its scores mean
+            "package_version": package_version(),  # the rap_benchmark package that ran it
+        },
         version=1,
     )
 

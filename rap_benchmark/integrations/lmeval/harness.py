@@ -1,7 +1,8 @@
 """The lm-eval task folder (``--include_path``): one YAML per task plus a thin module.
 
 The YAMLs hold no logic: a task name, the class and the condition per task (``citecast`` stands
-alone, with the CiteCast version and no condition), and ``rap.yaml``, the ``rap`` group of the five
+alone, with the CiteCast version and no condition; a RAP task's version is the benchmark version
+of the instance it loads, set by the task), and ``rap.yaml``, the ``rap`` group of the five
 RAP tasks with an aggregate row: the unweighted mean over conditions of each condition's
 field-macro ``spearman`` (conditions where it is undefined are left out, with lm-eval's warning) and
 the episode-weighted ``valid`` share. The paper's tables come from ``rap score``, not from it. They are
@@ -58,7 +59,7 @@ def yaml_text(task: str) -> str:
         f"class: !function {MODULE}.RapTask\n"
         "metadata:\n"
         f"  condition: {condition.value}\n"
-        f"  version: {BENCHMARK_VERSION}\n"
+        "  # version: the benchmark version of the instance the task loads (what its scores mean)\n"
     )
 
 
@@ -74,8 +75,7 @@ def group_text() -> str:
         "  - metric: valid\n"
         "    aggregation: mean\n"
         "    weight_by_size: true\n"
-        "metadata:\n"
-        f"  version: {BENCHMARK_VERSION}\n"
+        "# no version: each task states the benchmark version of the instance it loads\n"
     )
 
 

@@ -45,7 +45,7 @@ from rap_benchmark.agents.protocol import Request
 from rap_benchmark.agents.runner import SearchTools, default_max_tokens, native_units
 from rap_benchmark.agents.toolset import search_text_protocol
 from rap_benchmark.core.records import Condition, Task
-from rap_benchmark.core.spec import BENCHMARK_VERSION
+from rap_benchmark.core.spec import BENCHMARK_VERSION, package_version
 from rap_benchmark.evaluation.scoring import field_macro
 from rap_benchmark.integrations.lmeval.rounds import EpisodeJob, run_batched
 from rap_benchmark.integrations.scores import episode_metrics
@@ -173,10 +173,13 @@ def check_reusable(lm: Any) -> None:
 
 
 def task_config(config: dict[str, Any] | None, version: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The YAML's task config (without ``class``) and its metadata, versioned by default."""
+    """The YAML's task config (without ``class``) and its metadata: ``version`` (lm-eval's task
+    version, ``version`` unless the YAML states one) and ``package_version``, the rap_benchmark
+    package's."""
     cfg = {k: v for k, v in (config or {}).items() if k != "class"}
     meta = dict(cfg.get("metadata") or {})
     meta.setdefault("version", version)
+    meta["package_version"] = package_version()
     return cfg, meta
 
 
@@ -350,10 +353,13 @@ class RapTask(ToolLoopTask):
     LABEL = "RAP tasks"
 
     def __init__(self, config: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        cfg, meta = task_config(config, BENCHMARK_VERSION)
+        # the loop never sees targets; docs carry them for scoring
+        self.inst = instance_for(dict((config or {}).get("metadata") or {})).public_view()
+        # lm-eval's task version is what the scores mean: the instance's benchmark version (mini: 1.0.0)
+        cfg, meta = task_config(config, self.inst.spec.version)
+        meta["benchmark_version"] = self.inst.spec.version
         self.condition = Condition(meta.get("condition", Condition.A1.value))
         meta["condition"] = self.condition.value
-        self.inst = instance_for(meta).public_view()  # the loop never sees targets; docs carry them for scoring
         spec = self.inst.spec
         if meta.get("max_search_calls") is not None:
             spec = spec.replace(max_search_calls=int(meta["max_search_calls"]))

@@ -29,7 +29,10 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
     validate_label_batch,
 )
 
-TOKENS_PER_PAPER = 40
+TOKENS_PER_PAPER = 60
+"""max_tokens per paper of a labels request: a capable model's label (``{"id": "2401.01234",
+"primary": "D3", "secondary": null, "type": "single"}``) takes about 30 tokens; 40 left 70 tokens
+of headroom over 8 compact labels, and a model that adds a space or a field ran out."""
 ASSIGNMENT_COLUMNS = [c for c in ASSIGNMENTS.names if c != "date"]  # the date is joined in by the build
 
 
@@ -42,9 +45,16 @@ class PartlyLabelled(InvalidOutput):
 
 
 async def label_batch(
-    client: Client, cfg: PipelineConfig, cb: Codebook, directions: str, papers: str, batch: list[str]
+    client: Client,
+    cfg: PipelineConfig,
+    cb: Codebook,
+    directions: str,
+    papers: str,
+    batch: list[str],
+    model: str | None = None,
 ) -> tuple[dict[str, Assignment | OutOfField], dict[str, str]]:
-    """(valid label per paper, reason per paper without one) for one batch of ``cb``'s papers.
+    """(valid label per paper, reason per paper without one) for one batch of ``cb``'s papers,
+    asked of ``model`` (default: the configured one).
 
     A reply cut at max_tokens is asked again once with twice the budget of a full batch: a
     thinking model reasons as long over the one paper left at a field's end as over eight."""
@@ -74,7 +84,9 @@ async def label_batch(
 
     budget = cfg.budget(TOKENS_PER_PAPER * len(batch) + 100)
     wide = cfg.budget(TOKENS_PER_PAPER * cfg.assign_batch + 100)
-    out = await ask(client, Stage.ASSIGN, cfg.model, prompt, validate, cfg, budget=budget, wide=wide, settle=settle)
+    out = await ask(
+        client, Stage.ASSIGN, model or cfg.model, prompt, validate, cfg, budget=budget, wide=wide, settle=settle
+    )
     if out.value is not None:
         return {**good, **out.value.good}, {}
     if out.attempts > judged:  # refused, or cut twice: every paper still to label has its reason

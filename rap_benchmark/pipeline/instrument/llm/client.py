@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,11 +33,25 @@ from rap_benchmark.core.errors import UserError
 from rap_benchmark.llmclient.endpoints import EndpointPool, Refused, call_with_failover, check_extra_body
 from rap_benchmark.llmclient.failures import BackendFailure, reasoning_of
 from rap_benchmark.llmclient.pricing import PriceTable
+from rap_benchmark.pipeline.instrument.llm.batch import AwaitingReply, BatchFolder
 from rap_benchmark.pipeline.instrument.llm.store import RequestStore
 from rap_benchmark.pipeline.instrument.llm.tokens import count_prompt_tokens, count_tokens
 from rap_benchmark.pipeline.instrument.llm.validate import split_reasoning
 
 FLUSH_EVERY_S = 0.05
+_CHAIN: ContextVar[list[int] | None] = ContextVar("rap_request_chain", default=None)
+"""The requests not yet answered that the running unit (a job of :func:`run_all`) has asked, one
+after the other: the deepest chain of a stage is the rounds a batch transport needs for it."""
+
+
+class RoundPending(Exception):
+    """Some units of a stage wait for batch replies: the construction stops after the stage.
+    ``results`` are the stage's results in job order (None for a unit that waits)."""
+
+    def __init__(self, units: int, results: list[Any]) -> None:
+        super().__init__(f"{units} units wait for replies")
+        self.units = units
+        self.results = results
 
 
 class StopRun(UserError, RuntimeError):
@@ -145,6 +160,7 @@ class Client:
         self.accounting = Accounting(prices)
         self.extra_body = dict(extra_body or {})
         self.stop_reason: StopRun | None = None
+        self.rounds = 0  # rounds of requests a batch transport needs (answered requests do not count)
 
     async def complete(
         self, stage: str, model: str, messages: list[dict[str, str]], max_tokens: int, *, retry: bool = False
@@ -157,6 +173,9 @@ class Client:
         rec = self.records.get(key)
         cached = rec is not None
         if rec is None:
+            chain = _CHAIN.get()
+            if chain is not None:
+                chain[0] += 1
             rec, cached = await self._answer(stage, model, key, body, messages, max_tokens)
         if rec.get("error") is not None:
             self.accounting.refused(stage)
@@ -319,6 +338,102 @@ def response_record(response: Any, key: str, stage: str, model: str) -> dict[str
     }
 
 
+class BatchClient(Client):
+    """Requests through batch files (:mod:`.batch`): a reply read back from the folder enters the
+    store when the construction asks for it; a request without one is kept for the next round and
+    its unit waits (:class:`~.batch.AwaitingReply`). A refused request stops the run (or, with the
+    offline fallback, comes back as an error), as over HTTP; so does a request that failed in more
+    output lines than ``max_failures``."""
+
+    def __init__(
+        self,
+        store: RequestStore,
+        folder: BatchFolder,
+        prices: PriceTable,
+        *,
+        extra_body: dict[str, Any] | None = None,
+        fallback: str | None = None,
+        max_failures: int = 8,
+    ) -> None:
+        super().__init__(store.records, prices, extra_body)
+        self.store = store
+        self.folder = folder
+        self.fallback = fallback
+        self.max_failures = max_failures
+        self.pending: dict[str, tuple[str, bytes]] = {}  # key -> (model, canonical body), in asking order
+        self.pending_tokens = [0, 0]  # prompt tokens (estimated) and max_tokens of the pending requests
+        self.pending_cost: float | None = 0.0
+
+    async def __aenter__(self) -> BatchClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.store.flush()
+
+    async def _answer(
+        self, stage: str, model: str, key: str, body: bytes, messages: list[dict[str, str]], max_tokens: int
+    ) -> tuple[dict[str, Any], bool]:
+        from openai.types.chat import ChatCompletion
+
+        if self.stop_reason is not None:
+            raise self.stop_reason
+        reply = self.folder.replies.get(key)
+        if reply is not None:
+            rec = response_record(ChatCompletion.construct(**reply), key, stage, model)
+            self.store.put(rec)
+            return rec, False
+        failures = self.folder.failures.get(key, [])
+        refused = next((f for f in failures if f.refused), None)
+        if refused is not None:
+            status = "" if refused.status is None else f" (status {refused.status})"
+            error = f"{refused.where} refused a {stage} request{status}: {refused.message}"
+            if self.fallback is None:
+                self.stop_reason = RequestRefused(
+                    f"{error}; no retry can help a refused request (fix the request or the model; "
+                    "--fallback offline keeps offline names and labels instead)"
+                )
+                raise self.stop_reason
+            return {"error": error}, False
+        if len(failures) > self.max_failures:
+            last = failures[-1]
+            self.stop_reason = EndpointsFailed(
+                f"a {stage} request failed in {len(failures)} batch output lines (last {last.where}: "
+                f"{last.message}); check the provider, then rerun to ask it again in a new round"
+            )
+            raise self.stop_reason
+        if key not in self.pending:
+            self.pending[key] = (model, body)
+            prompt = count_prompt_tokens(messages)
+            self.pending_tokens[0] += prompt
+            self.pending_tokens[1] += max_tokens
+            cost = self.accounting.cost(model, prompt, max_tokens)
+            self.pending_cost = None if cost is None or self.pending_cost is None else self.pending_cost + cost
+        raise AwaitingReply(key)
+
+
+class ReplayClient(Client):
+    """Answers only from recorded replies (an instance rebuilt offline); a request without one is
+    noted (``missing``, key -> stage) and its unit waits, so a whole stage's gaps are counted."""
+
+    def __init__(
+        self, records: dict[str, dict[str, Any]], prices: PriceTable, extra_body: dict[str, Any] | None
+    ) -> None:
+        super().__init__(records, prices, extra_body)
+        self.missing: dict[str, str] = {}
+
+    async def __aenter__(self) -> ReplayClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def _answer(
+        self, stage: str, model: str, key: str, body: bytes, messages: list[dict[str, str]], max_tokens: int
+    ) -> tuple[dict[str, Any], bool]:
+        self.missing[key] = stage
+        raise AwaitingReply(key)
+
+
 class StandInClient(Client):
     """The dry run's client: answers from the store when it can, else with typical replies."""
 
@@ -363,25 +478,36 @@ async def run_all(
     results: list[Any] = [None] * len(jobs)
     it = iter(range(len(jobs)))
     first_error: list[BaseException] = []
+    waiting = [0]
+    depth = [0]
     bar = tqdm(total=len(jobs), desc=desc, unit=" units", disable=desc is None or not jobs)
 
     async def worker() -> None:
         for i in it:
             if client.stop_reason is not None or first_error:
                 return
+            chain = [0]
+            _CHAIN.set(chain)
             try:
                 results[i] = await jobs[i]()
                 bar.update()
+            except AwaitingReply:
+                waiting[0] += 1
             except StopRun:
                 return
             except Exception as exc:  # noqa: BLE001 - re-raised below, after the others drained
                 first_error.append(exc)
                 return
+            finally:
+                depth[0] = max(depth[0], chain[0])
 
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(jobs))))))
     bar.close()
+    client.rounds += depth[0]
     if first_error:
         raise first_error[0]
     if client.stop_reason is not None:
         raise client.stop_reason
+    if waiting[0]:
+        raise RoundPending(waiting[0], results)
     return results

@@ -32,6 +32,7 @@ class Stage(StrEnum):
     REVISE = "revise"
     CONSOLIDATE = "consolidate"
     ASSIGN = "assign"
+    COMPACT_DRAFT = "compact_draft"  # the compact construction: a field's codebook and sample labels at once
 
 
 TASKS = {
@@ -44,6 +45,7 @@ TASKS = {
     Stage.REVISE: "codebook_revise",
     Stage.CONSOLIDATE: "codebook_consolidate",
     Stage.ASSIGN: "assign_papers",
+    Stage.COMPACT_DRAFT: "compact_draft",
 }
 """Pipeline stage -> prompt file."""
 

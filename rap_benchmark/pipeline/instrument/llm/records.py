@@ -46,6 +46,13 @@ class PipelineConfig:
     max_tokens_cap: int = 32768  # a truncated reply is re-asked once with twice the budget, at most this
     extra_body: dict[str, Any] = field(default_factory=dict)  # sent with every request (chat_template_kwargs)
     concurrency: int = 64
+    construction: str = "paper"  # or "compact" (:mod:`.compact`)
+    compact_papers: int = 80  # papers shown to (and labelled by) each compact draft
+    compact_abstract_chars: int = 300
+    parallel_fields: int = 60  # candidates that get a second, independent compact draft
+    label_papers: int = 60  # further papers per field and draft the compact construction has the model label
+    label_batch: int = 60
+    label_abstract_chars: int = 300
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if k != "concurrency"}
@@ -99,6 +106,7 @@ class PipelineResult:
     notes: list[str]
     drops: dict[str, StageDrops] = field(default_factory=dict)
     not_in_field: list[dict[str, str]] = field(default_factory=list)  # memberships judged wrong, left out
+    compact: Any = None  # the compact construction's fields, labeller and parallel slots (.compact.CompactOutcome)
 
 
 @dataclass

@@ -56,6 +56,34 @@ def _field(r: FieldReport) -> list[str]:
     return lines + [""]
 
 
+def _compact_field(f: Any) -> list[str]:
+    """A field of the compact construction: its drafts with the model's labels per direction and
+    the distilled labeller's held-out agreement."""
+    from collections import Counter
+
+    lines = [f"## {f.field_id}: {f.name}", ""]
+    lines.append(
+        f"Candidate fields: {', '.join(f.sources)}; memberships: {len(f.members)}; pre-cutoff papers: {f.n_pre}."
+    )
+    for which, d in sorted(f.drafts.items()):
+        labels = f.labels.get(which, {})
+        held = Counter(getattr(a, "primary", "not_in_field") for a in labels.values())
+        agree = f.agreement.get(which)
+        measured = (
+            "" if agree is None else f"; distilled labeller's held-out agreement {agree[0]:.3f} on {agree[1]} papers"
+        )
+        lines += ["", f"### Draft {which}: {d.name}", "", d.definition, ""]
+        lines.append(f"{len(labels)} papers labelled by the model{measured}.")
+        for key, direction in zip(("D0", "D1", "D2", "D3", "D4", "D5", "D6", "D7"), d.directions, strict=True):
+            lines += _direction(f"- **{key} {direction['name']}** ({held.get(key, 0)} labelled)", direction, "  ")
+        rest = {k: v for k, v in held.items() if not k.startswith("D")}
+        if rest:
+            lines.append("- not in a direction: " + ", ".join(f"{k} {v}" for k, v in sorted(rest.items())))
+    if f.notes:
+        lines += ["", "### Notes"] + [f"- {n}" for n in f.notes]
+    return lines + [""]
+
+
 def _stages(result: PipelineResult, stages: dict[str, dict[str, Any]]) -> list[str]:
     """Per stage: requests, retries, truncated replies, refused requests, units lost."""
     lines = [
@@ -78,8 +106,9 @@ def review_markdown(
 ) -> str:
     lines = ["# LLM codebook construction: review", ""]
     lines += [f"- {k}: {v}" for k, v in header.items()]
+    compact = result.compact.fields if result.compact is not None else None
     lines += [
-        f"- fields kept: {len(result.codebooks)} of {len(result.reports)}",
+        f"- fields kept: {len(result.codebooks)} of {len(result.reports) if compact is None else len(compact)}",
         f"- memberships labelled: {len(result.assignments)} ({len(result.invalid_assignments)} invalid, kept as "
         f"low_evidence); judged not in the field and left out: {len(result.not_in_field)}",
         "",
@@ -90,6 +119,8 @@ def review_markdown(
         lines += ["## Pipeline notes", ""] + [f"- {n}" for n in result.notes] + [""]
     for r in result.reports:
         lines += _field(r)
+    for f in compact or []:
+        lines += _compact_field(f)
     if result.not_in_field:
         outside = [f"- {x['field_id']} {x['arxiv_id']}" for x in result.not_in_field]
         lines += [*_listed("Memberships judged not in the field (left out)", outside), ""]

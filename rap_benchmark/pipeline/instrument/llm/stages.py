@@ -148,10 +148,10 @@ class Pipeline:
     def _rows(self, ids: Sequence[str]) -> list[tuple[str, str, str]]:
         return [(i, self._title[i], self._abstract[i]) for i in ids]
 
-    # -- entry point ---------------------------------------------------------------------------
-    async def run(
+    def _setup(
         self, papers: pd.DataFrame, memberships: pd.DataFrame, candidates: dict[str, FieldInfo]
-    ) -> PipelineResult:
+    ) -> dict[str, list[str]]:
+        """Read the papers' titles, abstracts and dates; each candidate's members (candidate order)."""
         ids = papers["arxiv_id"].astype(str).to_numpy(dtype=object)
         self._title = dict(zip(ids, papers["title"].astype(str), strict=True))
         self._abstract = dict(zip(ids, papers["abstract"].astype(str), strict=True))
@@ -159,8 +159,13 @@ class Pipeline:
         members = {
             fid: group["arxiv_id"].astype(str).tolist() for fid, group in memberships.groupby("field_id", sort=True)
         }
-        members = {fid: members.get(fid, []) for fid in sorted(candidates)}
+        return {fid: members.get(fid, []) for fid in sorted(candidates)}
 
+    # -- entry point ---------------------------------------------------------------------------
+    async def run(
+        self, papers: pd.DataFrame, memberships: pd.DataFrame, candidates: dict[str, FieldInfo]
+    ) -> PipelineResult:
+        members = self._setup(papers, memberships, candidates)
         fields, info = await self._fields(members, candidates)
         reports = [
             FieldReport(fid, info[fid].name, sources, sum(self._date[p] < self.spec.codebook_cutoff for p in ms))

@@ -148,9 +148,35 @@ def respond(messages: list[dict[str, str]], *, typical: bool) -> str:
         obj = {k: d | {"exemplars": d["exemplars"][:5]} for k, d in zip(DIRECTION_KEYS, dirs, strict=False)}
     elif task is Stage.ASSIGN:
         obj = {"labels": [_label(pid, prompt) for pid in ids]}
+    elif task is Stage.COMPACT_DRAFT:
+        obj = _compact_draft(ids, words, prompt, rng)
     else:
         obj = {"error": "unknown task"}
     return orjson.dumps(obj).decode()
+
+
+def _compact_draft(ids: list[str], words: list[str], prompt: str, rng: np.random.Generator | None) -> dict[str, Any]:
+    """A compact draft: the field named from its titles' words, eight directions, and every paper
+    labelled, each direction the primary of every eighth paper (so none is thin)."""
+    name = " ".join(words[:3]) or "research field"
+    names = _names(words[3:] or words, 8, "research")
+    labels = []
+    for i, pid in enumerate(ids):
+        label = _label(pid, prompt)
+        if label["primary"] != "other":
+            key = DIRECTION_KEYS[i % 8]
+            second = None if label["secondary"] is None else DIRECTION_KEYS[(i + 1) % 8]
+            label = label | {"primary": key, "secondary": second}
+        labels.append(label)
+    return {
+        "name": name,
+        "definition": _sentence(f"Research on {name}, including", _size(12, rng), rng),
+        "directions": {
+            k: _direction(nm, ids[i::8][:3] or ids[:1], rng)
+            for i, (k, nm) in enumerate(zip(DIRECTION_KEYS, names, strict=True))
+        },
+        "labels": labels,
+    }
 
 
 def _label(pid: str, prompt: str) -> dict[str, Any]:

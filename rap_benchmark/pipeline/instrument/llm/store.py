@@ -58,7 +58,11 @@ def read_requests(path: Path) -> tuple[dict[str, dict[str, Any]], int]:
     """
     if not path.is_file():
         return {}, 0
-    data = path.read_bytes()
+    return parse_requests(path.read_bytes(), path)
+
+
+def parse_requests(data: bytes, path: Path) -> tuple[dict[str, dict[str, Any]], int]:
+    """:func:`read_requests` of ``data`` (the bytes of ``path``, which errors name)."""
     records: dict[str, dict[str, Any]] = {}
     pos, line = 0, 0
     while pos < len(data):
@@ -93,6 +97,34 @@ def _not_an_answer(rec: Any) -> str | None:
         if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
             return f"{name!r} is {value!r}"
     return None
+
+
+def read_recorded(path: Path) -> dict[str, dict[str, Any]]:
+    """The answers of a recorded store shipped as ``<name>.jsonl.xz`` (xz-compressed
+    ``requests.jsonl``, no torn line allowed): the replies an instance is rebuilt from offline."""
+    import lzma
+
+    try:
+        data = lzma.decompress(path.read_bytes())
+    except lzma.LZMAError as exc:
+        raise FileFormatError(path, f"not an xz-compressed store of replies ({exc})") from None
+    records, torn = parse_requests(data, path)
+    if torn:
+        raise FileFormatError(path, "the last line is cut short: the recorded replies are damaged")
+    return records
+
+
+def write_recorded(records: list[dict[str, Any]], path: Path) -> None:
+    """Write ``records`` (sorted by key) as a recorded store :func:`read_recorded` reads;
+    deterministic bytes (xz preset 9, no timestamps)."""
+    import lzma
+
+    from rap_benchmark.core.fsio import atomic_write_bytes
+
+    data = b"".join(
+        orjson.dumps(r, option=orjson.OPT_SORT_KEYS) + b"\n" for r in sorted(records, key=lambda r: r["key"])
+    )
+    atomic_write_bytes(path, lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))
 
 
 class RequestStore:

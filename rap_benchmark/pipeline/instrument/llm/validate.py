@@ -392,6 +392,63 @@ def repair_consolidation(
     return dirs, f"consolidation returned {n0} directions; " + "; ".join(notes)
 
 
+# -- the compact construction's draft ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoTopicalCore:
+    """A compact draft's answer that the candidate field has no topical core (it is dropped, listed)."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class CompactDraft:
+    """A compact draft: the field's name and definition, its eight directions (D0..D7 order) and
+    a label for every sampled paper."""
+
+    name: str
+    definition: str
+    directions: tuple[dict[str, Any], ...]
+    labels: dict[str, Assignment | OutOfField]
+
+
+def validate_compact_draft(
+    obj: dict[str, Any], sample: Sequence[str], field_id: str, min_papers: int
+) -> CompactDraft | NoTopicalCore:
+    """``{"name", "definition", "directions": {"D0".."D7"}, "labels": [...]}``, or
+    ``{"no_topical_core": reason}``: the field named (1..8 words), exactly eight distinctly named
+    directions with exemplars from the sample, every sampled paper labelled once (as
+    :func:`validate_label_batch` judges a batch), and every direction the primary of at least
+    ``min_papers`` sampled papers."""
+    if "no_topical_core" in obj:
+        check_keys(obj, ("no_topical_core",), "reply")
+        return NoTopicalCore(_text(obj, "no_topical_core", "reply"))
+    check_keys(obj, ("name", "definition", "directions", "labels"), "reply")
+    field = validate_field_name({"name": obj["name"], "definition": obj["definition"]})
+    dirs = obj["directions"]
+    if not isinstance(dirs, dict):
+        raise InvalidOutput('directions: expected an object keyed "D0" to "D7"')
+    check_keys(dirs, DIRECTION_KEYS, "directions")
+    allowed = frozenset(sample)
+    directions = tuple(direction_payload(dirs[k], allowed, k) for k in DIRECTION_KEYS)
+    _unique_names([d["name"] for d in directions], "directions")
+    check = validate_label_batch({"labels": obj["labels"]}, sample, field_id)
+    if check.bad or check.faults:
+        raise InvalidOutput(check.message())
+    held = {k: 0 for k in DIRECTION_KEYS}
+    for a in check.good.values():
+        if isinstance(a, Assignment) and a.primary in held:
+            held[a.primary] += 1
+    thin = [f"{k} ({n})" for k, n in held.items() if n < min_papers]
+    if thin:
+        raise InvalidOutput(
+            f"directions {', '.join(thin)} are the primary of fewer than {min_papers} sampled papers: "
+            "redraw the eight so that each holds at least that many, and label again"
+        )
+    return CompactDraft(field.name, field.definition, directions, check.good)
+
+
 # -- assignments --------------------------------------------------------------------------------
 
 

@@ -1,0 +1,182 @@
+"""A labeller distilled from a capable model's labels: the compact construction's offline half.
+
+The model labels a sample of each field's papers against the eight directions it wrote; every
+membership is then labelled here, offline, with the offline instrument's prototype and tie
+machinery (:mod:`.offline`) fed the model's labels instead of clusters. Per field:
+
+* the space is the field's own TF-IDF (unigrams and adjacent bigrams of the feature set fitted on
+  the papers dated before the spec's ``eligibility_end``; sublinear TF, smoothed IDF, the field's
+  terms in 2 docs .. 50% of its papers);
+* direction k's prototype starts as the mean of the L2-normalised rows of the papers the model
+  labelled primary k (a boundary or bridge paper adds half a row to its secondary), plus the
+  direction's own text (name, definition, inclusion) at weight ``TEXT_WEIGHT``;
+* ``SELF_TRAINING_ROUNDS`` times, the field's unlabelled papers dated before ``eligibility_end``
+  join the prototype of the direction they are nearest, at weight ``UNLABELLED_WEIGHT`` (the
+  labelled papers keep weight 1): the prototypes follow the field's own vocabulary beyond the
+  sample, still anchored by the model's labels;
+* a paper's similarities are its cosines to the eight prototypes, and the offline margin rules
+  (calibrated tie share, bridge strength, ``other`` level) turn them into primary, secondary and
+  type.
+
+:func:`held_out_agreement` reports, per field, how often the labeller fitted WITHOUT a paper's
+label gives it the model's primary (``FOLDS``-fold, folds by a hash of the id), on the labelled
+papers the model placed in a direction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from rap_benchmark.core.records import DIRECTION_KEYS, N_DIRECTIONS
+from rap_benchmark.pipeline.clusters import normalise_dense
+from rap_benchmark.pipeline.features import Features
+from rap_benchmark.pipeline.fields import smoothed_idf, sublinear_tfidf, terms_in_band, tokenize_papers
+
+TEXT_WEIGHT = 1.0
+SECONDARY_WEIGHT = 0.5
+UNLABELLED_WEIGHT = 0.25
+SELF_TRAINING_ROUNDS = 2
+FOLDS = 5
+MIN_DF = 2
+MAX_DF_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class FieldSpace:
+    """A field's TF-IDF space: feature ``columns`` and their ``idf``."""
+
+    columns: np.ndarray
+    idf: np.ndarray
+
+    def rows(self, counts: sp.csr_matrix) -> sp.csr_matrix:
+        return sublinear_tfidf(counts[:, self.columns], self.idf)
+
+
+@dataclass(frozen=True)
+class DistilledLabeller:
+    """The distilled labeller of every field (see the module docstring): the feature set, each
+    field's space and its eight prototypes (``centroids``: field id -> 8 x columns, L2-normalised),
+    the interface of the offline instrument's prototypes."""
+
+    features: Features
+    spaces: dict[str, FieldSpace]
+    centroids: dict[str, np.ndarray]
+
+    def prepare(self, papers: pd.DataFrame) -> tuple[sp.csr_matrix, np.ndarray]:
+        """Feature counts of ``papers`` and their known-token counts."""
+        return self.features.counts(tokenize_papers(papers))
+
+    def similarities(self, prepared: tuple[sp.csr_matrix, np.ndarray], field_id: str, rows: np.ndarray) -> np.ndarray:
+        """Cosine of ``rows`` (positions in the prepared papers) to the field's eight prototypes."""
+        x = self.spaces[field_id].rows(prepared[0][rows])
+        return np.asarray(x @ self.centroids[field_id].T)
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """The model's labels of one field: paper ids, primary index (0..7, -1 for other / not in
+    field), secondary index (-1: none), and the directions' texts."""
+
+    ids: tuple[str, ...]
+    primary: np.ndarray
+    secondary: np.ndarray
+    texts: tuple[str, ...]
+
+    @classmethod
+    def from_labels(cls, labels: pd.DataFrame, directions: Sequence[dict[str, Any]]) -> Labelled:
+        """``labels``: columns arxiv_id, primary, secondary (the model's); ``directions``: D0..D7."""
+        index = {k: i for i, k in enumerate(DIRECTION_KEYS)}
+        prim = np.array([index.get(str(p), -1) for p in labels["primary"]], dtype=np.int64)
+        sec = np.array([index.get(str(s), -1) if s is not None else -1 for s in labels["secondary"]], dtype=np.int64)
+        texts = tuple(f"{d['name']}. {d['definition']} {d['inclusion']}" for d in directions)
+        return cls(tuple(labels["arxiv_id"].astype(str)), prim, sec, texts)
+
+
+def fit_space(counts: sp.csr_matrix) -> FieldSpace:
+    n = counts.shape[0]
+    df = np.bincount(counts.indices, minlength=counts.shape[1])
+    columns = terms_in_band(df, n, min_df=MIN_DF, max_df_ratio=MAX_DF_RATIO)
+    return FieldSpace(columns, smoothed_idf(df[columns], n))
+
+
+def prototypes(
+    x_lab: sp.csr_matrix, lab: Labelled, x_text: sp.csr_matrix, x_pool: sp.csr_matrix, keep: np.ndarray
+) -> np.ndarray:
+    """The eight prototypes (8 x columns, L2-normalised) from the labelled rows ``x_lab`` (only
+    those where ``keep``), the directions' text rows and the unlabelled pool (module docstring)."""
+    weights = np.zeros((N_DIRECTIONS, x_lab.shape[0]))
+    for i in np.flatnonzero(keep):
+        if lab.primary[i] >= 0:
+            weights[lab.primary[i], i] += 1.0
+            if lab.secondary[i] >= 0 and lab.secondary[i] != lab.primary[i]:
+                weights[lab.secondary[i], i] += SECONDARY_WEIGHT
+    base = (sp.csr_matrix(weights) @ x_lab).toarray() + TEXT_WEIGHT * x_text.toarray()
+    cents = normalise_dense(base)
+    for _ in range(SELF_TRAINING_ROUNDS if x_pool.shape[0] else 0):
+        nearest = np.asarray(x_pool @ cents.T).argmax(axis=1)
+        onehot = sp.csr_matrix(
+            (np.full(nearest.size, UNLABELLED_WEIGHT), (nearest, np.arange(nearest.size))),
+            shape=(N_DIRECTIONS, x_pool.shape[0]),
+        )
+        cents = normalise_dense(base + (onehot @ x_pool).toarray())
+    return cents
+
+
+def _folds(ids: Sequence[str]) -> np.ndarray:
+    return np.array([int(hashlib.sha256(f"fold|{i}".encode()).hexdigest()[:8], 16) % FOLDS for i in ids])
+
+
+def fit_field(
+    counts_lab: sp.csr_matrix, lab: Labelled, counts_text: sp.csr_matrix, counts_pool: sp.csr_matrix
+) -> tuple[FieldSpace, np.ndarray, float, int]:
+    """(space, prototypes, held-out agreement, papers it was measured on) of one field: the space
+    is fitted on the pool (the field's papers before ``eligibility_end``); agreement as
+    :func:`held_out_agreement` describes."""
+    space = fit_space(counts_pool)
+    x_lab, x_text, x_pool = space.rows(counts_lab), space.rows(counts_text), space.rows(counts_pool)
+    folds = _folds(lab.ids)
+    placed = lab.primary >= 0
+    hits = 0
+    for f in range(FOLDS):
+        test = (folds == f) & placed
+        if not test.any():
+            continue
+        cents = prototypes(x_lab, lab, x_text, x_pool, folds != f)
+        hits += int((np.asarray(x_lab[test] @ cents.T).argmax(axis=1) == lab.primary[test]).sum())
+    n = int(placed.sum())
+    cents = prototypes(x_lab, lab, x_text, x_pool, np.ones(len(lab.ids), dtype=bool))
+    return space, cents, (hits / n if n else float("nan")), n
+
+
+def distil(
+    papers: pd.DataFrame, units: dict[str, tuple[Sequence[str], Labelled]], spec: Any
+) -> tuple[DistilledLabeller, dict[str, tuple[float, int]]]:
+    """The labeller of every field in ``units`` (field id -> (members, the model's labels)) and,
+    per field, its held-out agreement and the papers it was measured on (:func:`fit_field`).
+    Only papers dated before ``spec.eligibility_end`` shape the features and the prototypes."""
+    tok = tokenize_papers(papers)
+    dates = papers["date"].astype(str).str.slice(0, 10).to_numpy()
+    features = Features.fit(tok.select(np.flatnonzero(dates < spec.eligibility_end)))
+    counts, _ = features.counts(tok)
+    pos = pd.Series(np.arange(len(papers)), index=papers["arxiv_id"].astype(str).to_numpy())
+    order = sorted(units)
+    texts = [t for fid in order for t in units[fid][1].texts]
+    frame = pd.DataFrame({"arxiv_id": [f"direction-{i}" for i in range(len(texts))], "title": texts, "abstract": ""})
+    text_counts, _ = features.counts(tokenize_papers(frame))
+    spaces, centroids, agreement = {}, {}, {}
+    for j, fid in enumerate(order):
+        members, lab = units[fid]
+        rows = pos.loc[list(members)].to_numpy()
+        pool = rows[dates[rows] < spec.eligibility_end]
+        lab_rows = pos.loc[list(lab.ids)].to_numpy()
+        own_text = text_counts[j * N_DIRECTIONS : (j + 1) * N_DIRECTIONS]
+        space, cents, agree, n = fit_field(counts[lab_rows], lab, own_text, counts[pool])
+        spaces[fid], centroids[fid], agreement[fid] = space, cents, (agree, n)
+    return DistilledLabeller(features, spaces, centroids), agreement
