@@ -168,3 +168,17 @@ def test_a_submission_and_an_instance_of_different_benchmarks_are_refused(
         "rap leaderboard score: every submission was refused (1 of 1), so no board was written; "
         "each file's reasons are printed above"
     )
+
+
+def test_a_citecast_run_folder_given_as_a_submission_names_submit_prepare(
+    flow: Path, citecast_embedded_dir: Path, capsys
+) -> None:
+    """``rap submit validate RUN`` on a ``rap citecast run`` folder said it was "a RAP submission (no
+    "benchmark": "citecast" in its metadata)"; a run becomes a submission with rap submit prepare."""
+    run = flow / "runs" / "c3"
+    assert main(["submit", "validate", str(run), "--instance", str(citecast_embedded_dir)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{run}: REJECTED",
+        f"  [fatal] file_missing: {run} is a run folder, not a submission: "
+        f"rap submit prepare {run} --out subs/c3.jsonl writes one",
+    ]

@@ -127,6 +127,24 @@ def test_a_rejected_submission_is_never_sent(
     assert err.strip().splitlines()[-1] == "rap submit push: rejected, nothing was sent: fix the problems above"
 
 
+@pytest.mark.parametrize("kind", ["rap", "citecast"])
+def test_a_run_folder_given_to_push_names_submit_prepare(
+    kind: str, mini_dir: Path, commits: list[dict], tmp_path: Path, capsys
+) -> None:
+    """Pushing a run folder said "no such submission file: runs/x" (push) and, for a CiteCast run
+    given to validate, called it "a RAP submission": a run becomes a submission with rap submit prepare."""
+    run = tmp_path / "runs" / "my-model"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"kind": kind}), encoding="utf-8")
+    prepare = f"{run} is a run folder, not a submission: rap submit prepare {run} --out subs/my-model.jsonl writes one"
+    assert main(["submit", "push", str(run), "--repo", REPO_ID, "--instance", str(mini_dir), "--dry-run"]) == 2
+    assert capsys.readouterr().err == f"rap submit push: {prepare}\n"
+    assert commits == []
+    if kind == "citecast":  # validate names the CiteCast instance it needs first, then prepare
+        assert main(["submit", "validate", str(run), "--instance", str(mini_dir)]) == 2
+        assert "is a CiteCast submission: give --instance, the CiteCast instance" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

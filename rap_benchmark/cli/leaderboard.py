@@ -223,6 +223,10 @@ def cmd_push(args: argparse.Namespace) -> int:
     from rap_benchmark.hub.submit import check_repo_id, hub_token, open_pull_request, submission_pull_request
 
     repo = check_repo_id(args.repo)
+    from rap_benchmark.evaluation.submissions import run_folder_problem
+
+    if (not_one := run_folder_problem(args.file)) is not None:
+        raise InputError(not_one.message)
     prediction_files([args.file])
     if args.meta is not None:
         existing_files([args.meta], "metadata file")

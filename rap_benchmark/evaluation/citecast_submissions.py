@@ -37,9 +37,10 @@ from rap_benchmark.core.serial import Record
 from rap_benchmark.core.spec import CITECAST_VERSION
 from rap_benchmark.core.sums import manifest_hash
 from rap_benchmark.evaluation.predictions import DEFAULT_MAX_BYTES, Problem, ProblemKind, Severity
+from rap_benchmark.evaluation.predictions.missing import RUN_RECORD, run_kind
 from rap_benchmark.evaluation.predictions.problems import Tally, listing, short
 from rap_benchmark.evaluation.predictions.reading import read_json_lines
-from rap_benchmark.evaluation.submissions import META_SUFFIX, read_metadata
+from rap_benchmark.evaluation.submissions import META_SUFFIX, read_metadata, run_folder_problem
 
 CITECAST = "citecast"
 """The ``benchmark`` of a CiteCast submission's metadata (and the board's track)."""
@@ -56,7 +57,10 @@ COLUMNS = (*REQUIRED_COLUMNS, *TEXT_COLUMNS, *COUNT_COLUMNS, "cost_usd")
 
 
 def is_citecast(path: str | Path, meta_path: str | Path | None = None) -> bool:
-    """Whether the metadata of the submission at ``path`` says ``"benchmark": "citecast"``."""
+    """Whether the metadata of the submission at ``path`` says ``"benchmark": "citecast"`` (or
+    ``path`` is the folder of a ``rap citecast run``)."""
+    if (Path(path) / RUN_RECORD).is_file():
+        return run_kind(Path(path)) == CITECAST
     data, _ = read_metadata(Path(path), Path(meta_path) if meta_path else None)
     return data is not None and data.get("benchmark") == CITECAST
 
@@ -221,6 +225,8 @@ def validate_citecast_submission(
     are dropped; one model per file, the metadata's. A Test task without a row is a warning: it
     scores 0, as the card's mean over tasks counts it."""
     path = Path(path)
+    if (not_one := run_folder_problem(path)) is not None:
+        return CiteCastReport(path, None, (str(not_one),))
     data, problems = read_metadata(path, Path(meta_path) if meta_path else None)
     if data is not None and data.get("benchmark") != CITECAST:
         what = 'not a CiteCast submission (no "benchmark": "citecast"): score a RAP one against a RAP instance'

@@ -234,6 +234,17 @@ def _row_problems(report: ValidationReport, meta: SubmissionMeta) -> list[str]:
     return []
 
 
+def run_folder_problem(path: Path) -> Problem | None:
+    """A run folder given as a submission (RAP's or CiteCast's): its predictions.jsonl has no
+    metadata, and ``rap submit prepare`` writes the submission and names what it needs."""
+    if not (path / RUN_RECORD).is_file():
+        return None
+    what = (
+        f"{path} is a run folder, not a submission: rap submit prepare {path} --out subs/{path.name}.jsonl writes one"
+    )
+    return Problem(ProblemKind.FILE_MISSING, Severity.FATAL, what)
+
+
 def validate_submission(
     path: str | Path,
     inst: Any,
@@ -244,9 +255,8 @@ def validate_submission(
 ) -> SubmissionReport:
     """Validate one submission against an instance; never raises on bad input."""
     path = Path(path)
-    if (path / RUN_RECORD).is_file():  # its predictions.jsonl has no metadata: prepare names what it needs
-        what = f"{path} is a run folder, not a submission: rap submit prepare {path} --out subs/{path.name}.jsonl writes one"
-        return SubmissionReport(path, None, (str(Problem(ProblemKind.FILE_MISSING, Severity.FATAL, what)),), None)
+    if (not_one := run_folder_problem(path)) is not None:
+        return SubmissionReport(path, None, (str(not_one),), None)
     try:
         data, problems = read_metadata(path, Path(meta_path) if meta_path else None)
         meta = None
