@@ -3,9 +3,12 @@
 Builds the instance cold (timed; ``--reuse DIR`` measures an already built folder instead), then
 reports, side by side with the paper's figures:
 
-* parallel-instrument agreement (``rap audit parallel``'s independent second instrument, cross-fit
-  Hungarian alignment, field-resampled 95% interval; paper 0.686 [0.651, 0.722]), before and from
-  the codebook cutoff; and, by the same measure, how far two independent text instruments agree
+* parallel-instrument agreement (``rap audit parallel``'s second instrument: the compact
+  construction's independent second draft, labelled by its own distilled labeller, when the
+  instance has one, else an offline text instrument; cross-fit Hungarian alignment,
+  field-resampled 95% interval; paper 0.686 [0.651, 0.722]), before and from the codebook cutoff;
+  the distilled labeller's held-out agreement with the model's labels (the build's ledger); and,
+  by the same measure, how far two independent offline text instruments agree
   at all: the second instrument against itself under another seed, and against a third built on
   unigrams and bigrams (neither is the frozen instrument);
 * codebook-only assignability: a classifier that sees only the written codebook and a paper's
@@ -57,7 +60,13 @@ def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
         names_distinct,
         names_verbatim,
     )
-    from rap_benchmark.audit.parallel import parallel_agreement, second_instrument, slots_as_primary
+    from rap_benchmark.audit.parallel import (
+        PARALLEL_OFFLINE,
+        parallel_agreement,
+        parallel_instrument,
+        second_instrument,
+        slots_as_primary,
+    )
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.evaluation.scoring.baselines import composition_array, ewma, fill_history, history_array, recent
     from rap_benchmark.evaluation.scoring.metrics import spearman
@@ -68,8 +77,12 @@ def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
     spec, asg = inst.spec, inst.assignments
     cutoff = spec.codebook_cutoff
     t0 = time.perf_counter()
-    second = second_instrument(inst.papers, asg, cutoff, seed=spec.seed)
-    _, summary = parallel_agreement(inst.papers, asg, second, cutoff, n_resamples=resamples, seed=spec.seed)
+    parallel, parallel_what = parallel_instrument(inst, seed=spec.seed)
+    _, summary = parallel_agreement(inst.papers, asg, parallel, cutoff, n_resamples=resamples, seed=spec.seed)
+    second = (
+        parallel if parallel_what == PARALLEL_OFFLINE else second_instrument(inst.papers, asg, cutoff, seed=spec.seed)
+    )
+    _, offline_summary = parallel_agreement(inst.papers, asg, second, cutoff, n_resamples=resamples, seed=spec.seed)
     t_parallel = time.perf_counter() - t0
     # how far can two independent text instruments agree at all? the audit's instrument against
     # itself under another seed (its stability), and against a third, bigram-represented one
@@ -91,6 +104,7 @@ def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
     distinct = names_distinct(inst.codebooks)
     fit = name_fit(inst.papers, asg, inst.codebooks, cutoff)
     least = inst.ledger.get("derived", {}).get("fields", {}).get("least_cohesive")
+    distilled = inst.ledger.get("derived", {}).get("instrument", {}).get("compact", {}).get("draft_A", {})
 
     eps = inst.episodes
     test = eps.loc[(eps["policy"] == "canonical") & (eps["split"] == "test")].reset_index(drop=True)
@@ -109,6 +123,12 @@ def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
         "parallel_agreement_hi": summary["overall"].hi,
         "parallel_agreement_pre": summary["pre"].estimate,
         "parallel_agreement_post": summary["post"].estimate,
+        "parallel_instrument": parallel_what,
+        "parallel_fields": int(summary["overall"].n),
+        "offline_second_vs_frozen": offline_summary["overall"].estimate,
+        "distilled_held_out_agreement": distilled.get("held_out_agreement"),
+        "distilled_held_out_agreement_95ci": distilled.get("held_out_agreement_95ci"),
+        "distilled_held_out_papers": distilled.get("held_out_papers"),
         "codebook_only_exact": exact,
         "second_vs_itself_other_seed": self_summary["overall"].estimate,
         "second_vs_third_bigram": cross_summary["overall"].estimate,

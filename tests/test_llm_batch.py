@@ -242,3 +242,31 @@ def test_rap_build_batch_two_rounds_end_to_end_builds_the_http_instance(
     assert rap(argv) == 0
     assert (tmp_path / "b" / "SHA256SUMS").read_bytes() == (tmp_path / "http" / "SHA256SUMS").read_bytes()
     assert (tmp_path / "b" / "parallel.parquet").is_file()
+
+
+def test_the_compact_instrument_freezes_and_labels_papers_as_the_build_did(tmp_path: Path) -> None:
+    """``rap build --construction compact --freeze-instrument`` writes an instrument (the field rule
+    regrouped to the kept fields, the distilled labeller, its calibration) that gives every paper
+    the build's memberships and labels: what ``rap extend`` labels new papers with."""
+    from arxiv_snapshot import write_snapshot
+
+    from rap_benchmark.cli import main as rap
+    from rap_benchmark.core.artifacts import load_instance
+    from rap_benchmark.core.spec import BenchmarkSpec
+    from rap_benchmark.pipeline.instrument.frozen import load
+
+    snap = tmp_path / "snapshot.jsonl"
+    write_snapshot(snap, scale=0.002, seed=1, n_fields=3)
+    spec = tmp_path / "spec.json"
+    data = BenchmarkSpec().replace(name="tiny", n_fields=3, min_field_papers=40, n_dev_seed_fields=1).to_dict()
+    spec.write_text(json.dumps(data))
+    with ServerThread(ScriptedApp()) as srv:
+        argv = ["build", "--spec", str(spec), "--source", str(snap), "--quiet", "--instrument", "llm",
+                "--construction", "compact", "--model", "scripted-main", "--out", str(tmp_path / "b"),
+                "--base-url", srv.url, "--freeze-instrument"]  # fmt: skip
+        assert rap(argv) == 0
+    inst = load_instance(tmp_path / "b")
+    labelled = load(tmp_path / "b").label(inst.papers)
+    columns = ["arxiv_id", "field_id", "primary", "secondary", "type"]
+    same = labelled[columns].fillna("-").to_numpy() == inst.assignments[columns].fillna("-").to_numpy()
+    assert len(labelled) == len(inst.assignments) and same.all()

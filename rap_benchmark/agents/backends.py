@@ -4,7 +4,10 @@
 speaks ``/v1/chat/completions``, through the package's one OpenAI-compatible client
 (:mod:`rap_benchmark.llmclient.endpoints`: the ``openai`` SDK, several endpoints, failover). HTTP
 5xx, 429, timeouts and connection errors are retried with exponential backoff on the next
-endpoint; every attempt is recorded.
+endpoint; every attempt is recorded. While requests are retried, :meth:`OpenAIBackend.retrying`
+says so (the run's progress line shows it); once the endpoints stopped answering (``give_up``,
+:class:`~rap_benchmark.llmclient.health.GiveUp`), every request raises
+:class:`~rap_benchmark.llmclient.health.EndpointDown` and the run stops.
 
 The in-process transformers backend lives in :mod:`rap_benchmark.agents.transformers_backend`.
 """
@@ -19,6 +22,7 @@ from typing import Any
 from rap_benchmark.agents.protocol import EpisodeContext, ModelTurn, Request, ToolCall, wire_messages
 from rap_benchmark.llmclient.endpoints import EndpointPool, call_with_failover, check_extra_body
 from rap_benchmark.llmclient.failures import reasoning_of
+from rap_benchmark.llmclient.health import GiveUp
 
 
 def turn_from_response(response: Any) -> ModelTurn:
@@ -63,13 +67,19 @@ class OpenAIBackend:
         max_in_flight: int = 64,
         client_factory: Callable[[str], Any] | None = None,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        give_up: GiveUp | None = None,
     ) -> None:
         if max_tokens_param not in ("max_tokens", "max_completion_tokens"):
             raise ValueError("max_tokens_param must be max_tokens or max_completion_tokens")
         if max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
         self.pool = EndpointPool(
-            base_urls, api_key=api_key, timeout_s=timeout_s, max_in_flight=max_in_flight, client_factory=client_factory
+            base_urls,
+            api_key=api_key,
+            timeout_s=timeout_s,
+            max_in_flight=max_in_flight,
+            client_factory=client_factory,
+            give_up=give_up,
         )
         self.urls = self.pool.urls
         self.model = model
@@ -107,6 +117,10 @@ class OpenAIBackend:
         )
         return dataclasses.replace(turn_from_response(response), attempts=attempts)
 
+    def retrying(self) -> str | None:
+        """The endpoint, the last error and the next try while requests are retried, else None."""
+        return self.pool.retrying()
+
     async def aclose(self) -> None:
         await self.pool.aclose()
 
@@ -122,5 +136,14 @@ class Throttled:
         await asyncio.sleep(self.delay_s)
         return await self.inner.complete(request, context)
 
+    def retrying(self) -> str | None:
+        return retry_note(self.inner)
+
     async def aclose(self) -> None:
         await self.inner.aclose()
+
+
+def retry_note(backend: Any) -> str | None:
+    """What ``backend`` says while its requests are retried (None: all is well, or it never retries)."""
+    retrying = getattr(backend, "retrying", None)
+    return retrying() if retrying is not None else None

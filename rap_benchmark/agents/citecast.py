@@ -30,7 +30,7 @@ from rap_benchmark.agents.runner import (
     RunStats,
     accounting_columns,
     refuse_unsubmittable,
-    run_to_end,
+    run_keeping,
     select_shard,
 )
 from rap_benchmark.agents.store import RunStore, TaskKey
@@ -268,7 +268,9 @@ def run_citecast(
 
     ``instance`` names what the run is graded against (the instance's manifest hash, or the
     server's URL); ``run.json`` pins it with the model, split, caps and shard, and a restart that
-    disagrees is refused. A restart skips tasks already submitted and reruns the others.
+    disagrees is refused. A restart skips tasks already submitted and reruns the others. A run
+    that stops early (the endpoints stopped answering, Ctrl-C) writes the predictions of the
+    tasks it finished before it raises (:func:`~rap_benchmark.agents.runner.run_keeping`).
     """
     store = RunStore(out)
     units = citecast_units(client, model, split, limit=limit, max_tokens=max_tokens, max_tool_calls=max_tool_calls)
@@ -287,9 +289,8 @@ def run_citecast(
             },
             must_match=MATCH_KEYS,
         )
-        stats = run_to_end(units, backend, store, concurrency=concurrency, prices=prices, progress=progress)
-        path = write_predictions(store, model)
-    return stats, path
+        options = {"concurrency": concurrency, "prices": prices, "progress": progress}
+        return run_keeping(units, backend, store, lambda: write_predictions(store, model), what="tasks", **options)
 
 
 def prepare_citecast_submission(

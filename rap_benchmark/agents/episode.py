@@ -18,7 +18,9 @@ protocol):
   answer; a refused call of the answer tool is a failed answer (nudged once);
 * an over-length reply (``finish_reason == "length"``) that does not parse is invalid at once
   (at temperature 0 a retry would truncate again; recovery may rerun it with a lower cap);
-* a request whose every attempt failed makes the unit invalid with its attempts recorded.
+* a request whose every attempt failed makes the unit invalid with its attempts recorded; once
+  the endpoints stopped answering (:class:`~rap_benchmark.llmclient.health.EndpointDown`) the
+  unit is not recorded at all: the run stops, and resumes it later.
 
 Every path ends in a :class:`UnitResult`, valid or invalid (an
 :class:`~rap_benchmark.core.records.InvalidReason` plus a detail); nothing is lost.
@@ -33,6 +35,7 @@ from typing import Any
 from rap_benchmark.agents import prompts
 from rap_benchmark.agents.protocol import Backend, Message, ModelTurn, Request, UnitContext
 from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolSet, observation_text
+from rap_benchmark.core.errors import StoppedEarly
 from rap_benchmark.core.records import InvalidReason
 from rap_benchmark.llmclient.failures import Attempt, BackendFailure
 
@@ -215,6 +218,8 @@ async def run_episode(backend: Backend, context: UnitContext, episode: Episode) 
         )
         try:
             turn = await backend.complete(request, context)
+        except StoppedEarly:  # the endpoints stopped answering: the run stops, this unit is not recorded
+            raise
         except BackendFailure as exc:
             tally.add_failure(exc)
             reason, detail = InvalidReason.BACKEND_ERROR, str(exc)

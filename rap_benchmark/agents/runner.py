@@ -26,15 +26,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 import pandas as pd
 
 from rap_benchmark.agents import prompts
+from rap_benchmark.agents.backends import retry_note
 from rap_benchmark.agents.episode import Episode, UnitResult, run_episode
 from rap_benchmark.agents.protocol import Backend, EpisodeContext, UnitContext
 from rap_benchmark.agents.store import RunStore, StoreKey, UnitKey
 from rap_benchmark.agents.toolset import SearchToolSet
 from rap_benchmark.core.dates import parse_date
-from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.errors import InputError, Interrupted, StoppedEarly
 from rap_benchmark.core.records import DIRECTION_KEYS, Codebook, Condition, InvalidReason, Regime, Task
 from rap_benchmark.core.serial import Record
 from rap_benchmark.core.spec import BENCHMARK_VERSION, BenchmarkSpec, package_version
+from rap_benchmark.llmclient.health import retry_notes
 from rap_benchmark.llmclient.pricing import PriceTable, default_prices
 
 if TYPE_CHECKING:
@@ -218,7 +220,10 @@ async def run_units(
     Units are started in order; at most ``concurrency`` run at once. ``limit`` caps how many units
     are executed in this call (already-done units do not count). ``tools`` is handed to each
     unit's ``open`` (RAP: the :class:`ToolProvider` that binds Search). Unusable unit files are
-    logged, then rerun.
+    logged, then rerun. While the backend retries requests, the progress line says so (the
+    endpoint, the last error, the next try). When a unit raises (the endpoints stopped answering:
+    :class:`~rap_benchmark.llmclient.health.EndpointDown`) or the run is cancelled, the units in
+    flight are cancelled unrecorded and the exception goes on; the units stored stay stored.
     """
     from tqdm import tqdm
 
@@ -241,6 +246,15 @@ async def run_units(
         bar = tqdm(
             total=len(todo), desc="units", unit="unit", file=sys.stderr, disable=not progress, dynamic_ncols=True
         )
+        retrying = [""]
+
+        def show(refresh: bool = False) -> None:
+            tally = f"done={stats.executed}, invalid={stats.invalid}, retries={stats.retries}, tokens={stats.tokens}"
+            bar.set_postfix_str(tally + (f", {retrying[0]}" if retrying[0] else ""), refresh=refresh)
+
+        def show_retrying(note: str) -> None:
+            retrying[0] = note
+            show(refresh=True)
 
         async def one(u: Unit) -> None:
             async with sem:
@@ -263,19 +277,18 @@ async def run_units(
                     if stats.first_failure is None:
                         stats.first_failure = f"{why}: {result.invalid_detail}" if result.invalid_detail else why
                 bar.update(1)
-                bar.set_postfix(
-                    done=stats.executed,
-                    invalid=stats.invalid,
-                    retries=stats.retries,
-                    tokens=stats.tokens,
-                    refresh=False,
-                )
+                show()
                 if on_result is not None:
                     on_result(u.key, record)
 
+        tasks = [asyncio.ensure_future(one(u)) for u in todo]
         try:
-            await asyncio.gather(*(one(u) for u in todo))
+            async with retry_notes(lambda: retry_note(backend), show_retrying):
+                await asyncio.gather(*tasks)
         finally:
+            for task in tasks:  # a unit that raised stops the others (gather leaves them running)
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             bar.close()
         return stats
 
@@ -290,6 +303,34 @@ def run_to_end(units: Sequence[Unit], backend: Backend, store: RunStore, tools: 
             await backend.aclose()
 
     return asyncio.run(go())
+
+
+def run_keeping(
+    units: Sequence[Unit],
+    backend: Backend,
+    store: RunStore,
+    write: Callable[[], Path],
+    tools: Any = None,
+    *,
+    what: str = "units",
+    **options: Any,
+) -> tuple[RunStats, Path]:
+    """:func:`run_to_end`, then ``write()`` (the run's predictions file, whose path it returns).
+
+    A run that stops early writes the file of its finished units all the same, then says what it
+    kept: when the endpoints stopped answering, :class:`~rap_benchmark.core.errors.StoppedEarly`
+    (their message, and how many of the ``units`` are done); on Ctrl-C,
+    :class:`~rap_benchmark.core.errors.Interrupted`. The same call again resumes."""
+    try:
+        stats = run_to_end(units, backend, store, tools, **options)
+    except (StoppedEarly, KeyboardInterrupt) as exc:
+        path = write()
+        done = sum(store.is_done(u.key) for u in units)
+        kept = f"{done} of {len(units)} {what} done, kept in {path}" if path.is_file() else f"no {what} done yet"
+        if isinstance(exc, KeyboardInterrupt):
+            raise Interrupted(kept) from None
+        raise StoppedEarly(f"{exc}; {kept}") from exc
+    return stats, write()
 
 
 def accounting_columns(rec: dict[str, Any], calls_key: str) -> dict[str, Any]:
@@ -430,7 +471,8 @@ def run_benchmark(
     """Run (or resume) a benchmark run into ``out`` and write ``out/predictions.jsonl``.
 
     A restart with the same arguments skips units already valid in the store and reruns missing
-    or invalid ones. ``run.json`` pins the model, instance manifest hash, prompt version, caps and
+    or invalid ones. A run that stops early (:func:`run_keeping`) writes the predictions of the
+    units it finished before it raises. ``run.json`` pins the model, instance manifest hash, prompt version, caps and
     shard; a restart that disagrees on any of them is refused. The folder is locked for the whole
     run (:class:`rap_benchmark.core.fsio.FolderBusy` when another process holds it).
     """
@@ -463,11 +505,13 @@ def run_benchmark(
         )
         if tools is None and any(u.regime is not None for u in units):
             tools = SearchTools(inst)
-        stats = run_to_end(
-            units, backend, store, tools, concurrency=concurrency, prices=prices, progress=progress, limit=limit
-        )
-        frame = predictions_frame(store, inst.manifest_hash, model=model)
-        path = store.root / PREDICTIONS_FILE
-        if not frame.empty:
-            write_predictions(frame, path)
-    return stats, path
+
+        def write() -> Path:
+            frame = predictions_frame(store, inst.manifest_hash, model=model)
+            path = store.root / PREDICTIONS_FILE
+            if not frame.empty:
+                write_predictions(frame, path)
+            return path
+
+        options = {"concurrency": concurrency, "prices": prices, "progress": progress, "limit": limit}
+        return run_keeping(units, backend, store, write, tools, **options)

@@ -62,6 +62,20 @@ def second_instrument(
     return pd.concat(out, ignore_index=True)
 
 
+PARALLEL_DRAFT = "the independent second draft of the compact construction, labelled by its own distilled labeller"
+PARALLEL_OFFLINE = "a second offline text instrument (its own TF-IDF, seed and eight clusters per field)"
+
+
+def parallel_instrument(inst, *, seed: int) -> tuple[pd.DataFrame, str]:
+    """The second instrument an instance is audited against, and what it is: the recorded
+    second draft (``parallel.parquet``: a capable model drafted every such field twice, from
+    differently drawn samples, as the paper's parallel instrument) when the instance has one,
+    else :func:`second_instrument`."""
+    if "parallel" in inst.extras:
+        return inst.extras["parallel"], PARALLEL_DRAFT
+    return second_instrument(inst.papers, inst.assignments, inst.spec.codebook_cutoff, seed=seed), PARALLEL_OFFLINE
+
+
 def slots_as_primary(assignments: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
     """``assignments`` with ``primary`` replaced by another instrument's slots (D0..D7), so that two
     independent instruments can be compared with :func:`parallel_agreement` as if one were frozen."""
@@ -123,7 +137,7 @@ def instrument_audit_table(inst, *, seed: int = 0, n_resamples: int = 2000) -> p
     Columns: measure, estimate, lo, hi (95% field-resampled percentile interval), n_fields.
     """
     cutoff = inst.spec.codebook_cutoff
-    second = second_instrument(inst.papers, inst.assignments, cutoff, seed=seed)
+    second, _ = parallel_instrument(inst, seed=seed)
     table, summary = parallel_agreement(
         inst.papers, inst.assignments, second, cutoff, n_resamples=n_resamples, seed=seed
     )

@@ -6,6 +6,10 @@ imports live inside the command functions. :func:`main` turns a user mistake int
 :class:`~rap_benchmark.core.errors.UserError` the library raises (bad value, malformed file,
 missing or tampered folder) and a path the operating system refuses. ``--debug`` anywhere on
 the command line shows the traceback instead. Everything else is a bug and keeps its traceback.
+A command that stopped part-way and kept its finished work (an endpoint that stopped answering:
+:class:`~rap_benchmark.core.errors.StoppedEarly`, exit 75; Ctrl-C after a run kept its units:
+:class:`~rap_benchmark.core.errors.Interrupted`, exit 130) ends its one line with the command
+that resumes it.
 """
 
 from __future__ import annotations
@@ -14,10 +18,11 @@ import argparse
 import importlib
 import os
 import pkgutil
+import shlex
 import sys
 from typing import Any, NoReturn
 
-from rap_benchmark.core.errors import UserError, one_line
+from rap_benchmark.core.errors import Interrupted, StoppedEarly, UserError, one_line
 from rap_benchmark.core.suggest import closest
 
 EPILOG = """examples (each command's --help has more):
@@ -187,6 +192,10 @@ def main(argv: list[str] | None = None) -> int:
     prog = args.command_name
     try:
         return int(args.func(args) or 0)
+    except Interrupted as exc:  # Ctrl-C after the command kept its finished work
+        _end_progress_bars()
+        print(f"{prog}: interrupted; {one_line(str(exc))}; {resume(argv)}", file=sys.stderr)
+        return 130
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
@@ -198,8 +207,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.debug:
             raise
         _end_progress_bars()
+        if isinstance(exc, StoppedEarly):
+            print(f"{prog}: {one_line(_describe(exc))}; {resume(argv)}", file=sys.stderr)
+            return exc.exit_status
         print(f"{prog}: {one_line(_describe(exc))}", file=sys.stderr)
         return 2
+
+
+def resume(argv: list[str]) -> str:
+    """The words that end a stopped command's line: the command that resumes it, as typed."""
+    return f"the same command resumes: {shlex.join(['rap', *argv])}"
 
 
 def _end_progress_bars() -> None:

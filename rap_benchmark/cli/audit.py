@@ -60,18 +60,19 @@ def _print_estimates(estimates: dict, n_of: str = "") -> dict[str, dict]:
 
 
 def _parallel(args: argparse.Namespace) -> int:
-    from rap_benchmark.audit.parallel import parallel_agreement, second_instrument
+    from rap_benchmark.audit.parallel import parallel_agreement, parallel_instrument
     from rap_benchmark.core.artifacts import load_instance
 
     inst = load_instance(args.dir)
     cutoff = inst.spec.codebook_cutoff
-    second = second_instrument(inst.papers, inst.assignments, cutoff, seed=args.seed)
+    second, what = parallel_instrument(inst, seed=args.seed)
     table, summary = parallel_agreement(
         inst.papers, inst.assignments, second, cutoff, n_resamples=args.resamples, seed=args.seed
     )
     if args.out:
         atomic_write_text(args.out, table.to_csv(index=False))
     print(f"parallel-instrument agreement over {len(table)} fields (cross-fit Hungarian, field-resampled 95% CI)")
+    print(f"  second instrument: {what}")
     for name in ("overall", "pre", "post", "change"):
         label = {"pre": f"before {cutoff}", "post": f"from {cutoff}", "change": "paired change (post - pre)"}.get(
             name, "overall out of sample"

@@ -11,11 +11,10 @@ from pathlib import Path
 
 from rap_benchmark.cli.args import add_extra_body_args, extra_body, nonnegative_int, positive_float, positive_int
 from rap_benchmark.core import resources
-from rap_benchmark.core.errors import InputError
+from rap_benchmark.core.errors import InputError, StoppedEarly
 from rap_benchmark.core.spec import INSTANCE_NAMES, BenchmarkSpec
 
 ARXIV_ENV = "RAP_SHARED_ARXIV"
-WAITING_EXIT = 75  # rap build --batch: a round of requests waits for replies (sysexits' EX_TEMPFAIL)
 
 BUILD_EPILOG = """examples:
   rap build --instance mini --out build/mini
@@ -380,7 +379,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--batch",
         metavar="DIR",
         help="batch files instead of --base-url: each round's requests are written to DIR as an OpenAI Batch "
-        f"input file and the build exits {WAITING_EXIT} (waiting for replies); put the output files in DIR and rerun",
+        f"input file and the build exits {StoppedEarly.exit_status} (waiting for replies); put the output files in DIR "
+        "and rerun",
     )
     g.add_argument("--dry-run", action="store_true", help="estimate requests, tokens and price per stage; send nothing")
     g.add_argument(

@@ -32,7 +32,9 @@ RUN_EPILOG = """examples:
   rap runs merge runs/qwen runs/qwen-s0 runs/qwen-s1 runs/qwen-s2 runs/qwen-s3
 
 The run folder is the agent runner's (units/, executions.jsonl, run.json, predictions.jsonl): a rerun
-with the same --out resumes, skipping tasks already submitted.
+with the same --out resumes, skipping tasks already submitted. A model endpoint that stops answering
+stops the run as it stops rap run (--give-up-after-units, --give-up-after-s; exit 75; the finished
+tasks are kept in predictions.jsonl, and its one line ends with the command that resumes it).
 """
 
 EPILOG = """examples:

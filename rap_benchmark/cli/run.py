@@ -23,6 +23,9 @@ from rap_benchmark.cli.args import (
 from rap_benchmark.cli.args import csv as _csv
 from rap_benchmark.core.errors import InputError, one_line
 from rap_benchmark.core.fsio import atomic_write_text
+from rap_benchmark.llmclient.health import GiveUp
+
+GIVE_UP = GiveUp()
 
 RUN_EPILOG = """examples:
   # reference agent on the embedded mini instance (no model needed)
@@ -46,6 +49,9 @@ RUN_EPILOG = """examples:
   rap score build/mini runs/qwen/predictions.jsonl
 
 A rerun with the same --out resumes: valid units are skipped, missing or invalid ones rerun.
+An endpoint that stops answering mid-run is retried (the progress line names it, the last error
+and the next try), then the run stops (--give-up-after-units, --give-up-after-s; exit 75): its
+finished units are kept in predictions.jsonl, and its one line ends with the command that resumes it.
 """
 
 
@@ -84,6 +90,7 @@ def _backend(args: argparse.Namespace) -> tuple[Any, str]:
             backoff_s=args.backoff,
             max_tokens_param=args.max_tokens_param,
             extra_body=extra,
+            give_up=GiveUp(args.give_up_after_units, args.give_up_after_s),
         )
     else:  # transformers: argparse allows no other choice
         from rap_benchmark.agents.transformers_backend import TransformersBackend, require_llm_extra, smollm2_gguf
@@ -349,6 +356,17 @@ def _add_backend_args(
     p.add_argument(
         "--backoff", type=nonnegative_float, default=1.0, help="first backoff in seconds (doubles per retry)"
     )
+    stop = "openai: stop the run (exit 75; finished units are kept and the same command resumes) when"
+    for flag, kind, default, when in (
+        (
+            "--give-up-after-units",
+            positive_int,
+            GIVE_UP.requests,
+            "N units in a row got no answer, every attempt failed",
+        ),
+        ("--give-up-after-s", positive_float, GIVE_UP.seconds, "no endpoint answered for N s since an attempt failed"),
+    ):
+        p.add_argument(flag, type=kind, default=default, metavar="N", help=f"{stop} {when} (default: %(default)s)")
     p.add_argument("--model-path", help="transformers: model folder, or 'smollm2' for the packaged SmolLM2")
     p.add_argument("--gguf-file", help="transformers: GGUF file name inside --model-path")
     p.add_argument("--device", default="cpu", help="transformers: torch device (cpu, cuda, cuda:1)")

@@ -9,7 +9,12 @@ escapes is a bug and keeps its traceback.
     UserError
     ├── InputError       a bad value: an unknown condition, a malformed shard, an unknown spec key
     ├── FileFormatError  a file the user gave cannot be read or parsed (names the file, and the line)
-    └── ArtifactError    an instance or run folder is missing, incomplete or fails its SHA256SUMS
+    ├── ArtifactError    an instance or run folder is missing, incomplete or fails its SHA256SUMS
+    ├── ServiceError     a network service cannot be reached or refused the request
+    └── StoppedEarly     the work stopped part-way (an endpoint stopped answering); what was
+                         finished is kept and the same command resumes (exit 75)
+
+:class:`Interrupted` is Ctrl-C (a ``KeyboardInterrupt``) after the command kept what it had finished.
 
 ``InputError`` and ``FileFormatError`` are also ``ValueError`` s, so callers that catch
 ``ValueError`` keep working.
@@ -49,6 +54,19 @@ class ArtifactError(UserError, RuntimeError):
 class ServiceError(UserError, RuntimeError):
     """A network service the command needs cannot be reached or refused the request (no network,
     wrong host, an HTTP error status); nothing was written."""
+
+
+class StoppedEarly(UserError, RuntimeError):
+    """The command stopped before its work was done and kept what it had finished; the same
+    command resumes. The CLI prints the message and that command in one line and exits
+    :attr:`exit_status`, 75 (``EX_TEMPFAIL`` of sysexits.h: a temporary failure, try again)."""
+
+    exit_status = 75
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, after the command kept what it had finished; the message says what was kept (the
+    CLI adds the command that resumes and exits 130)."""
 
 
 def json_reason(exc: ValueError) -> str:

@@ -74,6 +74,7 @@ from rap_benchmark.hub.layout import (
     RepoTables,
     Withheld,
 )
+from rap_benchmark.pipeline.build import instrument_provenance
 
 DEFAULT_ORG = "rap"
 (_Y_EMPTY,) = EPISODE_TARGET_FLAGS  # withheld with the target columns
@@ -583,6 +584,7 @@ def export_instance(
         "pending_origins": list(pending_origins(inst)),
         "n_fields": len(inst.field_ids),
         "n_papers": len(inst.papers),
+        "instrument": instrument_provenance(inst.ledger)["line"],
         "synthetic": instance_is_synthetic(inst),
         "citecast_synthetic": bool(citecast_synthetic),
     }

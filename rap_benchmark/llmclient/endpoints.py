@@ -12,7 +12,10 @@ through an :class:`EndpointPool`:
 * :func:`call_with_failover`: HTTP 5xx, 408/409/425/429, timeouts, refused connections and
   malformed bodies are retried on the next endpoint after a backoff; an endpoint that fails three
   times in a row rests (1 s, doubling, at most 30 s); any other HTTP 4xx is the request's own
-  fault and is not retried. Every attempt is recorded.
+  fault and is not retried. Every attempt is recorded;
+* the pool's :class:`~rap_benchmark.llmclient.health.Health` hears every attempt: the note a
+  progress line shows while requests are retried, and the give-up (``EndpointDown``) once
+  the endpoints stopped answering.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from urllib.parse import urlsplit
 
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.llmclient.failures import Attempt, BackendFailure
+from rap_benchmark.llmclient.health import GiveUp, Health
 
 # the body keys a caller sets itself: --extra-body may add keys, never replace one of these
 RESERVED_BODY_KEYS = frozenset(
@@ -77,6 +81,9 @@ def classify(exc: BaseException) -> tuple[bool, int | None, str]:
     """(retryable, HTTP status, short description) of a client exception."""
     import openai
 
+    refused = _connection_error(exc)
+    if refused is not None and isinstance(exc, openai.APIConnectionError):  # the SDK calls some of them timeouts
+        return True, None, refused
     if isinstance(exc, openai.APITimeoutError | asyncio.TimeoutError | TimeoutError):
         return True, None, f"timeout: {exc}"
     if isinstance(exc, openai.APIStatusError):
@@ -87,6 +94,20 @@ def classify(exc: BaseException) -> tuple[bool, int | None, str]:
     if isinstance(exc, openai.APIResponseValidationError | ValueError):  # a torn or malformed body
         return True, None, f"malformed response: {type(exc).__name__}: {str(exc)[:200]}"
     return False, None, f"{type(exc).__name__}: {exc}"
+
+
+def _connection_error(exc: BaseException) -> str | None:
+    """``connection refused: ...`` when the cause of ``exc`` is an OS connection error (the SDK's
+    aiohttp transport reports a refused connection as ``Request timed out.``)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionError):
+            kind = {ConnectionRefusedError: "connection refused", ConnectionResetError: "connection reset"}
+            return f"{kind.get(type(cause), 'connection error')}: {cause.strerror or cause}"
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _status_message(exc: Any) -> str:
@@ -137,6 +158,7 @@ class EndpointPool:
         timeout_s: float = 600.0,
         max_in_flight: int = 64,
         client_factory: Callable[[str], Any] | None = None,
+        give_up: GiveUp | None = None,
     ) -> None:
         if isinstance(base_urls, str):
             base_urls = base_urls.split(",")
@@ -153,6 +175,17 @@ class EndpointPool:
         self._rest_until = [0.0] * len(self.urls)
         self._turn = itertools.count()
         self._slot: asyncio.Condition | None = None
+        self.health = Health(give_up)
+
+    def retrying(self) -> str | None:
+        """What a progress line says while requests are retried (None while all is well)."""
+        return self.health.note(not_before=min(self._rest_until))
+
+    def next_try(self, model: str, wait_s: float) -> float:
+        """When a request for ``model`` that waits ``wait_s`` seconds is sent again (monotonic
+        seconds): then, or when the first of its endpoints ends its rest, whichever is later."""
+        rests = [self._rest_until[i] for i in self.endpoints_for(model)]
+        return max(time.monotonic() + wait_s, min(rests, default=0.0))
 
     def client(self, i: int) -> Any:
         if self._clients[i] is None:
@@ -221,10 +254,13 @@ async def call_with_failover(
 ) -> tuple[Any, tuple[Attempt, ...]]:
     """(response, attempts) of ``chat.completions.create(**kwargs)`` through ``pool``.
 
-    Raises :class:`Refused` for a refused request (not retried) and :class:`BackendFailure`
-    when every one of ``max_attempts`` attempts failed."""
+    Raises :class:`Refused` for a refused request (not retried), :class:`BackendFailure` when
+    every one of ``max_attempts`` attempts failed, and ``health.EndpointDown`` once the pool gave up
+    on its endpoints (this request's failure may be the one that made it give up)."""
     attempts: list[Attempt] = []
+    health = pool.health
     for n in range(1, max_attempts + 1):
+        health.check(tuple(attempts))
         i = await pool.acquire(kwargs["model"])
         url = pool.urls[i]
         t0 = time.perf_counter()
@@ -240,14 +276,22 @@ async def call_with_failover(
             if not retryable:
                 ok = True  # the endpoint answered: it is not failing
                 if status is not None:
+                    health.answered()
                     raise Refused(desc, tuple(attempts), status, url) from exc
                 raise BackendFailure(desc, tuple(attempts)) from exc
-            if n == max_attempts:
-                raise BackendFailure(desc, tuple(attempts)) from exc
+            failure = exc
         finally:
-            await pool.release(i, ok)
+            await pool.release(i, ok)  # before next_try: a failing endpoint may rest now
         if ok:
+            health.answered()
             attempts.append(Attempt(n, True, None, 200, time.perf_counter() - t0, url))
             return response, tuple(attempts)
-        await sleep(backoff(n))
+        last, wait = n == max_attempts, backoff(n)
+        health.attempt_failed(url, desc, None if last else pool.next_try(kwargs["model"], wait))
+        if last:
+            health.request_failed()
+        health.check(tuple(attempts))
+        if last:
+            raise BackendFailure(desc, tuple(attempts)) from failure
+        await sleep(wait)
     raise AssertionError("unreachable")

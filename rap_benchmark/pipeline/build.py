@@ -400,9 +400,54 @@ def instance_info(instance: Instance) -> dict[str, Any]:
             str(regime): _spread(group["n_papers"])
             for regime, group in instance.search_manifest.groupby("regime", sort=True)
         },
+        "instrument": instrument_provenance(instance.ledger),
         "fields_dropped": list(fields_summary.get("dropped", [])),
         "least_cohesive_fields": list(fields_summary.get("least_cohesive", [])),
     }
+
+
+def instrument_provenance(ledger: dict[str, Any]) -> dict[str, Any]:
+    """Who wrote an instance's directions and labels, read from its parameter ledger: the offline
+    instrument, or the LLM construction with its model, the replies' provenance (who wrote them,
+    when, through what, and what they took) and the distilled labeller's held-out agreement."""
+    entry = ledger.get("derived", {}).get("instrument")
+    if not entry:
+        return {"kind": "offline", "line": "offline (text clusters named from their own phrases; no language model)"}
+    config = entry.get("config", {})
+    recorded = dict(ledger.get("extra", {}).get("llm_instrument", {}).get("provenance", {}))
+    out: dict[str, Any] = {
+        "kind": "llm",
+        "construction": entry.get("construction", "paper"),
+        "model": config.get("model"),
+        "draft_models": config.get("draft_models"),
+        **recorded,
+    }
+    held = entry.get("compact", {}).get("draft_A", {})
+    if held:
+        out["held_out_agreement"] = held.get("held_out_agreement")
+        out["held_out_agreement_95ci"] = held.get("held_out_agreement_95ci")
+    parts = [f"the {out['construction']} LLM construction; model {out['model']}"]
+    if recorded.get("written_by"):
+        parts.append(f"replies written by {recorded['written_by']}")
+    if recorded.get("date"):
+        parts.append(f"on {recorded['date']}")
+    if recorded.get("via"):
+        parts.append(f"through {recorded['via']}")
+    if recorded.get("requests"):
+        parts.append(
+            f"{recorded['requests']:,} requests, {recorded.get('prompt_tokens', 0):,} prompt and "
+            f"{recorded.get('completion_tokens', 0):,} completion tokens, {recorded.get('rounds', '?')} rounds"
+        )
+    if held:
+        lo, hi = held.get("held_out_agreement_95ci") or (float("nan"), float("nan"))
+        parts.append(
+            f"every membership labelled by a classifier distilled from the model's labels (held-out agreement "
+            f"{held['held_out_agreement']:.3f} [{lo:.3f}, {hi:.3f}])"
+        )
+    if entry.get("replayed_from"):
+        parts.append(f"rebuilt offline from the recorded replies {entry['replayed_from']}")
+    out["line"] = "; ".join(parts)
+    return out
 
 
 def format_info(info: dict[str, Any]) -> str:
@@ -414,6 +459,7 @@ def format_info(info: dict[str, Any]) -> str:
         f"instance           {info['name']}, benchmark version {info['benchmark_version']} (what its scores mean)",
         f"package            rap_benchmark {info['package_version']}",
         f"manifest hash      {info['manifest_hash']}",
+        f"instrument         {info['instrument']['line']}",
         f"origins            {', '.join(info['origins'])}",
         f"papers             {info['papers']:,}",
         f"fields             {info['fields']:,} ({dirs})",

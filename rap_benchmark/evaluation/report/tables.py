@@ -32,6 +32,7 @@ from rap_benchmark.evaluation.report.aggregates import (
 )
 from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, episode_arrays, reliability, score_predictions
 from rap_benchmark.evaluation.usage import unknown
+from rap_benchmark.pipeline.build import instrument_provenance
 
 if TYPE_CHECKING:
     from rap_benchmark.core.artifacts import Instance
@@ -134,6 +135,7 @@ def compute_tables(
             "benchmark_version": inst.spec.version,  # the instance's: what its scores mean
             "package_version": package_version(),  # the rap_benchmark package that scored it
             "manifest_hash": inst.manifest_hash,
+            "instrument": instrument_provenance(inst.ledger)["line"],  # who wrote the directions and labels
             "split": split or "all",
             "n_resamples": n_res,
             "seed": seed_,

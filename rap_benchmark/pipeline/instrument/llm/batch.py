@@ -39,9 +39,9 @@ from typing import Any
 
 import orjson
 
-from rap_benchmark.core.errors import FileFormatError, InputError
+from rap_benchmark.core.errors import FileFormatError, InputError, StoppedEarly
 
-WAITING_EXIT = 75  # sysexits' EX_TEMPFAIL: not done, rerun later
+WAITING_EXIT = StoppedEarly.exit_status  # 75, sysexits' EX_TEMPFAIL: not done, rerun later
 STATE_FILE = "batch.json"
 INPUT_SUFFIX = ".input.jsonl"
 URL = "/v1/chat/completions"

@@ -29,9 +29,10 @@ from typing import Any
 
 import orjson
 
-from rap_benchmark.core.errors import UserError
+from rap_benchmark.core.errors import StoppedEarly, UserError
 from rap_benchmark.llmclient.endpoints import EndpointPool, Refused, call_with_failover, check_extra_body
 from rap_benchmark.llmclient.failures import BackendFailure, reasoning_of
+from rap_benchmark.llmclient.health import failure_line, retry_notes
 from rap_benchmark.llmclient.pricing import PriceTable
 from rap_benchmark.pipeline.instrument.llm.batch import AwaitingReply, BatchFolder
 from rap_benchmark.pipeline.instrument.llm.store import RequestStore
@@ -62,8 +63,8 @@ class SpendCapReached(StopRun):
     pass
 
 
-class EndpointsFailed(StopRun):
-    pass
+class EndpointsFailed(StopRun, StoppedEarly):
+    """No endpoint answered a request (exit 75; the same command resumes from the store)."""
 
 
 class RequestRefused(StopRun):
@@ -296,8 +297,7 @@ class LLMClient(Client):
             except BackendFailure as exc:
                 self.transport_errors += len(exc.attempts)
                 self.stop_reason = EndpointsFailed(
-                    f"no endpoint answered after {len(exc.attempts)} tries (last: {exc}); "
-                    "rerun the same command to resume"
+                    f"{failure_line(exc)}; the {len(self.records)} answers so far are kept in {self.store.root}"
                 )
                 raise self.stop_reason from None
             self.transport_errors += len(attempts) - 1
@@ -501,7 +501,8 @@ async def run_all(
             finally:
                 depth[0] = max(depth[0], chain[0])
 
-    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(jobs))))))
+    async with retry_notes(getattr(getattr(client, "pool", None), "retrying", None), bar.set_postfix_str):
+        await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(jobs))))))
     bar.close()
     client.rounds += depth[0]
     if first_error:
