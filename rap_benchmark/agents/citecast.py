@@ -26,11 +26,18 @@ from typing import Any
 
 from rap_benchmark.agents.episode import Episode
 from rap_benchmark.agents.protocol import Backend, CiteCastContext, ModelTurn, Request, UnitContext, tool_call_turn
-from rap_benchmark.agents.runner import RunStats, accounting_columns, run_keeping, select_shard
+from rap_benchmark.agents.runner import (
+    RunStats,
+    accounting_columns,
+    refuse_unsubmittable,
+    run_keeping,
+    select_shard,
+)
 from rap_benchmark.agents.store import RunStore, TaskKey
 from rap_benchmark.agents.toolset import AnswerCheck, Rules, ToolOutcome, decode_arguments
 from rap_benchmark.citecast.records import TaskSplit
 from rap_benchmark.citecast.reward import validate_prediction
+from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
 from rap_benchmark.core.records import parse_enum
 from rap_benchmark.llmclient.pricing import PriceTable
@@ -284,3 +291,45 @@ def run_citecast(
         )
         options = {"concurrency": concurrency, "prices": prices, "progress": progress}
         return run_keeping(units, backend, store, lambda: write_predictions(store, model), what="tasks", **options)
+
+
+def prepare_citecast_submission(
+    run_dir: str | Path,
+    out: str | Path,
+    *,
+    model: str | None = None,
+    knowledge_cutoff: str | None = None,
+    submitter: str | None = None,
+    notes: str | None = None,
+    prices: PriceTable | None = None,
+) -> tuple[Path, Path]:
+    """A CiteCast submission from a ``rap citecast run`` folder on the Test split: ``out`` (one row
+    per finished task, no reward: the board computes it) and ``out.meta.json`` (model, the
+    instance's manifest hash, usage). Every input is checked before anything is written."""
+    from rap_benchmark.evaluation.citecast_submissions import citecast_usage, write_citecast_submission
+
+    store = RunStore(run_dir)
+    run = store.read_run() or {}
+    name = model or str(run.get("model"))
+    instance = str(run.get("instance", ""))
+    if run.get("split") != TaskSplit.TEST.value:
+        raise InputError(
+            f"{run_dir} ran the {run.get('split')} split; the board scores Test: rap citecast run --split test"
+        )
+    if len(instance) != 64 or "://" in instance:
+        raise InputError(
+            f"{run_dir} ran against the server at {instance}: its scored sessions are the submission "
+            "(its operator runs rap citecast score); prepare one from a run on an instance folder"
+        )
+    rows = predictions_rows(store, name)
+    refuse_unsubmittable(run_dir, run, store, name, empty=not rows, what="CiteCast task")
+    source = f"rap citecast run store {Path(run_dir).name} (backend {run.get('backend') or 'unknown'})"
+    return write_citecast_submission(
+        rows,
+        out,
+        manifest_hash=instance,
+        usage=citecast_usage(rows, source=source, prices=prices),
+        knowledge_cutoff=knowledge_cutoff,
+        submitter=submitter,
+        notes=notes,
+    )

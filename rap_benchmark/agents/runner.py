@@ -390,6 +390,21 @@ def predictions_frame(
     return frame.sort_values(["model", "condition", "field_id", "origin"], kind="stable").reset_index(drop=True)
 
 
+def refuse_unsubmittable(
+    run_dir: str | Path, run: dict[str, Any], store: RunStore, model: str | None, *, empty: bool, what: str
+) -> None:
+    """What ``rap submit prepare`` refuses in a run folder (an :class:`InputError`): no finished
+    ``what`` of ``model`` (``empty``; the models it does hold are named), or one shard of a run."""
+    if empty:
+        found = sorted({str(r["key"].get("model")) for r in store.iter_units()})
+        raise InputError(
+            f"{run_dir} holds no finished {what} of model {model!r}"
+            + (f" (models found: {', '.join(found)})" if found else "")
+        )
+    if run.get("shard") not in (None, "0/1"):
+        raise InputError(f"{run_dir} is shard {run['shard']} of a run: rap runs merge the shards first")
+
+
 def prepare_submission(
     run_dir: str | Path,
     out: str | Path,
@@ -416,14 +431,7 @@ def prepare_submission(
         raise InputError(f"{run_dir} is not a rap run folder (no run.json)")
     name = model or run.get("model")
     frame = predictions_frame(store, str(run["manifest_hash"]), model=name)
-    if frame.empty:
-        found = sorted({str(r["key"].get("model")) for r in store.iter_units()})
-        raise InputError(
-            f"{run_dir} holds no finished RAP unit of model {name!r}"
-            + (f" (models found: {', '.join(found)})" if found else "")
-        )
-    if run.get("shard") not in (None, "0/1"):
-        raise InputError(f"{run_dir} is shard {run['shard']} of a run: rap runs merge the shards first")
+    refuse_unsubmittable(run_dir, run, store, name, empty=frame.empty, what="RAP unit")
     backend = run.get("backend") or "unknown backend"
     source = f"rap run store {Path(run_dir).name} (backend {backend}, prompt {run.get('prompt_version')})"
     meta = meta_from_rows(

@@ -6,9 +6,11 @@ import argparse
 import datetime as dt
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from rap_benchmark.cli.args import prediction_files, scoring_options, subcommands
+from rap_benchmark.cli.args import existing_files, prediction_files, scoring_options, subcommands
 from rap_benchmark.cli.args import split_or_all as _split
 from rap_benchmark.core.errors import InputError
 from rap_benchmark.core.fsio import atomic_write_text
@@ -19,6 +21,9 @@ SUBMIT_EPILOG = """examples:
   rap submit validate preds/my-model.parquet --meta preds/my-model.meta.json --instance build/mini
   rap submit split build/mini_predictions/baselines.jsonl --out subs/   # one submission per baseline
   rap submit seal preds/my-model.jsonl --out seals/my-model.seal.json   # before the window opens
+  rap submit push subs/my-model.jsonl --repo my-org/rap-submissions --instance build/mini --dry-run
+  rap submit prepare runs/cc-model --out subs/cc-model.jsonl      # a rap citecast run folder (Test split)
+  rap submit validate subs/cc-model.jsonl --instance build/citecast
 
 A submission is a prediction file plus metadata in <file>.meta.json:
   {"model": "org/name", "knowledge_cutoff": "2024-10-01", "conditions": ["A1"],
@@ -30,6 +35,14 @@ the tokens, Search calls and cost per condition; a cost the price table cannot t
 shown as unknown, never 0). The checks are rap score's validator plus the metadata's, usage
 included (episode counts, Search budget, sums of the rows' own columns). Exit status 1 when it
 is rejected. Walkthrough: docs/SUBMITTING.md.
+CiteCast: prepare reads a rap citecast run folder (run.json says kind citecast) and writes one row
+per Test task (model, task_id, prediction, valid, tokens, cost) with "benchmark": "citecast" in
+its metadata; validate and push check it against a CiteCast instance (--instance: the folder
+that rap citecast build wrote).
+push: validates the submission, then opens a pull request on the board's submissions dataset
+repo (--repo ORG/NAME) with the file and its metadata under submissions/<rap|citecast>/; needs
+huggingface_hub and a token (hf auth login or HF_TOKEN). --dry-run prints the files
+(path in the repo, bytes, sha256) and the pull request, and sends nothing.
 seal: writes a salted SHA-256 commitment of the canonical predictions with a UTC timestamp, one
 JSON row to append to a public log (e.g. seals.jsonl in a Hugging Face dataset repo) before the
 window opens; the salt goes to FILE.salt.hex (keep it secret). The reveal is FILE + its salt.
@@ -59,6 +72,10 @@ verify-reveal: checks revealed targets and salt against the salted SHA256
 commitments published in a repo's *_heldout configs.
 Each board folder also holds contrasts.csv (model vs model), strict_vs_exposed.csv, board.json,
 forest.png, cost_vs_score.png and index.html (self-contained; open it offline).
+An --instance that is a CiteCast instance (rap citecast build) scores CiteCast submissions on the
+CiteCast track instead: the card's reward 1/cosh(2|ln((p+1)/(t+1))|), mean over every Test task
+(a task without a forecast scores 0), with the card's baselines as unranked reference rows; it
+writes leaderboard_citecast.csv/.md, submissions.json, board.json and index.html.
 To put a board on the Hub: rap hub export-board BOARD... --out hub/, then rap hub publish.
 Walkthrough: docs/SUBMITTING.md.
 """
@@ -88,9 +105,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_prepare)
     p = ssub("validate", help="validate a submission file and its metadata")
     p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
-    p.add_argument("--meta", type=Path, default=None, help="metadata JSON (default FILE.meta.json)")
-    p.add_argument("--instance", type=Path, default=None, help="instance folder (default: the cached mini)")
-    p.add_argument("--split", choices=("test", "dev", "all"), default="test", help="expected episodes (default test)")
+    _validation_args(p)
     p.set_defaults(func=cmd_validate)
     p = ssub("split", help="split a multi-model prediction file (e.g. rap baselines') into one submission per model")
     p.add_argument("file", type=Path, help="prediction file (.jsonl or .parquet)")
@@ -107,6 +122,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="UTC timestamp to record instead of now (replaying history; the published log's time is what counts)",
     )
     p.set_defaults(func=cmd_seal)
+    p = ssub("push", help="validate a submission, then open a pull request with it on the board's Hub dataset repo")
+    p.add_argument("file", type=Path, help="submission file (.jsonl or .parquet; FILE.meta.json beside)")
+    p.add_argument("--repo", required=True, help="the board's submissions dataset repo on the Hub, ORG/NAME")
+    _validation_args(p)
+    p.add_argument("--dry-run", action="store_true", help="print the files and the pull request; send nothing")
+    p.set_defaults(func=cmd_push)
 
     board = subparsers.add_parser(
         "leaderboard", help="maintainers: score submissions into a board, verify reveals", epilog=LEADERBOARD_EPILOG
@@ -141,6 +162,50 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_verify_reveal)
 
 
+def _validation_args(p: argparse.ArgumentParser) -> None:
+    """The options of rap submit validate and push: the metadata file, the instance, the split."""
+    p.add_argument("--meta", type=Path, default=None, help="metadata JSON (default FILE.meta.json)")
+    p.add_argument(
+        "--instance",
+        type=Path,
+        default=None,
+        help="instance folder: RAP (default: the cached mini) or, for a CiteCast submission, CiteCast",
+    )
+    p.add_argument(
+        "--split", choices=("test", "dev", "all"), default="test", help="RAP: expected episodes (default test)"
+    )
+
+
+def _citecast_instance(path: Path | None):
+    """The CiteCast instance at ``path`` when it is one (None otherwise)."""
+    from rap_benchmark.citecast.instance import MANIFEST, load_instance
+
+    return load_instance(path) if path is not None and (path / MANIFEST).is_file() else None
+
+
+def _validated(file: Path, meta: Path | None, instance: Path | None, split: str):
+    """The validation report of a RAP or CiteCast submission (its metadata says which) against
+    the instance of its kind; a mismatched pair is refused by name."""
+    from rap_benchmark.evaluation.citecast_submissions import is_citecast, validate_citecast_submission
+    from rap_benchmark.evaluation.submissions import validate_submission
+
+    citecast = _citecast_instance(instance)
+    if is_citecast(file, meta):
+        if citecast is None:
+            raise InputError(
+                f"{file} is a CiteCast submission: give --instance, the CiteCast instance it ran on (rap citecast build)"
+            )
+        if split != "test":
+            raise InputError(f"--split {split}: a CiteCast submission forecasts the Test split")
+        return validate_citecast_submission(file, citecast, meta_path=meta)
+    if citecast is not None:
+        raise InputError(
+            f'{instance} is a CiteCast instance, and {file} is a RAP submission (no "benchmark": "citecast" '
+            "in its metadata): give a RAP instance (rap build --out)"
+        )
+    return validate_submission(file, _instance(instance), meta_path=meta, split=_split(split))
+
+
 def _instance(path: Path | None):
     from rap_benchmark.core.artifacts import load_instance
     from rap_benchmark.integrations.source import ensure_mini
@@ -149,15 +214,42 @@ def _instance(path: Path | None):
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from rap_benchmark.evaluation.submissions import validate_submission
-
-    report = validate_submission(args.file, _instance(args.instance), meta_path=args.meta, split=_split(args.split))
+    report = _validated(args.file, args.meta, args.instance, args.split)
     print(report.summary())
     return 0 if report.accepted else 1
 
 
+def cmd_push(args: argparse.Namespace) -> int:
+    from rap_benchmark.hub.submit import check_repo_id, hub_token, open_pull_request, submission_pull_request
+
+    repo = check_repo_id(args.repo)
+    from rap_benchmark.evaluation.submissions import run_folder_problem
+
+    if (not_one := run_folder_problem(args.file)) is not None:
+        raise InputError(not_one.message)
+    prediction_files([args.file])
+    if args.meta is not None:
+        existing_files([args.meta], "metadata file")
+    token = None if args.dry_run else hub_token()  # no token: said before the submission is read
+    report = _validated(args.file, args.meta, args.instance, args.split)
+    print(report.summary(), file=sys.stderr)
+    if not report.accepted:
+        print("rap submit push: rejected, nothing was sent: fix the problems above", file=sys.stderr)
+        return 1
+    pr = submission_pull_request(report, repo, meta_path=args.meta)
+    if args.dry_run:
+        print("dry run: nothing was sent")
+        print(pr.plan_text())
+        return 0
+    print(f"rap submit push: sending {len(pr.files)} file(s) to {repo} as a pull request", file=sys.stderr)
+    url = open_pull_request(pr, token=token)
+    print(f"opened {url}")
+    return 0
+
+
 def cmd_prepare(args: argparse.Namespace) -> int:
     from rap_benchmark.agents.runner import prepare_submission
+    from rap_benchmark.agents.store import RunStore
     from rap_benchmark.llmclient.pricing import load_prices
 
     if args.out.suffix.lower() not in (".jsonl", ".parquet"):
@@ -170,7 +262,10 @@ def cmd_prepare(args: argparse.Namespace) -> int:
     if not args.rundir.is_dir():
         raise InputError(f"no run folder at {args.rundir}")
     prices = load_prices(args.prices)
-    out, meta = prepare_submission(
+    prepare = prepare_submission
+    if (RunStore(args.rundir).read_run() or {}).get("kind") == "citecast":
+        from rap_benchmark.agents.citecast import prepare_citecast_submission as prepare
+    out, meta = prepare(
         args.rundir,
         args.out,
         model=args.model,
@@ -235,6 +330,9 @@ def _check_out(args: argparse.Namespace) -> None:
 
 def cmd_score(args: argparse.Namespace) -> int:
     _check_out(args)
+    citecast = _citecast_instance(args.instance)
+    if citecast is not None:
+        return cmd_score_citecast(args, citecast)
     if args.live:
         return cmd_score_live(args)
 
@@ -261,16 +359,50 @@ def cmd_score(args: argparse.Namespace) -> int:
             leaderboard_files(result, folder)
     except _NoBoard:
         pass
-    accepted = [r.accepted for r in result.reports]
-    for r in result.reports:
-        print(r.summary(), file=sys.stderr)
-    if any(accepted):
-        print((args.out / "leaderboard.md").read_text(encoding="utf-8"))
-    return _refusals(accepted, "submission", args.out / "submissions.json", args.out)
+    return _verdicts(result.reports, args.out, "leaderboard.md")
 
 
 class _NoBoard(Exception):
     """Every file was refused: the board being built is dropped, ``--out`` is left as it was."""
+
+
+def cmd_score_citecast(args: argparse.Namespace, inst) -> int:
+    """The CiteCast track: every file scored against the CiteCast instance ``inst``."""
+    from tqdm.auto import tqdm
+
+    from rap_benchmark.evaluation.board.citecast import STEM, citecast_board_files, score_citecast_submissions
+    from rap_benchmark.evaluation.submissions import building_board
+
+    options = (("--live", args.live), ("--split-models", args.split_models), ("--registry", args.registry))
+    given = [flag for flag, on in options if on]
+    if args.split != "test":
+        given.append(f"--split {args.split}")
+    if given:
+        raise InputError(
+            f"{', '.join(given)}: not for the CiteCast track (it scores the Test split of {args.instance})"
+        )
+    try:
+        with building_board(args.out) as folder:
+            progress = tqdm(list(args.files), desc="submissions", unit="file", file=sys.stderr, leave=False)
+            result = score_citecast_submissions(progress, inst, n_resamples=args.resamples, seed=args.seed)
+            if not any(r.accepted for r in result.reports):
+                raise _NoBoard  # as on the retrospective track: a board of refusals (and baselines) is no board
+            result = result.relocated(folder, args.out)
+            citecast_board_files(result, folder)
+    except _NoBoard:
+        pass
+    return _verdicts(result.reports, args.out, f"{STEM}.md")
+
+
+def _verdicts(reports: Sequence[Any], out: Path, board_md: str) -> int:
+    """Each submission's verdict on stderr, the board (``out/board_md``, when one was written) on
+    stdout, and the exit status of :func:`_refusals`."""
+    accepted = [r.accepted for r in reports]
+    for r in reports:
+        print(r.summary(), file=sys.stderr)
+    if any(accepted):
+        print((out / board_md).read_text(encoding="utf-8"))
+    return _refusals(accepted, "submission", out / "submissions.json", out)
 
 
 def _split_models(files: list[Path], folder: Path) -> list[Path]:

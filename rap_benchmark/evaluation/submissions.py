@@ -25,7 +25,7 @@ import contextlib
 import datetime as dt
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -234,6 +234,17 @@ def _row_problems(report: ValidationReport, meta: SubmissionMeta) -> list[str]:
     return []
 
 
+def run_folder_problem(path: Path) -> Problem | None:
+    """A run folder given as a submission (RAP's or CiteCast's): its predictions.jsonl has no
+    metadata, and ``rap submit prepare`` writes the submission and names what it needs."""
+    if not (path / RUN_RECORD).is_file():
+        return None
+    what = (
+        f"{path} is a run folder, not a submission: rap submit prepare {path} --out subs/{path.name}.jsonl writes one"
+    )
+    return Problem(ProblemKind.FILE_MISSING, Severity.FATAL, what)
+
+
 def validate_submission(
     path: str | Path,
     inst: Any,
@@ -244,9 +255,8 @@ def validate_submission(
 ) -> SubmissionReport:
     """Validate one submission against an instance; never raises on bad input."""
     path = Path(path)
-    if (path / RUN_RECORD).is_file():  # its predictions.jsonl has no metadata: prepare names what it needs
-        what = f"{path} is a run folder, not a submission: rap submit prepare {path} --out subs/{path.name}.jsonl writes one"
-        return SubmissionReport(path, None, (str(Problem(ProblemKind.FILE_MISSING, Severity.FATAL, what)),), None)
+    if (not_one := run_folder_problem(path)) is not None:
+        return SubmissionReport(path, None, (str(not_one),), None)
     try:
         data, problems = read_metadata(path, Path(meta_path) if meta_path else None)
         meta = None
@@ -594,19 +604,10 @@ def leaderboard_files(result: LeaderboardResult, folder: Path, *, page: bool = T
     usage included), ``contrasts.csv`` (model vs model), ``strict_vs_exposed.csv``, ``board.json``
     (what it was scored against) and, with ``page``, ``forest.png``, ``cost_vs_score.png`` and the
     self-contained ``index.html``."""
-    verdicts = [
-        {
-            "submission": str(r.path),
-            "accepted": r.accepted,
-            "meta": r.meta.to_dict() if r.meta else None,
-            "problems": list(r.problems),
-        }
-        for r in result.reports
-    ]
     board_files(
         folder,
         result.board,
-        verdicts,
+        verdict_rows(result.reports),
         stem="leaderboard",
         verdicts_name="submissions",
         meta=result.meta,
@@ -617,6 +618,19 @@ def leaderboard_files(result: LeaderboardResult, folder: Path, *, page: bool = T
     )
     for name, frame in (("contrasts", result.contrasts), ("strict_vs_exposed", result.exposure)):
         atomic_write_text(folder / f"{name}.csv", frame.to_csv(index=False, lineterminator="\n"))
+
+
+def verdict_rows(reports: Iterable[Any]) -> list[dict[str, Any]]:
+    """``submissions.json``: per submission report (RAP or CiteCast), its path, verdict, metadata and problems."""
+    return [
+        {
+            "submission": str(r.path),
+            "accepted": r.accepted,
+            "meta": r.meta.to_dict() if r.meta else None,
+            "problems": list(r.problems),
+        }
+        for r in reports
+    ]
 
 
 def write_board_files(out: str | Path, board: pd.DataFrame, verdicts: list[dict[str, Any]], **kwargs: Any) -> Path:
@@ -639,13 +653,14 @@ def board_files(
     head: str = "",
     contrasts: pd.DataFrame | None = None,
     page: bool = True,
+    columns: Sequence[tuple[str, Any]] | None = None,
 ) -> None:
     """What every board folder holds, written into ``folder``: ``<stem>.csv`` (raw numbers),
     ``<stem>.md`` (``head``, the board's cells, ``note``), ``<verdicts_name>.json`` and, when
     ``meta`` says what it was scored against, ``board.json`` and (with ``page``) the figures and
-    ``index.html``."""
+    ``index.html``. ``columns``: the markdown's (header, cell) pairs (default: the retrospective board's)."""
     atomic_write_text(folder / f"{stem}.csv", board.to_csv(index=False, lineterminator="\n"))
-    board_md = leaderboard_markdown(board, board_columns(board), note=note, empty=NO_SUBMISSIONS)
+    board_md = leaderboard_markdown(board, columns or board_columns(board), note=note, empty=NO_SUBMISSIONS)
     atomic_write_text(folder / f"{stem}.md", head + board_md)
     atomic_write_text(folder / f"{verdicts_name}.json", json.dumps(verdicts, indent=1, ensure_ascii=False) + "\n")
     if meta:

@@ -26,7 +26,13 @@ from rap_benchmark.hub.layout import MANIFEST_FILE
 
 BOARD_REPO = "leaderboard"
 BOARD_TEMPLATE = "leaderboard_card.md.j2"
-TRACK_CONFIGS = {"leaderboard.csv": "retrospective", "leaderboard_live.csv": "forecast_live"}
+TRACK_CONFIGS = {
+    "leaderboard.csv": "retrospective",
+    "leaderboard_live.csv": "forecast_live",
+    "leaderboard_citecast.csv": "citecast",
+}
+CITECAST = "citecast"
+"""The CiteCast track's config; its board was scored against a CiteCast instance, stated apart in the card."""
 USAGE_FIELDS = ("episodes", "input_tokens", "output_tokens", "search_calls", "cost_usd")
 
 
@@ -49,6 +55,8 @@ def submission_rows(verdicts: list[dict[str, Any]], track: str) -> pd.DataFrame:
         meta = v.get("meta") or {}
         usage = meta.get("usage") or {}
         by = usage.get("by_condition") or {}
+        if track == CITECAST:  # one usage block for the whole file, per task
+            by = {None: {"episodes": usage.get("tasks"), **{k: usage.get(k) for k in USAGE_FIELDS[1:]}}}
         for cond in meta.get("conditions") or [None]:
             entry = by.get(cond) or {}
             rows.append(
@@ -61,7 +69,7 @@ def submission_rows(verdicts: list[dict[str, Any]], track: str) -> pd.DataFrame:
                     "knowledge_cutoff": meta.get("knowledge_cutoff"),
                     "tools": ",".join(meta.get("tools") or []),
                     "submitter": meta.get("submitter"),
-                    "benchmark_version": meta.get("benchmark_version"),
+                    "benchmark_version": meta.get("benchmark_version") or meta.get("citecast_version"),
                     "usage_source": usage.get("source"),
                     "prices_as_of": usage.get("prices_as_of"),
                     **{f"usage_{k}": entry.get(k) for k in USAGE_FIELDS},
@@ -78,9 +86,11 @@ def submission_rows(verdicts: list[dict[str, Any]], track: str) -> pd.DataFrame:
 
 def board_tables(board_dirs: list[Path]) -> tuple[dict[str, dict[str, pd.DataFrame]], dict[str, Any]]:
     """config -> split -> table from one or more board folders (``rap leaderboard score --out``,
-    with or without ``--live``), and the board's meta (from ``board.json``)."""
+    with or without ``--live``, or on a CiteCast instance), and the board's meta (from
+    ``board.json``; a CiteCast board's under the key ``citecast``: another instance)."""
     configs: dict[str, dict[str, pd.DataFrame]] = {}
     meta: dict[str, Any] = {}
+    citecast: dict[str, Any] = {}
     subs: list[pd.DataFrame] = []
     for folder in board_dirs:
         if not folder.is_dir():
@@ -88,6 +98,16 @@ def board_tables(board_dirs: list[Path]) -> tuple[dict[str, dict[str, pd.DataFra
         found = [n for n in TRACK_CONFIGS if (folder / n).is_file()]
         if not found:
             raise InputError(f"{folder} holds no leaderboard.csv or leaderboard_live.csv (run rap leaderboard score)")
+        if found == ["leaderboard_citecast.csv"]:
+            if CITECAST in configs:
+                raise InputError(f"two boards of track {CITECAST}")
+            this = json.loads((folder / "board.json").read_text(encoding="utf-8"))
+            configs[CITECAST] = {split_name(str(this.get("split", "test"))): _read_csv(folder / found[0])}
+            subs.append(
+                submission_rows(json.loads((folder / "submissions.json").read_text(encoding="utf-8")), CITECAST)
+            )
+            citecast = this
+            continue
         if (folder / "board.json").is_file():
             this = json.loads((folder / "board.json").read_text(encoding="utf-8"))
             if meta and this.get("manifest_hash") != meta.get("manifest_hash"):
@@ -110,25 +130,37 @@ def board_tables(board_dirs: list[Path]) -> tuple[dict[str, dict[str, pd.DataFra
             configs.setdefault("contrasts", {})[split_name(str(meta.get("split", "test")))] = contrasts
     if subs:
         configs["submissions"] = {"submissions": pd.concat(subs, ignore_index=True)}
-    return configs, meta
+    return configs, {**meta, CITECAST: citecast} if citecast else meta
+
+
+def board_title(configs: dict[str, Any]) -> str:
+    """``RAP leaderboard``, ``CiteCast leaderboard`` or ``RAP and CiteCast leaderboard``: the
+    benchmarks whose tracks the board holds."""
+    rap = any(c in configs for c in ("retrospective", "forecast_live"))
+    named = [name for name, held in (("RAP", rap), ("CiteCast", CITECAST in configs)) if held]
+    return f"{' and '.join(named or ['RAP'])} leaderboard"
 
 
 def _card(repo: str, configs: dict[str, dict[str, Any]], meta: dict[str, Any], subs: pd.DataFrame) -> str:
     import yaml
 
+    default = next((c for c in ("retrospective", "forecast_live", CITECAST) if c in configs), "retrospective")
+    title = board_title(configs)
     front = {
-        "pretty_name": "RAP leaderboard",
+        "pretty_name": title,
         "license": "cc-by-4.0",
         "language": ["en"],
         "tags": ["rap-benchmark", "leaderboard", "forecasting"],
-        "configs": config_entries(configs, {"retrospective"}),
+        "configs": config_entries(configs, {default}),
     }
     return render_card_template(
         BOARD_TEMPLATE,
         front_matter=yaml.safe_dump(front, sort_keys=False),
         meta=meta,
         repo=repo,
-        submissions=subs.to_dict(orient="records") if len(subs) else [],
+        title=title,
+        default_config=default,
+        submissions=subs.astype(object).where(subs.notna(), None).to_dict(orient="records") if len(subs) else [],
     )
 
 

@@ -74,9 +74,10 @@ def fmt_coverage(row: dict[str, Any]) -> str:
     return text
 
 
-def fmt_tokens(row: dict[str, Any]) -> str:
-    """Input + output tokens per episode (``1,204 + 310``); ``unknown`` when either is."""
-    a, b = row.get("input_tokens_per_episode"), row.get("output_tokens_per_episode")
+def fmt_tokens(row: dict[str, Any], per: str = "episode") -> str:
+    """Input + output tokens per episode (``1,204 + 310``; ``per="task"``: per CiteCast task);
+    ``unknown`` when either is."""
+    a, b = row.get(f"input_tokens_per_{per}"), row.get(f"output_tokens_per_{per}")
     if unknown(a) or unknown(b):
         return "unknown"
     return f"{fmt_usage(a)} + {fmt_usage(b)}"
@@ -108,15 +109,16 @@ coverage (``40/40 (2 invalid)``); the totals stay in ``leaderboard.csv`` (and, o
 the per-episode cells' tooltips), so the table fits a 1400 px page."""
 
 
-def total_usage(row: dict[str, Any]) -> str:
-    """The totals behind a row's per-episode usage (the page's tooltip of its usage cells)."""
+def total_usage(row: dict[str, Any], calls: tuple[str, str] = ("search_calls", "searches")) -> str:
+    """The totals behind a row's per-episode usage (the page's tooltip of its usage cells);
+    ``calls``: the column of the row's tool calls and what to call them."""
     a, b = row.get("input_tokens"), row.get("output_tokens")
     tokens = (
         "unknown"
         if unknown(a) or unknown(b)
         else f"{fmt_usage(float(a) + float(b))} ({fmt_usage(a)} in + {fmt_usage(b)} out)"
     )
-    return f"in total: {tokens} tokens, {fmt_usage(row.get('search_calls'))} searches, {fmt_cost(row.get('cost_usd'))}"
+    return f"in total: {tokens} tokens, {fmt_usage(row.get(calls[0]))} {calls[1]}, {fmt_cost(row.get('cost_usd'))}"
 
 
 def board_columns(board: pd.DataFrame) -> list[tuple[str, Any]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ from rap_benchmark.evaluation.board.display import display_board, fmt_cutoff, to
 from rap_benchmark.evaluation.board.plots import contrast_matrix, finite, plot_cost_vs_score
 from rap_benchmark.evaluation.report.html import data_uri, render_template
 from rap_benchmark.evaluation.report.plots import plot_leaderboard
-from rap_benchmark.evaluation.report.tables import fmt_interval
+from rap_benchmark.evaluation.report.tables import display, fmt_interval
 from rap_benchmark.evaluation.usage import unknown
 
 TEMPLATE = "leaderboard.html.j2"
@@ -72,22 +72,32 @@ def header_lines(header: str, width: int = 10) -> list[str]:
     return [header[:cut], header[cut + 1 :]]
 
 
-def table_rows(board: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
+def table_rows(
+    board: pd.DataFrame,
+    columns: Sequence[tuple[str, Any]] | None = None,
+    *,
+    sort_keys: Mapping[str, Any] = SORT_KEY,
+    usage_headers: Sequence[str] = USAGE_HEADERS,
+    usage_totals: Callable[[dict[str, Any]], str] = total_usage,
+) -> tuple[list[str], list[dict[str, Any]]]:
     """Headers and rows of the sortable table: each cell's text, sort key, tooltip and class (``num``
-    for a number, ``name`` for a model name, which may wrap; ``date``, which may not)."""
-    shown = display_board(board)
+    for a number, ``name`` for a model name, which may wrap; ``date``, which may not).
+    ``columns``: (header, cell) pairs (default: the retrospective board's); ``sort_keys``: header ->
+    the raw column (or function of a raw row) its cells sort by; the cells under ``usage_headers``
+    carry ``usage_totals`` of their row as tooltip."""
+    shown = display_board(board) if columns is None else display(board, columns)
     if shown.empty:
         return [], []
     headers = list(shown.columns)
     rows = []
     for (_, raw), (_, cells) in zip(board.iterrows(), shown.iterrows(), strict=True):
         out = []
-        totals = total_usage(raw.to_dict())
+        totals = usage_totals(raw.to_dict())
         for h in headers:
-            key = SORT_KEY.get(h)
+            key = sort_keys.get(h)
             value = (key(raw) if callable(key) else raw.get(key)) if key else cells[h]
             sort = "" if key and unknown(value) else str(value)
-            title = totals if h in USAGE_HEADERS else ""
+            title = totals if h in usage_headers else ""
             cls = "num" if key is not None else "name" if h == "model" else "date" if h == "cutoff" else ""
             out.append({"text": _unbroken_intervals(str(cells[h])), "sort": sort, "cls": cls, "title": title})
         rows.append(
@@ -192,8 +202,33 @@ def write_page(
             "the grey strip beside the panel, never at 0.",
         },
     ]
-    headers, rows = table_rows(board)
-    html = render_template(
+    html = render_page(
+        table_rows(board),
+        title=title,
+        meta=meta,
+        verdicts=verdicts,
+        note=note,
+        figures=figures,
+        matrices=matrices(contrasts),
+    )
+    return [forest, cost, atomic_write_text(out / "index.html", html)]
+
+
+def render_page(
+    table: tuple[list[str], list[dict[str, Any]]],
+    *,
+    title: str,
+    meta: dict[str, Any],
+    verdicts: Sequence[dict[str, Any]],
+    note: str,
+    figures: Sequence[dict[str, str]] = (),
+    matrices: list[dict[str, Any]] | None = None,
+) -> str:
+    """The board page's HTML: the sortable ``table`` (:func:`table_rows`), its filters (a filter
+    with nothing to choose from is hidden), the ``figures``, the contrast ``matrices`` (None: no
+    such section) and every submission's verdict."""
+    headers, rows = table
+    return render_template(
         TEMPLATE,
         title=title,
         meta=meta,
@@ -201,10 +236,9 @@ def write_page(
         rows=rows,
         tracks=sorted({r["track"] for r in rows}),
         splits=sorted({r["split"] for r in rows if r["split"]}),
-        conditions=sorted({r["condition"] for r in rows}),
-        figures=figures,
-        matrices=matrices(contrasts),
+        conditions=sorted({r["condition"] for r in rows if r["condition"]}),
+        figures=list(figures),
+        matrices=matrices,
         details=submission_details(verdicts),
         note=note,
     )
-    return [forest, cost, atomic_write_text(out / "index.html", html)]

@@ -26,7 +26,7 @@ def not_a_prediction_file(path: str | Path) -> str:
     if path.is_dir():
         inside = path / RUN_PREDICTIONS
         if (path / RUN_RECORD).is_file():
-            if _run_kind(path) == "citecast":
+            if run_kind(path) == "citecast":
                 return f"{said} (a CiteCast run folder: its rewards are in {inside}, not a RAP prediction file)"
             if inside.is_file():
                 return f"{said} (a run folder); did you mean {inside}?"
@@ -48,7 +48,8 @@ def not_a_prediction_file(path: str | Path) -> str:
     return f"{said} ({WRITERS})"
 
 
-def _run_kind(run: Path) -> str | None:
+def run_kind(run: Path) -> str | None:
+    """The ``kind`` its ``run.json`` states (``citecast`` for a ``rap citecast run`` folder)."""
     try:
         return json.loads((run / RUN_RECORD).read_text(encoding="utf-8")).get("kind")
     except (OSError, ValueError, AttributeError):

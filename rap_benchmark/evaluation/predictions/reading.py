@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -472,6 +473,36 @@ _UNPARSED = (
 )
 
 
+def _file_problems(path: Path, max_bytes: int, *, missing: Callable[[Path], str]) -> list[Problem]:
+    """What makes a file unreadable as a whole: absent (said as ``missing(path)``), over
+    ``max_bytes``, or empty."""
+    size = path.stat().st_size if path.is_file() else -1
+    if size < 0:
+        return [Problem(ProblemKind.FILE_MISSING, Severity.FATAL, missing(path))]
+    if size > max_bytes:
+        what = f"file is {size:,} bytes, over the {max_bytes:,}-byte limit (split it or raise max_bytes)"
+        return [Problem(ProblemKind.FILE_TOO_LARGE, Severity.FATAL, what)]
+    if size == 0:
+        return [Problem(ProblemKind.EMPTY_FILE, Severity.FATAL, "file is empty (0 bytes)")]
+    return []
+
+
+def read_json_lines(path: str | Path, sink: Any, *, max_bytes: int = DEFAULT_MAX_BYTES) -> list[Problem]:
+    """Stream another JSON-lines file through this strict reader (a CiteCast submission): each
+    object goes to ``sink.add(obj, line)``, each unreadable line into ``sink.tally`` (a
+    :class:`Tally`); returns the file's own problems (a fatal one: nothing in it can be used).
+    Limits, encodings, truncation and strict JSON are those of prediction files."""
+    path = Path(path)
+    problems = _file_problems(path, max_bytes, missing=lambda p: f"no file at {p}")
+    if problems:
+        return problems
+    try:
+        _read_jsonl(path, sink, problems)
+    except _Truncated as cut:
+        problems.append(cut.problem)
+    return problems
+
+
 def load_predictions(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) -> tuple[pd.DataFrame, list[Problem]]:
     """Read a JSONL or parquet prediction file without ever raising on its content.
 
@@ -480,16 +511,8 @@ def load_predictions(path: str | Path, *, max_bytes: int = DEFAULT_MAX_BYTES) ->
     Checks against an instance are in :func:`~.validating.validate_predictions`.
     """
     path = Path(path)
-    problems: list[Problem] = []
-    size = path.stat().st_size if path.is_file() else -1
-    if size < 0:
-        problems.append(Problem(ProblemKind.FILE_MISSING, Severity.FATAL, not_a_prediction_file(path)))
-    elif size > max_bytes:
-        what = f"file is {size:,} bytes, over the {max_bytes:,}-byte limit (split it or raise max_bytes)"
-        problems.append(Problem(ProblemKind.FILE_TOO_LARGE, Severity.FATAL, what))
-    elif size == 0:
-        problems.append(Problem(ProblemKind.EMPTY_FILE, Severity.FATAL, "file is empty (0 bytes)"))
-    else:
+    problems = _file_problems(path, max_bytes, missing=not_a_prediction_file)
+    if not problems:
         with path.open("rb") as fh:
             parquet = path.suffix.lower() == ".parquet" or fh.read(4) == b"PAR1"
         if not parquet and path.suffix.lower() not in (".jsonl", ".json", ".ndjson", ""):
