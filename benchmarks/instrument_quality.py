@@ -7,6 +7,8 @@ reports, side by side with the paper's figures:
   construction's independent second draft, labelled by its own distilled labeller, when the
   instance has one, else an offline text instrument; cross-fit Hungarian alignment,
   field-resampled 95% interval; paper 0.686 [0.651, 0.722]), before and from the codebook cutoff;
+  for a compact build also the two drafts as the model applied them (its own labels of the papers
+  both drafts labelled, Hungarian cross-fit on halves: ``parallel_agreement_model_labels``);
   the distilled labeller's held-out agreement with the model's labels (the build's ledger); and,
   by the same measure, how far two independent offline text instruments agree
   at all: the second instrument against itself under another seed, and against a third built on
@@ -83,6 +85,11 @@ def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
         parallel if parallel_what == PARALLEL_OFFLINE else second_instrument(inst.papers, asg, cutoff, seed=spec.seed)
     )
     _, offline_summary = parallel_agreement(inst.papers, asg, second, cutoff, n_resamples=resamples, seed=spec.seed)
+    drafts = None
+    if "model_labels" in inst.extras:
+        from rap_benchmark.audit.parallel import model_label_agreement
+
+        drafts_table, drafts = model_label_agreement(inst.extras["model_labels"], n_resamples=resamples, seed=spec.seed)
     t_parallel = time.perf_counter() - t0
     # how far can two independent text instruments agree at all? the audit's instrument against
     # itself under another seed (its stability), and against a third, bigram-represented one
@@ -124,6 +131,10 @@ def measure(inst_dir: Path, build_s: float | None, *, resamples: int) -> dict:
         "parallel_agreement_pre": summary["pre"].estimate,
         "parallel_agreement_post": summary["post"].estimate,
         "parallel_instrument": parallel_what,
+        "parallel_agreement_model_labels": None if drafts is None else drafts.estimate,
+        "parallel_agreement_model_labels_lo": None if drafts is None else drafts.lo,
+        "parallel_agreement_model_labels_hi": None if drafts is None else drafts.hi,
+        "parallel_agreement_model_labels_papers": None if drafts is None else int(drafts_table["n_shared"].sum()),
         "parallel_fields": int(summary["overall"].n),
         "offline_second_vs_frozen": offline_summary["overall"].estimate,
         "distilled_held_out_agreement": distilled.get("held_out_agreement"),

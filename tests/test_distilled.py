@@ -62,5 +62,5 @@ def test_held_out_folds_never_train_on_the_paper_they_score() -> None:
     counts = sp.identity(n, format="csr", dtype=np.float32)
     lab = Labelled(ids, primary, np.full(n, -1), tuple(f"d{k}" for k in range(8)))
     text = sp.csr_matrix((8, n), dtype=np.float32)
-    _, _, agree, measured = fit_field(counts, lab, text, counts)
+    _, _, _, agree, measured = fit_field(counts, lab, text, counts)
     assert measured == n and agree <= 1 / 8 + 0.1

@@ -241,7 +241,13 @@ def test_rap_build_batch_two_rounds_end_to_end_builds_the_http_instance(
         run_batch(ScriptedApp(), folder / f"round-{n:03d}.input.jsonl", folder / f"out-{n}.jsonl", fmt)
     assert rap(argv) == 0
     assert (tmp_path / "b" / "SHA256SUMS").read_bytes() == (tmp_path / "http" / "SHA256SUMS").read_bytes()
-    assert (tmp_path / "b" / "parallel.parquet").is_file()
+    from rap_benchmark.core.artifacts import load_instance
+
+    inst = load_instance(tmp_path / "b")  # every table checked against its schema
+    labels = inst.extras["model_labels"]
+    assert set(labels["draft"]) == {"A", "B"} and set(inst.extras["parallel"]["slot"]) <= set(range(8))
+    shared = labels.loc[labels["draft"] == "B", "arxiv_id"].isin(labels.loc[labels["draft"] == "A", "arxiv_id"])
+    assert shared.sum() >= 10  # draft B's model also labelled the papers drawn for draft A
 
 
 def test_the_compact_instrument_freezes_and_labels_papers_as_the_build_did(tmp_path: Path) -> None:

@@ -86,8 +86,9 @@ def test_the_compact_construction_reads_every_mode_to_the_plain_result(
     stages = summary(tmp_path / mode)["stages"]
     assert set(stages) == {"compact_draft", "assign"}
     retried = {k for k, v in stages.items() if v["retries"]}
-    assert retried == ({"compact_draft", "assign"} if mode == "renamed-keys" else set())
-    assert not any(v["truncated"] for v in stages.values())  # the budgets hold 260 tokens of reasoning
+    cut = {k for k, v in stages.items() if v["truncated"]}
+    assert retried == ({"compact_draft", "assign"} if mode == "renamed-keys" else cut)
+    assert cut <= ({"assign"} if mode == "think-parser" else set())  # a short labels request can be cut: asked wider
 
 
 @pytest.mark.parametrize(("mode", "error", "words"), [("truncated", StageFailed, "stage compact_draft lost"),

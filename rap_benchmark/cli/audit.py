@@ -73,6 +73,14 @@ def _parallel(args: argparse.Namespace) -> int:
         atomic_write_text(args.out, table.to_csv(index=False))
     print(f"parallel-instrument agreement over {len(table)} fields (cross-fit Hungarian, field-resampled 95% CI)")
     print(f"  second instrument: {what}")
+    if "model_labels" in inst.extras:
+        from rap_benchmark.audit.parallel import model_label_agreement
+
+        shared, drafts = model_label_agreement(inst.extras["model_labels"], n_resamples=args.resamples, seed=args.seed)
+        print(
+            f"  the two drafts as the model applied them ({int(shared['n_shared'].sum()):,} papers it labelled under "
+            f"both, {len(shared)} fields): {estimate_text(drafts)}"
+        )
     for name in ("overall", "pre", "post", "change"):
         label = {"pre": f"before {cutoff}", "post": f"from {cutoff}", "change": "paired change (post - pre)"}.get(
             name, "overall out of sample"

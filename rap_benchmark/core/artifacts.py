@@ -50,7 +50,7 @@ from rap_benchmark.core.sums import CACHE_DIR, SUMS_FILE, listed_sha256, manifes
 LEDGER_FILE = "FINAL_PARAMETER_LEDGER_V1.json"
 INSTANCE_MARKERS = (SUMS_FILE, LEDGER_FILE)
 """The files that mark a folder as a RAP instance, which a new build or version may replace."""
-OPTIONAL_TABLES: tuple[str, ...] = ("truth", "parallel")
+OPTIONAL_TABLES: tuple[str, ...] = ("truth", "parallel", "model_labels")
 """Artifact tables only some instances hold (loaded into ``Instance.extras``)."""
 INSTANCE_TABLES = (
     "codebooks.json",

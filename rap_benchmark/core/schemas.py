@@ -104,6 +104,19 @@ PARALLEL = pa.schema([_f("arxiv_id", _STR), _f("field_id", _STR), _f("slot", pa.
 direction slot (0..7, in its own draft's order) per membership of the fields that have a second,
 independently drafted codebook."""
 
+MODEL_LABELS = pa.schema(
+    [
+        _f("arxiv_id", _STR),
+        _f("field_id", _STR),
+        _f("draft", _STR),  # "A" (the frozen codebook's) or "B" (the parallel instrument's)
+        _f("primary", _STR),
+        _f("secondary", _STR, nullable=True),
+        _f("type", _STR),  # an assignment type, or "not_in_field"
+    ]
+)
+"""``model_labels.parquet`` (instances built by the compact construction): every label the model
+gave, by draft: the labels the distilled labellers were fitted on."""
+
 ARTIFACT_TABLES: dict[str, pa.Schema] = {
     "papers": PAPERS,
     "assignments": ASSIGNMENTS,
@@ -112,8 +125,10 @@ ARTIFACT_TABLES: dict[str, pa.Schema] = {
     "search_manifest": SEARCH_MANIFEST,
     "truth": TRUTH,
     "parallel": PARALLEL,
+    "model_labels": MODEL_LABELS,
 }
-"""Every parquet table an instance folder may hold, by file stem (``truth`` and ``parallel`` are optional)."""
+"""Every parquet table an instance folder may hold, by file stem (``truth``, ``parallel`` and
+``model_labels`` are optional)."""
 
 EPISODE_TARGETS: tuple[str, ...] = ("y", "y_counts", "n_y")
 """Episode columns computed from the target window [T, T+w): withheld from agents."""

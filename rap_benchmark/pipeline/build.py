@@ -128,6 +128,7 @@ def _source_inputs(
             from rap_benchmark.pipeline.instrument.llm.compact import frozen_instrument
 
             llm["parallel"] = result.compact.parallel
+            llm["model_labels"] = result.compact.model_labels
             if freeze:
                 llm["frozen"] = frozen_instrument(result.compact, result.codebooks, field_model, spec)
         return inputs | llm
@@ -335,6 +336,8 @@ def build_instance(
             write_table(tmp, "truth", inputs["truth"])
         if inputs.get("parallel") is not None:
             write_table(tmp, "parallel", inputs["parallel"].sort_values(["field_id", "arxiv_id"], kind="stable"))
+        if inputs.get("model_labels") is not None:
+            write_table(tmp, "model_labels", inputs["model_labels"])
         ledger = spec.ledger()
         ledger["derived"] = _derived(spec, papers, codebooks, assignments, blocks, episodes, inputs)
         if inputs.get("frozen") is not None:

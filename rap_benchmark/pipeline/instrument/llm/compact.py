@@ -251,24 +251,35 @@ class CompactPipeline(Pipeline):
 
     async def _label_more(self, fields: list[CompactField]) -> None:
         """``label_papers`` more of each field's papers (dated before eligibility_end) labelled by
-        the model against each frozen draft (the ``assign`` stage's prompt and validation)."""
+        the model against each frozen draft (the ``assign`` stage's prompt and validation). With
+        ``parallel_shared_labels``, the model applying draft B also labels the papers drawn for
+        draft A, so that the two instruments are compared on the same papers, as the paper's two
+        instruments label every membership."""
         cfg = self.cfg
         if cfg.label_papers <= 0:
             return
         jobs, owners = [], []
+
+        def ask_labels(f: CompactField, which: str, model: str, ids: list[str]) -> None:
+            cb = f.codebook(which)
+            lines = P.codebook_lines(cb)
+            for start in range(0, len(ids), cfg.label_batch):
+                batch = ids[start : start + cfg.label_batch]
+                papers = P.paper_lines(self._rows(batch), cfg.label_abstract_chars)
+                jobs.append(partial(label_batch, self.client, cfg, cb, lines, papers, batch, model))
+                owners.append((f, which))
+
         for f in fields:
+            chosen: dict[str, list[str]] = {}
             for which, model in zip("AB", cfg.draft_models, strict=True):
                 if which not in f.drafts:
                     continue
-                cb = f.codebook(which)
                 pool = [p for p in f.members if self._date[p] < self.spec.eligibility_end and p not in f.labels[which]]
-                chosen = _order(self.spec.seed, f"label-{which}|{f.lead}", pool)[: cfg.label_papers]
-                lines = P.codebook_lines(cb)
-                for start in range(0, len(chosen), cfg.label_batch):
-                    batch = chosen[start : start + cfg.label_batch]
-                    papers = P.paper_lines(self._rows(batch), cfg.label_abstract_chars)
-                    jobs.append(partial(label_batch, self.client, cfg, cb, lines, papers, batch, model))
-                    owners.append((f, which))
+                chosen[which] = _order(self.spec.seed, f"label-{which}|{f.lead}", pool)[: cfg.label_papers]
+                ask_labels(f, which, model, chosen[which])
+            if cfg.parallel_shared_labels and "B" in chosen:
+                shared = [p for p in chosen["A"] if p not in f.labels["B"] and p not in set(chosen["B"])]
+                ask_labels(f, "B", cfg.draft_models[1], shared)
         results = await self._all(jobs, Stage.ASSIGN)
         drops = self.drops[Stage.ASSIGN]
         for (f, which), (good, bad) in zip(owners, results, strict=True):
@@ -306,6 +317,12 @@ class CompactPipeline(Pipeline):
             for f in second:
                 f.agreement["B"] = agree_b[f.field_id]
         info = {f.field_id: FieldInfo(f.field_id, f.name, f.drafts["A"].definition) for f in fields}
+        model_labels = pd.concat(
+            [frame_of(f.labels[w], f.field_id).assign(draft=w) for f in fields for w in sorted(f.labels)],
+            ignore_index=True,
+        ).sort_values(["field_id", "draft", "arxiv_id"], kind="stable")[
+            ["arxiv_id", "field_id", "draft", "primary", "secondary", "type"]
+        ]
         return PipelineResult(
             codebooks=codebooks,
             field_info=info,
@@ -315,20 +332,22 @@ class CompactPipeline(Pipeline):
             invalid_assignments=[],
             notes=self.notes,
             drops=self.drops,
-            compact=CompactOutcome(fields, labeller, calibration, parallel),
+            compact=CompactOutcome(fields, labeller, calibration, parallel, model_labels.reset_index(drop=True)),
         )
 
 
 @dataclass(frozen=True)
 class CompactOutcome:
     """What the compact construction adds to a result: its fields (for the review and the
-    ledger), the distilled labeller and its calibration (the instrument), and the parallel
-    instrument's slot per membership of the fields with a second draft."""
+    ledger), the distilled labeller and its calibration (the instrument), the parallel
+    instrument's slot per membership of the fields with a second draft, and every label the
+    model gave (by draft)."""
 
     fields: list[CompactField]
     labeller: Any
     calibration: Any
     parallel: pd.DataFrame | None
+    model_labels: pd.DataFrame | None = None
 
 
 def labelled(f: CompactField, which: str) -> Any:

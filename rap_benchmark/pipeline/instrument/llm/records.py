@@ -53,6 +53,7 @@ class PipelineConfig:
     label_papers: int = 60  # further papers per field and draft the compact construction has the model label
     label_batch: int = 60
     label_abstract_chars: int = 300
+    parallel_shared_labels: bool = True  # draft B's model also labels the papers drawn for draft A
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items() if k != "concurrency"}
