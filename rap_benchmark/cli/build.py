@@ -165,6 +165,7 @@ def _dry_run(spec: object, source: Path, instrument: object, quiet: bool, tokeni
         store_dir=instrument.settings.store_dir,
         prices_path=instrument.settings.prices_path,
         tokenizer=tokenizer,
+        recorded=instrument.settings.recorded,
     )
     print(format_estimate(table))
     return 0

@@ -267,11 +267,16 @@ def _client(store: RequestStore, folder: BatchFolder | None, config: PipelineCon
 
 
 def build_fingerprint(papers: pd.DataFrame, spec: BenchmarkSpec, config: PipelineConfig) -> str:
-    """What a batch folder belongs to: the corpus (ids and dates), the spec, the construction and
-    its models. Other settings (batch sizes, samples) may change between runs: a request they
-    change is another request (its key), and the replies of the old one are simply not used."""
+    """What a batch folder belongs to: the corpus (ids and dates), the spec's constants (not its
+    prose, version or recorded replies), the construction and its models. Other settings (batch
+    sizes, samples) may change between runs: a request they change is another request (its key),
+    and the replies of the old one are simply not used."""
     h = hashlib.sha256()
-    h.update(orjson.dumps(spec.ledger(), option=orjson.OPT_SORT_KEYS))
+    constants = spec.to_dict()
+    for prose in ("description", "_why", "version"):  # words and the version: not what is asked
+        constants.pop(prose, None)
+    constants["extra"] = {k: v for k, v in constants.get("extra", {}).items() if k != "llm_instrument"}
+    h.update(orjson.dumps(constants, option=orjson.OPT_SORT_KEYS))
     who = [config.construction, config.model, *config.draft_models]
     h.update(orjson.dumps(who))
     h.update("\n".join(papers["arxiv_id"].astype(str) + " " + papers["date"].astype(str)).encode())
@@ -409,14 +414,20 @@ def estimate(
     store_dir: Path | None = None,
     prices_path: str | None = None,
     tokenizer: str | None = None,
+    recorded: Path | None = None,
 ) -> dict[str, dict[str, Any]]:
     """The dry run: requests, tokens and price per stage, sending nothing. The real pipeline is
     walked; answers in the store (``store_dir``, read only, by the build's own reader
-    :func:`.store.read_requests`) count as ``from_store``, every other request is rendered and
-    answered with a typical stand-in reply (:mod:`.standin`). Tokens are counted with
+    :func:`.store.read_requests`) or among the ``recorded`` replies count as ``from_store``,
+    every other request is rendered and answered with a typical stand-in reply
+    (:mod:`.standin`). Tokens are counted with
     ``tokenizer`` (a Hugging Face name or folder) when given, else by :mod:`.tokens`.
     """
     records = {} if store_dir is None else read_requests(Path(store_dir) / REQUESTS_FILE)[0]
+    if recorded is not None:  # replies the package ships: answered, never asked
+        from rap_benchmark.pipeline.instrument.llm.store import read_recorded
+
+        records = {**read_recorded(recorded), **records}
     client = StandInClient(records, _prices(prices_path), tokenizer, config.extra_body)
     asyncio.run(pipeline_for(config)(client, config, spec).run(papers, memberships, candidates))
     table = client.accounting.table()
