@@ -417,7 +417,7 @@ def instrument_provenance(ledger: dict[str, Any]) -> dict[str, Any]:
     if not entry:
         return {"kind": "offline", "line": "offline (text clusters named from their own phrases; no language model)"}
     config = entry.get("config", {})
-    recorded = dict(ledger.get("extra", {}).get("llm_instrument", {}).get("provenance", {}))
+    recorded = dict(ledger.get("spec", {}).get("extra", {}).get("llm_instrument", {}).get("provenance", {}))
     out: dict[str, Any] = {
         "kind": "llm",
         "construction": entry.get("construction", "paper"),
