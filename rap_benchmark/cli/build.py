@@ -191,9 +191,12 @@ def format_estimate(table: dict[str, dict[str, object]], sent: str = "to send") 
 
 EXPECTED_COST = {
     "mini": "about 15-30 s and under 1 GB of memory",
-    "arxiv-sample": "about 5-10 min on 2 idle cores (much longer on a busy machine) and ~6 GB of memory",
+    "arxiv-sample": "about 2-4 min on 2 idle cores (much longer on a busy machine) and ~4 GB of memory; "
+    "--instrument offline: about 5-10 min and ~6 GB",
 }
-"""What a build of each shipped instance takes on a 2-core machine: arxiv-sample (250k papers)
+"""What a build of each shipped instance takes on a 2-core machine: arxiv-sample replayed from its
+recorded replies took 1 min 59 s at a 3.7 GB peak on 2 cores shared with other work; with the
+offline instrument (250k papers)
 peaked at 6.2 GB resident; it took 10 min 25 s on 2 cores, and 42 min on 2 cores shared with
 about eight other busy processes."""
 
