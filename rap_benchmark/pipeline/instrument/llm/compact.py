@@ -294,7 +294,7 @@ class CompactPipeline(Pipeline):
         from rap_benchmark.pipeline.instrument.offline import calibrate_and_assign, direction_similarities
 
         fields = self.fields
-        codebooks = [f.codebook("A") for f in fields]
+        codebooks = [self._titled(f.codebook("A")) for f in fields]
         mem = pd.DataFrame(
             [(p, f.field_id) for f in fields for p in f.members], columns=["arxiv_id", "field_id"]
         ).sort_values(["field_id", "arxiv_id"], kind="stable")

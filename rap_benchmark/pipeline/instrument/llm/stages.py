@@ -167,6 +167,16 @@ class Pipeline:
             self._count(stage, outs)
         return [(a[0], out) for a, out in zip(asks, outs, strict=True)]
 
+    def _titled(self, cb: Codebook) -> Codebook:
+        """``cb`` with its exemplars' titles recorded (the agents' prompt shows two per direction)."""
+        import dataclasses
+
+        directions = tuple(
+            dataclasses.replace(d, exemplar_titles=tuple(" ".join(self._title[e].split()) for e in d.exemplars))
+            for d in cb.directions
+        )
+        return dataclasses.replace(cb, directions=directions)
+
     def _rows(self, ids: Sequence[str]) -> list[tuple[str, str, str]]:
         return [(i, self._title[i], self._abstract[i]) for i in ids]
 
@@ -203,7 +213,7 @@ class Pipeline:
             r.union, r.union_papers = union_of(r.revised)
         await self._consolidate(reports, info, pre)
 
-        codebooks = [r.codebook for r in reports if r.codebook is not None]
+        codebooks = [self._titled(r.codebook) for r in reports if r.codebook is not None]
         kept = {cb.field_id for cb in codebooks}
         for r in reports:
             if r.codebook is None:
