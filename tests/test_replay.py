@@ -78,3 +78,21 @@ def test_the_package_ships_every_recorded_reply_file() -> None:
     for path in shipped:
         rel = path.relative_to(resources.PACKAGE_DIR).as_posix()
         assert any(Path(rel).match(g) for g in data), f"{rel} is not package data"
+
+
+def test_the_recorded_replies_answer_a_batch_build_whose_review_shows_every_draft(tiny, tmp_path: Path) -> None:
+    """How a maintainer reads every draft of a shipped instance: ``--instrument llm --batch DIR``
+    with nothing to ask. The recorded replies answer every request, so no batch file is written,
+    the instance is the replayed one, and the store's review.md holds each field's drafts."""
+    snap, spec, http, recorded = tiny
+    settings = LLMSettings((), tmp_path / "store", batch_dir=tmp_path / "batch", recorded=recorded)
+    out = build_instance(spec, tmp_path / "out", snap, instrument=LLMInstrument(CONFIG, settings))
+    ledger_file = "FINAL_PARAMETER_LEDGER_V1.json"
+    sums = lambda d: [ln for ln in (d / "SHA256SUMS").read_text().splitlines() if ledger_file not in ln]  # noqa: E731
+    assert sums(out) == sums(http)
+    assert not list((tmp_path / "batch").glob("*.input.jsonl"))  # nothing left to ask
+    review = (tmp_path / "store" / "review.md").read_text(encoding="utf-8")
+    fields = json.loads((out / "codebooks.json").read_text())
+    assert review.count("### Draft A") >= len(fields) >= 1
+    for field in fields:
+        assert f"### Draft A: {field['name']}" in review
