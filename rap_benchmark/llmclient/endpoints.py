@@ -51,6 +51,12 @@ FAILURES_BEFORE_REST = 3
 REST_S = (1.0, 30.0)  # first and longest rest of a failing endpoint
 
 
+def retryable_status(status: int) -> bool:
+    """Whether a reply with HTTP ``status`` is worth asking again (a 5xx, a timeout, a conflict or a
+    rate limit); any other 4xx refuses the request itself. Batch output lines follow the same rule."""
+    return status in RETRY_STATUSES or status >= 500
+
+
 class Refused(BackendFailure):
     """An endpoint refused the request (HTTP 4xx other than the retryable ones)."""
 
@@ -88,7 +94,7 @@ def classify(exc: BaseException) -> tuple[bool, int | None, str]:
         return True, None, f"timeout: {exc}"
     if isinstance(exc, openai.APIStatusError):
         status = int(exc.status_code)
-        return status in RETRY_STATUSES or status >= 500, status, f"HTTP {status}: {_status_message(exc)}"
+        return retryable_status(status), status, f"HTTP {status}: {_status_message(exc)}"
     if isinstance(exc, openai.APIConnectionError):
         return True, None, f"connection error: {exc}"
     if isinstance(exc, openai.APIResponseValidationError | ValueError):  # a torn or malformed body

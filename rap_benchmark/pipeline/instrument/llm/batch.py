@@ -40,6 +40,7 @@ from typing import Any
 import orjson
 
 from rap_benchmark.core.errors import FileFormatError, InputError, StoppedEarly
+from rap_benchmark.llmclient.endpoints import retryable_status
 
 WAITING_EXIT = StoppedEarly.exit_status  # 75, sysexits' EX_TEMPFAIL: not done, rerun later
 STATE_FILE = "batch.json"
@@ -47,7 +48,6 @@ INPUT_SUFFIX = ".input.jsonl"
 URL = "/v1/chat/completions"
 MAX_LINES = 50_000
 MAX_BYTES = 190_000_000
-RETRYABLE = frozenset({408, 409, 425, 429})
 _SNAPSHOT = re.compile(r"^-(?:\d{4}-?\d{2}-?\d{2}|\d{4}|latest|\d{3,})$")
 
 
@@ -245,7 +245,7 @@ def _outcome(path: Path, n: int, obj: dict[str, Any]) -> tuple[dict[str, Any], N
     if error is None and status == 200 and isinstance(body, dict) and isinstance(body.get("choices"), list):
         return body, None
     message = _error_text(error) or _error_text(body) or f"status {status}"
-    refused = isinstance(status, int) and 400 <= status < 500 and status not in RETRYABLE
+    refused = isinstance(status, int) and 400 <= status < 500 and not retryable_status(status)
     return None, Failure(where, status if isinstance(status, int) else None, message, refused)
 
 
