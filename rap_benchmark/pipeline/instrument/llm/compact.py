@@ -278,7 +278,8 @@ class CompactPipeline(Pipeline):
                 chosen[which] = _order(self.spec.seed, f"label-{which}|{f.lead}", pool)[: cfg.label_papers]
                 ask_labels(f, which, model, chosen[which])
             if cfg.parallel_shared_labels and "B" in chosen:
-                shared = [p for p in chosen["A"] if p not in f.labels["B"] and p not in set(chosen["B"])]
+                asked_b = set(chosen["B"])
+                shared = [p for p in chosen["A"] if p not in f.labels["B"] and p not in asked_b]
                 ask_labels(f, "B", cfg.draft_models[1], shared)
         results = await self._all(jobs, Stage.ASSIGN)
         drops = self.drops[Stage.ASSIGN]
