@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -336,7 +336,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     if args.live:
         return cmd_score_live(args)
 
-    from rap_benchmark.evaluation.submissions import building_board, leaderboard_files, score_submissions
+    from rap_benchmark.evaluation.submissions import leaderboard_files, score_submissions
 
     registry = None
     if args.registry is not None:
@@ -344,26 +344,45 @@ def cmd_score(args: argparse.Namespace) -> int:
 
         registry = load_registry(args.registry)  # a bad registry is refused before any write
     inst = _instance(args.instance)
-    try:
-        with building_board(args.out) as folder:  # the whole board, split parts included, swapped in at once
-            files = _split_models(args.files, folder / "split") if args.split_models else list(args.files)
-            from tqdm.auto import tqdm
 
-            progress = tqdm(files, desc="submissions", unit="file", file=sys.stderr, leave=False)
-            result = score_submissions(
-                progress, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
-            )
-            if not any(r.accepted for r in result.reports):
-                raise _NoBoard  # the folder being built is removed: a board of refusals is no board
-            result = result.relocated(folder, args.out)  # the verdicts name the split parts where they will be
-            leaderboard_files(result, folder)
-    except _NoBoard:
-        pass
+    def score(folder: Path) -> Any:
+        files = _split_models(args.files, folder / "split") if args.split_models else list(args.files)
+        from tqdm.auto import tqdm
+
+        progress = tqdm(files, desc="submissions", unit="file", file=sys.stderr, leave=False)
+        return score_submissions(
+            progress, inst, split=_split(args.split), n_resamples=args.resamples, seed=args.seed, registry=registry
+        )
+
+    result = _board_unless_all_refused(args.out, score, leaderboard_files)
     return _verdicts(result.reports, args.out, "leaderboard.md")
 
 
 class _NoBoard(Exception):
     """Every file was refused: the board being built is dropped, ``--out`` is left as it was."""
+
+    def __init__(self, result: Any) -> None:
+        super().__init__("every file was refused")
+        self.result = result
+
+
+def _board_unless_all_refused(out: Path, score: Callable[[Path], Any], write: Callable[[Any, Path], None]) -> Any:
+    """A board built beside ``out`` (``score(folder)``, then ``write(result, folder)``) and swapped
+    in at once, the verdicts relocated to ``out``; when every file was refused, no board is
+    written and ``out`` is left as it was (a board of refusals and baselines is no board). The
+    scoring result either way."""
+    from rap_benchmark.evaluation.submissions import building_board
+
+    try:
+        with building_board(out) as folder:
+            result = score(folder)
+            if not any(r.accepted for r in result.reports):
+                raise _NoBoard(result)  # leaving the block removes the folder being built
+            result = result.relocated(folder, out)  # the verdicts name the files where they will be
+            write(result, folder)
+    except _NoBoard as none:
+        return none.result
+    return result
 
 
 def cmd_score_citecast(args: argparse.Namespace, inst) -> int:
@@ -371,7 +390,6 @@ def cmd_score_citecast(args: argparse.Namespace, inst) -> int:
     from tqdm.auto import tqdm
 
     from rap_benchmark.evaluation.board.citecast import STEM, citecast_board_files, score_citecast_submissions
-    from rap_benchmark.evaluation.submissions import building_board
 
     options = (("--live", args.live), ("--split-models", args.split_models), ("--registry", args.registry))
     given = [flag for flag, on in options if on]
@@ -381,16 +399,12 @@ def cmd_score_citecast(args: argparse.Namespace, inst) -> int:
         raise InputError(
             f"{', '.join(given)}: not for the CiteCast track (it scores the Test split of {args.instance})"
         )
-    try:
-        with building_board(args.out) as folder:
-            progress = tqdm(list(args.files), desc="submissions", unit="file", file=sys.stderr, leave=False)
-            result = score_citecast_submissions(progress, inst, n_resamples=args.resamples, seed=args.seed)
-            if not any(r.accepted for r in result.reports):
-                raise _NoBoard  # as on the retrospective track: a board of refusals (and baselines) is no board
-            result = result.relocated(folder, args.out)
-            citecast_board_files(result, folder)
-    except _NoBoard:
-        pass
+
+    def score(folder: Path) -> Any:
+        progress = tqdm(list(args.files), desc="submissions", unit="file", file=sys.stderr, leave=False)
+        return score_citecast_submissions(progress, inst, n_resamples=args.resamples, seed=args.seed)
+
+    result = _board_unless_all_refused(args.out, score, citecast_board_files)
     return _verdicts(result.reports, args.out, f"{STEM}.md")
 
 
