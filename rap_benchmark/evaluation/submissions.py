@@ -398,13 +398,17 @@ class LeaderboardResult:
         in ``final`` (its path and any problem quoting it): a :func:`building_board` folder's files,
         named as they will be once it is swapped into place."""
 
-        def moved(r: SubmissionReport) -> SubmissionReport:
-            if not r.path.is_relative_to(built):
-                return r
-            problems = tuple(p.replace(str(built), str(final)) for p in r.problems)
-            return replace(r, path=final / r.path.relative_to(built), problems=problems)
+        return replace(self, reports=tuple(moved_report(r, built, final) for r in self.reports))
 
-        return replace(self, reports=tuple(moved(r) for r in self.reports))
+
+def moved_report(report: Any, built: Path, final: Path) -> Any:
+    """A submission's validation report (RAP's or CiteCast's: a dataclass with ``path`` and
+    ``problems``) read from inside the folder ``built``, named by its place in ``final``: its path
+    and any problem quoting it. A report from elsewhere is returned as it is."""
+    if not report.path.is_relative_to(built):
+        return report
+    problems = tuple(p.replace(str(built), str(final)) for p in report.problems)
+    return replace(report, path=final / report.path.relative_to(built), problems=problems)
 
 
 def board_meta(inst: Any, split: Split | None, n_resamples: int | None, seed: int | None) -> dict[str, Any]:

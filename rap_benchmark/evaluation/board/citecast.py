@@ -32,7 +32,7 @@ from rap_benchmark.evaluation.board.page import render_page, table_rows
 from rap_benchmark.evaluation.citecast_submissions import CITECAST, CiteCastReport, validate_citecast_submission
 from rap_benchmark.evaluation.report.tables import fmt, interval_cell
 from rap_benchmark.evaluation.scoring import BASELINE_PREFIX, field_bootstrap
-from rap_benchmark.evaluation.submissions import board_files, verdict_rows
+from rap_benchmark.evaluation.submissions import board_files, moved_report, verdict_rows
 from rap_benchmark.evaluation.usage import fmt_cost, fmt_usage, unknown
 
 STEM = "leaderboard_citecast"
@@ -98,11 +98,7 @@ class CiteCastBoard:
 
     def relocated(self, built: Path, final: Path) -> CiteCastBoard:
         """This result with the submissions read from inside ``built`` named by their place in ``final``."""
-        moved = [
-            replace(r, path=final / r.path.relative_to(built)) if r.path.is_relative_to(built) else r
-            for r in self.reports
-        ]
-        return replace(self, reports=tuple(moved))
+        return replace(self, reports=tuple(moved_report(r, built, final) for r in self.reports))
 
 
 def _row(
