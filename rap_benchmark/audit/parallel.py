@@ -103,11 +103,12 @@ def model_label_agreement(model_labels: pd.DataFrame, *, n_resamples: int, seed:
 
 
 def slots_as_primary(assignments: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
-    """``assignments`` with ``primary`` replaced by another instrument's slots (D0..D7), so that two
-    independent instruments can be compared with :func:`parallel_agreement` as if one were frozen."""
-    keys = np.asarray(DIRECTION_KEYS, dtype=object)
+    """``assignments`` with ``primary`` replaced by another instrument's slots (D0..D7; slot -1, a
+    paper it places in none of the eight, becomes ``other``), so that two independent instruments
+    can be compared with :func:`parallel_agreement` as if one were frozen."""
+    keys = np.asarray([*DIRECTION_KEYS, "other"], dtype=object)
     out = assignments.drop(columns=["primary"]).merge(second, on=["arxiv_id", "field_id"], how="inner")
-    out["primary"] = keys[out.pop("slot").to_numpy().astype(np.int64)]
+    out["primary"] = keys[out.pop("slot").to_numpy().astype(np.int64)]  # -1 indexes "other"
     return out
 
 

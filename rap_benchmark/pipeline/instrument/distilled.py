@@ -21,13 +21,20 @@ machinery (:mod:`.offline`) fed the model's labels instead of clusters. Per fiel
   prototype) is under ``FLOOR_SHARE`` has its similarities scaled up, step by step, until it
   reaches it: the model wrote every direction as the primary of at least 3% of its sample, and
   the paper's codebooks give every direction at least 3% of the field's pre-cutoff papers;
+* the papers the model placed in none of the eight (``not_in_field``: the clustering pulled them
+  in by a shared word; ``other``: in the field, in no direction) form a ninth prototype, the
+  field's *outside*, when there are at least ``MIN_OUTSIDE`` of them; it takes part in the
+  self-training like a direction. A paper nearer the outside prototype than to every (scaled)
+  direction has no direction close enough: its cosines are zero, and the margin rules make it
+  ``other`` (it stays a member of the field and never counts toward D0..D7);
 * a paper's similarities are its (scaled) cosines to the eight prototypes, and the offline
   margin rules (calibrated tie share, bridge strength, ``other`` level) turn them into primary,
   secondary and type.
 
-:func:`held_out_agreement` reports, per field, how often the labeller fitted WITHOUT a paper's
-label gives it the model's primary (``FOLDS``-fold, folds by a hash of the id), on the labelled
-papers the model placed in a direction.
+:func:`fit_field` reports, per field, how often the labeller fitted WITHOUT a paper's label gives
+it the model's primary (``FOLDS``-fold, folds by a hash of the id), on the labelled papers the
+model placed in a direction (a paper it places outside counts as a miss), and how often it places
+outside the papers the model placed in none of the eight.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ MAX_DF_RATIO = 0.5
 FLOOR_SHARE = 0.035
 FLOOR_STEP = 1.02
 FLOOR_STEPS = 300
+MIN_OUTSIDE = 3
 
 
 @dataclass(frozen=True)
@@ -79,15 +87,27 @@ class DistilledLabeller:
     spaces: dict[str, FieldSpace]
     centroids: dict[str, np.ndarray]
     scales: dict[str, np.ndarray]  # field id -> each direction's similarity scale (the share floor)
+    outside: dict[str, np.ndarray]  # field id -> its outside prototype (1 x columns; 0 x columns: none)
 
     def prepare(self, papers: pd.DataFrame) -> tuple[sp.csr_matrix, np.ndarray]:
         """Feature counts of ``papers`` and their known-token counts."""
         return self.features.counts(tokenize_papers(papers))
 
     def similarities(self, prepared: tuple[sp.csr_matrix, np.ndarray], field_id: str, rows: np.ndarray) -> np.ndarray:
-        """Scaled cosine of ``rows`` (positions in the prepared papers) to the field's eight prototypes."""
+        """Scaled cosine of ``rows`` (positions in the prepared papers) to the field's eight
+        prototypes; all zero for a paper nearer the field's outside prototype."""
         x = self.spaces[field_id].rows(prepared[0][rows])
-        return np.asarray(x @ self.centroids[field_id].T) * self.scales[field_id]
+        sims = np.asarray(x @ self.centroids[field_id].T) * self.scales[field_id]
+        sims[outside_rows(x, sims, self.outside[field_id])] = 0.0
+        return sims
+
+
+def outside_rows(x: sp.csr_matrix, sims: np.ndarray, outside: np.ndarray) -> np.ndarray:
+    """Rows of ``x`` nearer the ``outside`` prototype (1 x columns; none when 0 x columns) than to
+    every direction (``sims``: their scaled cosines)."""
+    if not len(outside):
+        return np.zeros(x.shape[0], dtype=bool)
+    return np.asarray(x @ outside.T)[:, 0] > sims.max(axis=1, initial=0.0)
 
 
 @dataclass(frozen=True)
@@ -119,31 +139,37 @@ def fit_space(counts: sp.csr_matrix) -> FieldSpace:
 
 def prototypes(
     x_lab: sp.csr_matrix, lab: Labelled, x_text: sp.csr_matrix, x_pool: sp.csr_matrix, keep: np.ndarray
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray]:
     """The eight prototypes (8 x columns, L2-normalised) from the labelled rows ``x_lab`` (only
-    those where ``keep``), the directions' text rows and the unlabelled pool (module docstring)."""
-    weights = np.zeros((N_DIRECTIONS, x_lab.shape[0]))
+    those where ``keep``), the directions' text rows and the unlabelled pool, and the outside
+    prototype (1 x columns, or 0 x columns with fewer than ``MIN_OUTSIDE`` papers outside; module
+    docstring)."""
+    weights = np.zeros((N_DIRECTIONS + 1, x_lab.shape[0]))
     for i in np.flatnonzero(keep):
-        if lab.primary[i] >= 0:
-            weights[lab.primary[i], i] += 1.0
-            if lab.secondary[i] >= 0 and lab.secondary[i] != lab.primary[i]:
-                weights[lab.secondary[i], i] += SECONDARY_WEIGHT
-    base = (sp.csr_matrix(weights) @ x_lab).toarray() + TEXT_WEIGHT * x_text.toarray()
+        if lab.primary[i] < 0:
+            weights[N_DIRECTIONS, i] = 1.0
+            continue
+        weights[lab.primary[i], i] += 1.0
+        if lab.secondary[i] >= 0 and lab.secondary[i] != lab.primary[i]:
+            weights[lab.secondary[i], i] += SECONDARY_WEIGHT
+    classes = N_DIRECTIONS + int(weights[N_DIRECTIONS].sum() >= MIN_OUTSIDE)
+    text = np.vstack([x_text.toarray(), np.zeros((1, x_lab.shape[1]))])
+    base = ((sp.csr_matrix(weights) @ x_lab).toarray() + TEXT_WEIGHT * text)[:classes]
     cents = normalise_dense(base)
     for _ in range(SELF_TRAINING_ROUNDS if x_pool.shape[0] else 0):
         nearest = np.asarray(x_pool @ cents.T).argmax(axis=1)
         onehot = sp.csr_matrix(
             (np.full(nearest.size, UNLABELLED_WEIGHT), (nearest, np.arange(nearest.size))),
-            shape=(N_DIRECTIONS, x_pool.shape[0]),
+            shape=(classes, x_pool.shape[0]),
         )
         cents = normalise_dense(base + (onehot @ x_pool).toarray())
-    return cents
+    return cents[:N_DIRECTIONS], cents[N_DIRECTIONS:]
 
 
 def floor_scales(sims: np.ndarray) -> np.ndarray:
     """Each direction's similarity scale: 1, raised by ``FLOOR_STEP`` at a time (at most
     ``FLOOR_STEPS`` times) while the direction is the nearest of fewer than ``FLOOR_SHARE`` of the
-    rows ``sims`` (papers x 8: the field's papers before the codebook cutoff)."""
+    rows ``sims`` (papers x 8: the field's papers before the codebook cutoff that are not outside)."""
     scale = np.ones(N_DIRECTIONS)
     if not len(sims):
         return scale
@@ -160,41 +186,75 @@ def _folds(ids: Sequence[str]) -> np.ndarray:
     return np.array([int(hashlib.sha256(f"fold|{i}".encode()).hexdigest()[:8], 16) % FOLDS for i in ids])
 
 
+@dataclass(frozen=True)
+class FieldFit:
+    """One field's distilled labeller (:func:`fit_field`) and how it fares held out: ``agreement``
+    on the ``n`` labelled papers the model placed in a direction, ``outside_recall`` on the
+    ``n_outside`` it placed in none (NaN when there are none)."""
+
+    space: FieldSpace
+    centroids: np.ndarray
+    outside: np.ndarray
+    scales: np.ndarray
+    agreement: float
+    n: int
+    outside_recall: float
+    n_outside: int
+
+
+def _scales(x_pre: sp.csr_matrix, cents: np.ndarray, outside: np.ndarray) -> np.ndarray:
+    """The share floor's scales over the papers of ``x_pre`` that are not outside."""
+    sims = np.asarray(x_pre @ cents.T)
+    return floor_scales(sims[~outside_rows(x_pre, sims, outside)])
+
+
 def fit_field(
     counts_lab: sp.csr_matrix,
     lab: Labelled,
     counts_text: sp.csr_matrix,
     counts_pool: sp.csr_matrix,
     pre: np.ndarray | None = None,
-) -> tuple[FieldSpace, np.ndarray, np.ndarray, float, int]:
-    """(space, prototypes, scales, held-out agreement, papers it was measured on) of one field:
-    the space is fitted on the pool (the field's papers before ``eligibility_end``; ``pre`` marks
-    those before the codebook cutoff, which set the share floor: all when None). The held-out
-    agreement (``FOLDS`` folds by a hash of the id) scores each labelled paper the model placed
-    in a direction with prototypes and scales fitted without its label."""
+) -> FieldFit:
+    """One field's labeller: the space is fitted on the pool (the field's papers before
+    ``eligibility_end``; ``pre`` marks those before the codebook cutoff, which set the share
+    floor: all when None). The held-out figures (``FOLDS`` folds by a hash of the id) score each
+    labelled paper with prototypes and scales fitted without its label."""
     space = fit_space(counts_pool)
     x_lab, x_text, x_pool = space.rows(counts_lab), space.rows(counts_text), space.rows(counts_pool)
     x_pre = x_pool if pre is None else x_pool[np.flatnonzero(pre)]
     folds = _folds(lab.ids)
     placed = lab.primary >= 0
-    hits = 0
+    hits = found = 0
     for f in range(FOLDS):
-        test = (folds == f) & placed
+        test = folds == f
         if not test.any():
             continue
-        cents = prototypes(x_lab, lab, x_text, x_pool, folds != f)
-        scale = floor_scales(np.asarray(x_pre @ cents.T))
-        hits += int(((np.asarray(x_lab[test] @ cents.T) * scale).argmax(axis=1) == lab.primary[test]).sum())
-    n = int(placed.sum())
-    cents = prototypes(x_lab, lab, x_text, x_pool, np.ones(len(lab.ids), dtype=bool))
-    return space, cents, floor_scales(np.asarray(x_pre @ cents.T)), (hits / n if n else float("nan")), n
+        cents, outside = prototypes(x_lab, lab, x_text, x_pool, ~test)
+        x = x_lab[np.flatnonzero(test)]
+        sims = np.asarray(x @ cents.T) * _scales(x_pre, cents, outside)
+        away = outside_rows(x, sims, outside)
+        guess = np.where(away, -1, sims.argmax(axis=1))
+        hits += int(((guess == lab.primary[test]) & placed[test]).sum())
+        found += int((away & ~placed[test]).sum())
+    n, n_out = int(placed.sum()), int((~placed).sum())
+    cents, outside = prototypes(x_lab, lab, x_text, x_pool, np.ones(len(lab.ids), dtype=bool))
+    return FieldFit(
+        space,
+        cents,
+        outside,
+        _scales(x_pre, cents, outside),
+        hits / n if n else float("nan"),
+        n,
+        found / n_out if n_out else float("nan"),
+        n_out,
+    )
 
 
 def distil(
     papers: pd.DataFrame, units: dict[str, tuple[Sequence[str], Labelled]], spec: Any
-) -> tuple[DistilledLabeller, dict[str, tuple[float, int]]]:
-    """The labeller of every field in ``units`` (field id -> (members, the model's labels)) and,
-    per field, its held-out agreement and the papers it was measured on (:func:`fit_field`).
+) -> tuple[DistilledLabeller, dict[str, FieldFit]]:
+    """The labeller of every field in ``units`` (field id -> (members, the model's labels)) and
+    each field's :class:`FieldFit` (its held-out figures).
     Only papers dated before ``spec.eligibility_end`` shape the features and the prototypes."""
     tok = tokenize_papers(papers)
     dates = papers["date"].astype(str).str.slice(0, 10).to_numpy()
@@ -205,7 +265,7 @@ def distil(
     texts = [t for fid in order for t in units[fid][1].texts]
     frame = pd.DataFrame({"arxiv_id": [f"direction-{i}" for i in range(len(texts))], "title": texts, "abstract": ""})
     text_counts, _ = features.counts(tokenize_papers(frame))
-    spaces, centroids, scales, agreement = {}, {}, {}, {}
+    fits: dict[str, FieldFit] = {}
     for j, fid in enumerate(order):
         members, lab = units[fid]
         rows = pos.loc[list(members)].to_numpy()
@@ -213,6 +273,12 @@ def distil(
         lab_rows = pos.loc[list(lab.ids)].to_numpy()
         own_text = text_counts[j * N_DIRECTIONS : (j + 1) * N_DIRECTIONS]
         pre = dates[pool] < spec.codebook_cutoff
-        space, cents, scale, agree, n = fit_field(counts[lab_rows], lab, own_text, counts[pool], pre)
-        spaces[fid], centroids[fid], scales[fid], agreement[fid] = space, cents, scale, (agree, n)
-    return DistilledLabeller(features, spaces, centroids, scales), agreement
+        fits[fid] = fit_field(counts[lab_rows], lab, own_text, counts[pool], pre)
+    labeller = DistilledLabeller(
+        features,
+        {fid: f.space for fid, f in fits.items()},
+        {fid: f.centroids for fid, f in fits.items()},
+        {fid: f.scales for fid, f in fits.items()},
+        {fid: f.outside for fid, f in fits.items()},
+    )
+    return labeller, fits

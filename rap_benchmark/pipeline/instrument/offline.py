@@ -5,7 +5,7 @@ k's prototype: the pre-cutoff TF-IDF space of :class:`~rap_benchmark.pipeline.co
 (mini) or the field's own LSA space of :class:`~rap_benchmark.pipeline.codebook.LocalPrototypes`
 (real text). With ``s1 >= s2`` the best two (ties to the lower key) and ``m_f`` the field's
 calibration level (median ``s1`` over the field's pre-cutoff memberships with enough
-evidence, frozen with the codebook), the rules are applied in this order:
+evidence and a positive ``s1``, frozen with the codebook), the rules are applied in this order:
 
 ``low_evidence``
     fewer than ``min_known_tokens`` tokens of the paper are in the space's vocabulary
@@ -187,9 +187,9 @@ def calibrate_and_assign(
     levels: dict[str, float] = {}
     bounds = np.flatnonzero(np.r_[True, fids[1:] != fids[:-1], True])
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        calib = enough[lo:hi] & pre[lo:hi]
+        calib = enough[lo:hi] & pre[lo:hi] & (s1[lo:hi] > 0.0)
         if not calib.any():
-            calib = enough[lo:hi]
+            calib = enough[lo:hi] & (s1[lo:hi] > 0.0)
         levels[str(fids[lo])] = float(np.median(s1[lo:hi][calib])) if calib.any() else 0.0
     distinct = {fid: distinct_pairs(prototypes.centroids[fid]) for fid in levels}
     calibration = Calibration(calibrate_tie_ratio(sims, known, pre, rules), levels, distinct)

@@ -94,7 +94,7 @@ class CompactField:
     lead: str
     drafts: dict[str, CompactDraft] = field(default_factory=dict)
     labels: dict[str, dict[str, Assignment | OutOfField]] = field(default_factory=dict)  # by draft
-    agreement: dict[str, tuple[float, int]] = field(default_factory=dict)  # held-out agreement, papers, by draft
+    agreement: dict[str, Any] = field(default_factory=dict)  # the distilled labeller's FieldFit, by draft
     notes: list[str] = field(default_factory=list)
 
     def codebook(self, which: str = "A") -> Codebook:
@@ -314,7 +314,8 @@ class CompactPipeline(Pipeline):
             labeller_b, agree_b = distil(papers, units_b, self.spec)
             mem_b = mem.loc[mem["field_id"].isin(units_b)]
             m, sims, _ = direction_similarities(papers, mem_b, labeller_b)
-            parallel = m[["arxiv_id", "field_id"]].assign(slot=sims.argmax(axis=1).astype(np.int64))
+            slot = np.where(sims.max(axis=1) > 0.0, sims.argmax(axis=1), -1)  # -1: outside the eight
+            parallel = m[["arxiv_id", "field_id"]].assign(slot=slot.astype(np.int64))
             for f in second:
                 f.agreement["B"] = agree_b[f.field_id]
         info = {f.field_id: FieldInfo(f.field_id, f.name, f.drafts["A"].definition) for f in fields}
@@ -383,18 +384,24 @@ def summary(outcome: CompactOutcome, candidates: int, seed: int) -> dict[str, An
     out: dict[str, Any] = {"candidates": candidates, "fields": len(outcome.fields)}
     out["merged_candidates"] = [list(f.sources) for f in outcome.fields if len(f.sources) > 1]
     for which in ("A", "B"):
-        fields = [f for f in outcome.fields if which in f.agreement and np.isfinite(f.agreement[which][0])]
-        if not fields:
+        fits = [f.agreement[which] for f in outcome.fields if which in f.agreement]
+        fits = [fit for fit in fits if np.isfinite(fit.agreement)]
+        if not fits:
             continue
-        values = np.array([f.agreement[which][0] for f in fields])
+        values = np.array([fit.agreement for fit in fits])
         rng = np.random.default_rng(seed)
         means = values[rng.integers(0, len(values), size=(2000, len(values)))].mean(axis=1)
+        n_out = sum(fit.n_outside for fit in fits)
+        found = sum(fit.outside_recall * fit.n_outside for fit in fits if fit.n_outside)
         out[f"draft_{which}"] = {
-            "fields": len(fields),
-            "model_labels": int(sum(len(f.labels[which]) for f in fields)),
+            "fields": len(fits),
+            "model_labels": int(sum(fit.n + fit.n_outside for fit in fits)),
             "held_out_agreement": round(float(values.mean()), 4),
             "held_out_agreement_95ci": [round(float(q), 4) for q in np.quantile(means, [0.025, 0.975])],
             "held_out_agreement_range": [round(float(values.min()), 4), round(float(values.max()), 4)],
-            "held_out_papers": int(sum(f.agreement[which][1] for f in fields)),
+            "held_out_papers": int(sum(fit.n for fit in fits)),
+            "held_out_outside_recall": round(found / n_out, 4) if n_out else None,
+            "held_out_outside_papers": int(n_out),
+            "fields_with_outside_prototype": int(sum(len(fit.outside) > 0 for fit in fits)),
         }
     return out

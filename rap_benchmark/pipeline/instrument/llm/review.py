@@ -90,7 +90,10 @@ def _compact_field(f: Any) -> list[str]:
         held = Counter(getattr(a, "primary", "not_in_field") for a in labels.values())
         agree = f.agreement.get(which)
         measured = (
-            "" if agree is None else f"; distilled labeller's held-out agreement {agree[0]:.3f} on {agree[1]} papers"
+            ""
+            if agree is None
+            else f"; distilled labeller's held-out agreement {agree.agreement:.3f} on {agree.n} papers"
+            + (f", outside the eight {agree.outside_recall:.3f} on {agree.n_outside}" if agree.n_outside else "")
         )
         lines += ["", f"### Draft {which}: {d.name}", "", d.definition, ""]
         lines.append(f"{len(labels)} papers labelled by the model{measured}.")
