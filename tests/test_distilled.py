@@ -69,38 +69,39 @@ def test_held_out_folds_never_train_on_the_paper_they_score() -> None:
 
 def test_papers_the_model_placed_outside_the_eight_teach_the_labeller_to_place_members_outside(mini) -> None:
     """A field whose clustering pulled in papers of other fields (a shared word): the model labels
-    the ones it sees ``not_in_field``. The labeller learns an outside prototype from them, so most
+    the ones in its sample ``not_in_field``. The labeller learns an outside prototype from them and
+    places outside as large a share of the field's papers as the model did of its sample, so most
     of the intruders it never saw become ``other`` (never counted), the field's own papers keep
     their true directions, and the held-out outside recall says how well it does."""
     truth = mini.extras["truth"]
     fields = sorted(truth["field_id"].unique())
-    units, intruders = {}, {}
+    units, unseen = {}, []
     for j, fid in enumerate(fields):
-        own = truth.loc[truth["field_id"] == fid]
+        own = truth.loc[truth["field_id"] == fid, ["arxiv_id", "true_direction"]]
         other = truth.loc[truth["field_id"] == fields[(j + 1) % len(fields)], "arxiv_id"]
         extra = sorted(set(other) - set(own["arxiv_id"]))
-        extra = extra[: len(own) // 4]  # a quarter as many intruders as members
-        lab = _sample(mini, fid, own)
-        shown = extra[:20]
-        units[fid] = (
-            own["arxiv_id"].tolist() + extra,
-            Labelled(
-                lab.ids + tuple(shown),
-                np.r_[lab.primary, np.full(len(shown), -1)],
-                np.r_[lab.secondary, np.full(len(shown), -1)],
-                lab.texts,
-            ),
+        extra = extra[:: max(1, len(extra) // (len(own) // 4))]  # about a fifth of the members are intruders
+        members = pd.concat([own, pd.DataFrame({"arxiv_id": extra, "true_direction": None})], ignore_index=True)
+        dated = members.merge(mini.papers[["arxiv_id", "date"]], on="arxiv_id")
+        pre = dated.loc[dated["date"] < mini.spec.codebook_cutoff]
+        order = [hashlib.sha256(f"sample|{p}".encode()).hexdigest() for p in pre["arxiv_id"]]
+        chosen = pre.assign(h=order).sort_values("h").head(SAMPLE)
+        labels = pd.DataFrame(
+            {"arxiv_id": chosen["arxiv_id"], "primary": chosen["true_direction"].fillna("other"), "secondary": None}
         )
-        intruders[fid] = extra[20:]
+        directions = [dataclasses.asdict(d) for d in mini.codebooks[fid].directions]
+        units[fid] = (members["arxiv_id"].tolist(), Labelled.from_labels(labels, directions))
+        unseen += [(p, fid) for p in sorted(set(extra) - set(chosen["arxiv_id"]))]
     labeller, fits = distil(mini.papers, units, mini.spec)
-    assert all(len(fit.outside) == 1 and fit.n_outside == 20 for fit in fits.values())
+    assert all(len(fit.outside) == 1 and fit.n_outside >= 5 for fit in fits.values())
     members = pd.DataFrame([(p, fid) for fid, (ms, _) in units.items() for p in ms], columns=["arxiv_id", "field_id"])
     labels, _ = calibrate_and_assign(mini.papers, members, list(mini.codebooks.values()), labeller, mini.spec)
-    unseen = pd.DataFrame([(p, fid) for fid, ps in intruders.items() for p in ps], columns=["arxiv_id", "field_id"])
-    placed_out = labels.merge(unseen, on=["arxiv_id", "field_id"])["primary"].eq("other").mean()
+    unseen = pd.DataFrame(unseen, columns=["arxiv_id", "field_id"])
+    placed_out = float(labels.merge(unseen, on=["arxiv_id", "field_id"])["primary"].eq("other").mean())
     joined = labels.merge(truth, on=["arxiv_id", "field_id"])
     exact = float((joined["primary"] == joined["true_direction"]).mean())
-    recall = float(np.mean([fit.outside_recall for fit in fits.values()]))
+    n_out = sum(fit.n_outside for fit in fits.values())
+    recall = sum(fit.outside_recall * fit.n_outside for fit in fits.values()) / n_out
     assert placed_out >= 0.8, placed_out
     assert exact >= 0.75, exact
-    assert abs(recall - placed_out) < 0.1, (recall, placed_out)  # the held-out figure says how good it is
+    assert 0.8 <= recall <= placed_out + 0.05, (recall, placed_out)  # held out: a fair, if cautious, estimate

@@ -18,14 +18,18 @@ machinery (:mod:`.offline`) fed the model's labels instead of clusters. Per fiel
   labelled papers keep weight 1): the prototypes follow the field's own vocabulary beyond the
   sample, still anchored by the model's labels;
 * a direction whose share of the field's papers dated before the codebook cutoff (their nearest
-  prototype) is under ``FLOOR_SHARE`` has its similarities scaled up, step by step, until it
+  prototype; outside papers count in the whole and in no direction) is under ``FLOOR_SHARE`` has its similarities scaled up, step by step, until it
   reaches it: the model wrote every direction as the primary of at least 3% of its sample, and
   the paper's codebooks give every direction at least 3% of the field's pre-cutoff papers;
 * the papers the model placed in none of the eight (``not_in_field``: the clustering pulled them
   in by a shared word; ``other``: in the field, in no direction) form a ninth prototype, the
   field's *outside*, when there are at least ``MIN_OUTSIDE`` of them; it takes part in the
-  self-training like a direction. A paper nearer the outside prototype than to every (scaled)
-  direction has no direction close enough: its cosines are zero, and the margin rules make it
+  self-training like a direction. A paper is outside when its cosine to the outside prototype
+  exceeds ``ratio`` times its best cosine to a direction, the ratio calibrated per field so that
+  the share of the field's papers before the codebook cutoff placed outside is the share the
+  model placed outside among the papers it labelled (a sample of those same papers): the model
+  says how much of the cluster is not the field, the labeller says which papers. An outside
+  paper has no direction close enough: its cosines are zero, and the margin rules make it
   ``other`` (it stays a member of the field and never counts toward D0..D7);
 * a paper's similarities are its (scaled) cosines to the eight prototypes, and the offline
   margin rules (calibrated tie share, bridge strength, ``other`` level) turn them into primary,
@@ -64,6 +68,7 @@ FLOOR_SHARE = 0.035
 FLOOR_STEP = 1.02
 FLOOR_STEPS = 300
 MIN_OUTSIDE = 3
+MAX_RATIO = 1e6  # an outside ratio where a paper's best direction cosine is 0
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,7 @@ class DistilledLabeller:
     centroids: dict[str, np.ndarray]
     scales: dict[str, np.ndarray]  # field id -> each direction's similarity scale (the share floor)
     outside: dict[str, np.ndarray]  # field id -> its outside prototype (1 x columns; 0 x columns: none)
+    outside_ratio: dict[str, float]  # field id -> the calibrated ratio (module docstring)
 
     def prepare(self, papers: pd.DataFrame) -> tuple[sp.csr_matrix, np.ndarray]:
         """Feature counts of ``papers`` and their known-token counts."""
@@ -97,17 +103,30 @@ class DistilledLabeller:
         """Scaled cosine of ``rows`` (positions in the prepared papers) to the field's eight
         prototypes; all zero for a paper nearer the field's outside prototype."""
         x = self.spaces[field_id].rows(prepared[0][rows])
-        sims = np.asarray(x @ self.centroids[field_id].T) * self.scales[field_id]
-        sims[outside_rows(x, sims, self.outside[field_id])] = 0.0
+        cos = np.asarray(x @ self.centroids[field_id].T)
+        away = outside_ratios(x, cos, self.outside[field_id]) > self.outside_ratio[field_id]
+        sims = cos * self.scales[field_id]
+        sims[away] = 0.0
         return sims
 
 
-def outside_rows(x: sp.csr_matrix, sims: np.ndarray, outside: np.ndarray) -> np.ndarray:
-    """Rows of ``x`` nearer the ``outside`` prototype (1 x columns; none when 0 x columns) than to
-    every direction (``sims``: their scaled cosines)."""
+def outside_ratios(x: sp.csr_matrix, cos: np.ndarray, outside: np.ndarray) -> np.ndarray:
+    """Per row of ``x``: its cosine to the ``outside`` prototype over its best direction cosine
+    (``cos``, unscaled), at most ``MAX_RATIO``; 0 where there is no outside prototype (0 x columns)
+    or the paper is not near it."""
     if not len(outside):
-        return np.zeros(x.shape[0], dtype=bool)
-    return np.asarray(x @ outside.T)[:, 0] > sims.max(axis=1, initial=0.0)
+        return np.zeros(x.shape[0])
+    near = np.asarray(x @ outside.T)[:, 0]
+    best = cos.max(axis=1, initial=0.0)
+    ratio = np.divide(near, best, out=np.full(len(near), MAX_RATIO), where=best > 0)
+    return np.where(near > 0, np.minimum(ratio, MAX_RATIO), 0.0)
+
+
+def calibrated_ratio(ratios: np.ndarray, share: float) -> float:
+    """The ratio above which ``share`` of ``ratios`` lie (``MAX_RATIO``: none outside)."""
+    if share <= 0 or not len(ratios):
+        return MAX_RATIO
+    return float(np.quantile(ratios, 1.0 - share))
 
 
 @dataclass(frozen=True)
@@ -166,15 +185,17 @@ def prototypes(
     return cents[:N_DIRECTIONS], cents[N_DIRECTIONS:]
 
 
-def floor_scales(sims: np.ndarray) -> np.ndarray:
+def floor_scales(sims: np.ndarray, total: int | None = None) -> np.ndarray:
     """Each direction's similarity scale: 1, raised by ``FLOOR_STEP`` at a time (at most
     ``FLOOR_STEPS`` times) while the direction is the nearest of fewer than ``FLOOR_SHARE`` of the
-    rows ``sims`` (papers x 8: the field's papers before the codebook cutoff that are not outside)."""
+    field's papers before the codebook cutoff: ``total`` of them (``len(sims)`` when None), of
+    which ``sims`` (papers x 8) are the ones not outside."""
     scale = np.ones(N_DIRECTIONS)
     if not len(sims):
         return scale
+    total = len(sims) if total is None else total
     for _ in range(FLOOR_STEPS):
-        share = np.bincount((sims * scale).argmax(axis=1), minlength=N_DIRECTIONS) / len(sims)
+        share = np.bincount((sims * scale).argmax(axis=1), minlength=N_DIRECTIONS) / total
         low = share < FLOOR_SHARE
         if not low.any():
             break
@@ -195,6 +216,7 @@ class FieldFit:
     space: FieldSpace
     centroids: np.ndarray
     outside: np.ndarray
+    outside_ratio: float
     scales: np.ndarray
     agreement: float
     n: int
@@ -202,10 +224,22 @@ class FieldFit:
     n_outside: int
 
 
-def _scales(x_pre: sp.csr_matrix, cents: np.ndarray, outside: np.ndarray) -> np.ndarray:
-    """The share floor's scales over the papers of ``x_pre`` that are not outside."""
-    sims = np.asarray(x_pre @ cents.T)
-    return floor_scales(sims[~outside_rows(x_pre, sims, outside)])
+def _frozen_parts(
+    x_lab: sp.csr_matrix,
+    lab: Labelled,
+    x_text: sp.csr_matrix,
+    x_pool: sp.csr_matrix,
+    x_pre: sp.csr_matrix,
+    keep: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+    """Prototypes, outside prototype, outside ratio and scales fitted on the labels where ``keep``."""
+    cents, outside = prototypes(x_lab, lab, x_text, x_pool, keep)
+    cos = np.asarray(x_pre @ cents.T)
+    ratios = outside_ratios(x_pre, cos, outside)
+    share = float((lab.primary[keep] < 0).mean()) if len(outside) else 0.0
+    ratio = calibrated_ratio(ratios, share)
+    inside = ratios <= ratio
+    return cents, outside, ratio, floor_scales(cos[inside], total=len(cos))
 
 
 def fit_field(
@@ -216,9 +250,9 @@ def fit_field(
     pre: np.ndarray | None = None,
 ) -> FieldFit:
     """One field's labeller: the space is fitted on the pool (the field's papers before
-    ``eligibility_end``; ``pre`` marks those before the codebook cutoff, which set the share
-    floor: all when None). The held-out figures (``FOLDS`` folds by a hash of the id) score each
-    labelled paper with prototypes and scales fitted without its label."""
+    ``eligibility_end``; ``pre`` marks those before the codebook cutoff, which set the outside
+    ratio and the share floor: all when None). The held-out figures (``FOLDS`` folds by a hash of
+    the id) score each labelled paper with everything fitted without its label."""
     space = fit_space(counts_pool)
     x_lab, x_text, x_pool = space.rows(counts_lab), space.rows(counts_text), space.rows(counts_pool)
     x_pre = x_pool if pre is None else x_pool[np.flatnonzero(pre)]
@@ -229,20 +263,21 @@ def fit_field(
         test = folds == f
         if not test.any():
             continue
-        cents, outside = prototypes(x_lab, lab, x_text, x_pool, ~test)
+        cents, outside, ratio, scale = _frozen_parts(x_lab, lab, x_text, x_pool, x_pre, ~test)
         x = x_lab[np.flatnonzero(test)]
-        sims = np.asarray(x @ cents.T) * _scales(x_pre, cents, outside)
-        away = outside_rows(x, sims, outside)
-        guess = np.where(away, -1, sims.argmax(axis=1))
+        cos = np.asarray(x @ cents.T)
+        away = outside_ratios(x, cos, outside) > ratio
+        guess = np.where(away, -1, (cos * scale).argmax(axis=1))
         hits += int(((guess == lab.primary[test]) & placed[test]).sum())
         found += int((away & ~placed[test]).sum())
     n, n_out = int(placed.sum()), int((~placed).sum())
-    cents, outside = prototypes(x_lab, lab, x_text, x_pool, np.ones(len(lab.ids), dtype=bool))
+    cents, outside, ratio, scale = _frozen_parts(x_lab, lab, x_text, x_pool, x_pre, np.ones(len(lab.ids), dtype=bool))
     return FieldFit(
         space,
         cents,
         outside,
-        _scales(x_pre, cents, outside),
+        ratio,
+        scale,
         hits / n if n else float("nan"),
         n,
         found / n_out if n_out else float("nan"),
@@ -280,5 +315,6 @@ def distil(
         {fid: f.centroids for fid, f in fits.items()},
         {fid: f.scales for fid, f in fits.items()},
         {fid: f.outside for fid, f in fits.items()},
+        {fid: f.outside_ratio for fid, f in fits.items()},
     )
     return labeller, fits
