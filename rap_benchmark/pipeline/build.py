@@ -429,6 +429,7 @@ def instrument_provenance(ledger: dict[str, Any]) -> dict[str, Any]:
     if held:
         out["held_out_agreement"] = held.get("held_out_agreement")
         out["held_out_agreement_95ci"] = held.get("held_out_agreement_95ci")
+        out["held_out_outside_recall"] = held.get("held_out_outside_recall")
     parts = [f"the {out['construction']} LLM construction; model {out['model']}"]
     if recorded.get("written_by"):
         parts.append(f"replies written by {recorded['written_by']}")
@@ -443,9 +444,11 @@ def instrument_provenance(ledger: dict[str, Any]) -> dict[str, Any]:
         )
     if held:
         lo, hi = held.get("held_out_agreement_95ci") or (float("nan"), float("nan"))
+        recall = held.get("held_out_outside_recall")
+        outside = "" if recall is None else f"; papers the model placed outside the eight: {recall:.3f} placed outside"
         parts.append(
             f"every membership labelled by a classifier distilled from the model's labels (held-out agreement "
-            f"{held['held_out_agreement']:.3f} [{lo:.3f}, {hi:.3f}])"
+            f"{held['held_out_agreement']:.3f} [{lo:.3f}, {hi:.3f}]{outside})"
         )
     if entry.get("replayed_from"):
         parts.append(f"rebuilt offline from the recorded replies {entry['replayed_from']}")
