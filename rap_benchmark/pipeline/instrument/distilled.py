@@ -26,8 +26,8 @@ machinery (:mod:`.offline`) fed the model's labels instead of clusters. Per fiel
   field's *outside*, when there are at least ``MIN_OUTSIDE`` of them; it takes part in the
   self-training like a direction. A paper is outside when its cosine to the outside prototype
   exceeds ``ratio`` times its best cosine to a direction, the ratio calibrated per field so that
-  the share of the field's papers before the codebook cutoff placed outside is the share the
-  model placed outside among the papers it labelled (a sample of those same papers): the model
+  the share of the pool (the field's papers before ``eligibility_end``) placed outside is the
+  share the model placed outside among the papers it labelled (drawn from that pool): the model
   says how much of the cluster is not the field, the labeller says which papers. An outside
   paper has no direction close enough: its cosines are zero, and the margin rules make it
   ``other`` (it stays a member of the field and never counts toward D0..D7);
@@ -232,13 +232,14 @@ def _frozen_parts(
     x_pre: sp.csr_matrix,
     keep: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
-    """Prototypes, outside prototype, outside ratio and scales fitted on the labels where ``keep``."""
+    """Prototypes, outside prototype, outside ratio and scales fitted on the labels where ``keep``:
+    the ratio over the pool (the model's labelled papers are drawn from it), the floor over the
+    papers before the codebook cutoff (``x_pre``)."""
     cents, outside = prototypes(x_lab, lab, x_text, x_pool, keep)
-    cos = np.asarray(x_pre @ cents.T)
-    ratios = outside_ratios(x_pre, cos, outside)
     share = float((lab.primary[keep] < 0).mean()) if len(outside) else 0.0
-    ratio = calibrated_ratio(ratios, share)
-    inside = ratios <= ratio
+    ratio = calibrated_ratio(outside_ratios(x_pool, np.asarray(x_pool @ cents.T), outside), share)
+    cos = np.asarray(x_pre @ cents.T)
+    inside = outside_ratios(x_pre, cos, outside) <= ratio
     return cents, outside, ratio, floor_scales(cos[inside], total=len(cos))
 
 
@@ -250,8 +251,8 @@ def fit_field(
     pre: np.ndarray | None = None,
 ) -> FieldFit:
     """One field's labeller: the space is fitted on the pool (the field's papers before
-    ``eligibility_end``; ``pre`` marks those before the codebook cutoff, which set the outside
-    ratio and the share floor: all when None). The held-out figures (``FOLDS`` folds by a hash of
+    ``eligibility_end``, which sets the outside ratio; ``pre`` marks those before the codebook
+    cutoff, which set the share floor: all when None). The held-out figures (``FOLDS`` folds by a hash of
     the id) score each labelled paper with everything fitted without its label."""
     space = fit_space(counts_pool)
     x_lab, x_text, x_pool = space.rows(counts_lab), space.rows(counts_text), space.rows(counts_pool)
