@@ -30,33 +30,48 @@ class InvalidOutput(ValueError):
     """A model reply that fails validation; the message is the recorded reason."""
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_LEADING_THINK = re.compile(r"\s*<think>(.*?)</think>", re.DOTALL | re.IGNORECASE)
+_LEADING_OPEN = re.compile(r"\s*<think>", re.IGNORECASE)
 _THINK_END = re.compile(r"</think>", re.IGNORECASE)
-_THINK_OPEN = re.compile(r"<think>", re.IGNORECASE)
 _DECODER = json.JSONDecoder()
 MAX_JSON_STARTS = 64  # '{' positions tried before a reply is declared to hold no JSON object
 
 
 def split_reasoning(text: str | None) -> tuple[str | None, str | None]:
-    """(answer, reasoning) of a reply with inline ``<think>`` blocks (any case). A lone closing
-    ``</think>`` (Qwen3's template opens the block in the prompt) cuts everything before it; an
-    unclosed ``<think>`` (cut while thinking) leaves no answer."""
+    """(answer, reasoning) of a reply with inline ``<think>`` blocks (any case). Reasoning comes
+    first: only blocks that open the reply are reasoning (a ``<think>`` inside the answer's JSON
+    strings or a trailing note is text). A lone closing ``</think>`` (Qwen3's template opens the
+    block in the prompt) cuts everything before it (:func:`_lone_close`); an unclosed ``<think>``
+    that opens the reply (cut while thinking) leaves no answer."""
     if text is None:
         return None, None
-    parts = [m.group(0)[7:-8] for m in _THINK.finditer(text)]
-    rest = _THINK.sub("", text)
-    ends = list(_THINK_END.finditer(rest))
-    if ends:
-        parts.insert(0, rest[: ends[-1].start()])
-        rest = rest[ends[-1].end() :]
-    opened = _THINK_OPEN.search(rest)
+    parts, rest = [], text
+    while block := _LEADING_THINK.match(rest):
+        parts.append(block.group(1))
+        rest = rest[block.end() :]
+    if not parts and (end := _lone_close(rest)) is not None:
+        parts.append(rest[: end.start()])
+        rest = rest[end.end() :]
+    opened = _LEADING_OPEN.match(rest)
     if opened:
         parts.append(rest[opened.end() :])
-        rest = rest[: opened.start()]
+        rest = ""
     if not parts:
         return text, None
     reasoning = "\n".join(p.strip() for p in parts if p.strip()) or None
     return rest.strip(), reasoning
+
+
+def _lone_close(text: str) -> re.Match[str] | None:
+    """The last ``</think>`` of ``text`` that ends reasoning: outside the reply's first complete
+    JSON object (a tag inside its strings is text) and with a ``{`` after it (a tag in a trailing
+    note ends nothing)."""
+    _, why, span = _first_object(text)
+    for end in reversed(list(_THINK_END.finditer(text))):
+        inside = why is None and span[0] < end.start() < span[1]
+        if not inside and "{" in text[end.end() :]:
+            return end
+    return None
 
 
 _STRING_OR_TRAILING_COMMA = re.compile(r'("(?:\\.|[^"\\])*(?:"|\\?\Z))|,([ \t\r\n]*[}\]])', re.S)
@@ -68,26 +83,28 @@ def _drop_trailing_commas(text: str) -> str:
     return _STRING_OR_TRAILING_COMMA.sub(lambda m: m.group(1) or m.group(2), text)
 
 
-def _first_object(text: str) -> tuple[Any, str | None]:
-    """(the first complete JSON value that starts at a ``{`` of ``text``, None) or (None, why not)."""
+def _first_object(text: str) -> tuple[Any, str | None, tuple[int, int]]:
+    """(the first complete JSON value that starts at a ``{`` of ``text``, None, its span) or
+    (None, why not, (0, 0)); a value read without its trailing commas spans to the end."""
     pos = text.find("{")
     if pos < 0:
-        return None, "no JSON object in the reply"
+        return None, "no JSON object in the reply", (0, 0)
     end = len(text.rstrip())
     for _ in range(MAX_JSON_STARTS):
         if pos < 0:
             break
         try:
-            return _DECODER.raw_decode(text, pos)[0], None
+            value, stop = _DECODER.raw_decode(text, pos)
+            return value, None, (pos, stop)
         except json.JSONDecodeError as exc:
             if exc.pos >= end:  # the value runs to the end of the reply: cut off, nothing after it
-                return None, "the reply ends inside its JSON object (cut off before it was complete)"
+                return None, "the reply ends inside its JSON object (cut off before it was complete)", (0, 0)
         try:  # a trailing comma, the one slip that does not change what the object says
-            return _DECODER.raw_decode(_drop_trailing_commas(text[pos:]))[0], None
+            return _DECODER.raw_decode(_drop_trailing_commas(text[pos:]))[0], None, (pos, len(text))
         except json.JSONDecodeError:
             pass
         pos = text.find("{", pos + 1)
-    return None, "no complete JSON object in the reply"
+    return None, "no complete JSON object in the reply", (0, 0)
 
 
 def parse_json_reply(text: str | None) -> dict[str, Any]:
@@ -96,14 +113,14 @@ def parse_json_reply(text: str | None) -> dict[str, Any]:
     trailing comma)."""
     answer, _ = split_reasoning(text)
     if answer is None or not answer.strip():
-        if text is not None and _THINK_OPEN.search(text) and not _THINK_END.search(text):
+        if text is not None and _LEADING_OPEN.match(text) and not _THINK_END.search(text):
             raise InvalidOutput("no answer: the reply is an unclosed <think> block (cut while reasoning)")
         raise InvalidOutput("empty reply")
     body = answer.strip()
     try:
         obj = orjson.loads(body)
     except orjson.JSONDecodeError:
-        obj, why = _first_object(body)
+        obj, why, _ = _first_object(body)
         if why is not None:
             start = " ".join(body[:60].split())
             raise InvalidOutput(f"not valid JSON: {why} (it starts {start!r})") from None
