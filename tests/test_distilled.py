@@ -67,7 +67,7 @@ def test_held_out_folds_never_train_on_the_paper_they_score() -> None:
     assert fit.n == n and fit.agreement <= 1 / 8 + 0.1
 
 
-def test_papers_the_model_placed_outside_the_eight_teach_the_labeller_to_place_members_outside(mini) -> None:
+def test_papers_the_model_placed_outside_the_eight_teach_the_labeller_to_place_members_outside(mini, tmp_path) -> None:
     """A field whose clustering pulled in papers of other fields (a shared word): the model labels
     the ones in its sample ``not_in_field``. The labeller learns an outside prototype from them and
     places outside as large a share of the field's papers as the model did of its sample, so most
@@ -105,3 +105,11 @@ def test_papers_the_model_placed_outside_the_eight_teach_the_labeller_to_place_m
     assert placed_out >= 0.8, placed_out
     assert exact >= 0.75, exact
     assert 0.8 <= recall <= placed_out + 0.05, (recall, placed_out)  # held out: a fair, if cautious, estimate
+    # frozen (rap build --freeze-instrument), the outside class labels as it did
+    from rap_benchmark.pipeline.instrument.frozen import FrozenInstrument, load, save
+
+    save(FrozenInstrument(None, labeller, None, None, (), mini.spec.codebook_cutoff), tmp_path)
+    thawed = load(tmp_path).prototypes
+    prepared, rows = labeller.prepare(mini.papers), np.arange(len(mini.papers))
+    for fid in fields:
+        assert np.array_equal(thawed.similarities(prepared, fid, rows), labeller.similarities(prepared, fid, rows))
