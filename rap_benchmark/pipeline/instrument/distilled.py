@@ -227,23 +227,24 @@ class FieldFit:
     n_outside: int
 
 
-def _frozen_parts(
+def _fit_parts(
     x_lab: sp.csr_matrix,
     lab: Labelled,
     x_text: sp.csr_matrix,
     x_pool: sp.csr_matrix,
-    x_pre: sp.csr_matrix,
+    pre: np.ndarray | slice,
     keep: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
     """Prototypes, outside prototype, outside ratio and scales fitted on the labels where ``keep``:
-    the ratio over the pool (the model's labelled papers are drawn from it), the floor over the
-    papers before the codebook cutoff (``x_pre``)."""
+    the ratio over the pool (the model's labelled papers are drawn from it), the floor over its
+    rows ``pre`` (the papers before the codebook cutoff)."""
     cents, outside = prototypes(x_lab, lab, x_text, x_pool, keep)
     share = float((lab.primary[keep] < 0).mean()) if len(outside) else 0.0
-    ratio = calibrated_ratio(outside_ratios(x_pool, np.asarray(x_pool @ cents.T), outside), share)
-    cos = np.asarray(x_pre @ cents.T)
-    inside = outside_ratios(x_pre, cos, outside) <= ratio
-    return cents, outside, ratio, floor_scales(cos[inside], total=len(cos))
+    cos = np.asarray(x_pool @ cents.T)
+    ratios = outside_ratios(x_pool, cos, outside)
+    ratio = calibrated_ratio(ratios, share)
+    cos_pre = cos[pre]
+    return cents, outside, ratio, floor_scales(cos_pre[ratios[pre] <= ratio], total=len(cos_pre))
 
 
 def fit_field(
@@ -259,7 +260,7 @@ def fit_field(
     the id) score each labelled paper with everything fitted without its label."""
     space = fit_space(counts_pool)
     x_lab, x_text, x_pool = space.rows(counts_lab), space.rows(counts_text), space.rows(counts_pool)
-    x_pre = x_pool if pre is None else x_pool[np.flatnonzero(pre)]
+    pre_rows = slice(None) if pre is None else np.flatnonzero(pre)
     folds = _folds(lab.ids)
     placed = lab.primary >= 0
     hits = found = 0
@@ -267,7 +268,7 @@ def fit_field(
         test = folds == f
         if not test.any():
             continue
-        cents, outside, ratio, scale = _frozen_parts(x_lab, lab, x_text, x_pool, x_pre, ~test)
+        cents, outside, ratio, scale = _fit_parts(x_lab, lab, x_text, x_pool, pre_rows, ~test)
         x = x_lab[np.flatnonzero(test)]
         cos = np.asarray(x @ cents.T)
         away = outside_ratios(x, cos, outside) > ratio
@@ -275,7 +276,7 @@ def fit_field(
         hits += int(((guess == lab.primary[test]) & placed[test]).sum())
         found += int((away & ~placed[test]).sum())
     n, n_out = int(placed.sum()), int((~placed).sum())
-    cents, outside, ratio, scale = _frozen_parts(x_lab, lab, x_text, x_pool, x_pre, np.ones(len(lab.ids), dtype=bool))
+    cents, outside, ratio, scale = _fit_parts(x_lab, lab, x_text, x_pool, pre_rows, np.ones(len(lab.ids), dtype=bool))
     return FieldFit(
         space,
         cents,

@@ -183,13 +183,10 @@ def calibrate_and_assign(
     fids = m["field_id"].to_numpy().astype(str)
     calib_end = spec.codebook_cutoff if rules.tie_calibration == "pre_cutoff" else spec.eligibility_end
     pre = m["date"].to_numpy().astype(str) < calib_end
-    enough = known >= rules.min_known_tokens
     levels: dict[str, float] = {}
     bounds = np.flatnonzero(np.r_[True, fids[1:] != fids[:-1], True])
     for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
-        calib = enough[lo:hi] & pre[lo:hi] & (s1[lo:hi] > 0.0)
-        if not calib.any():
-            calib = enough[lo:hi] & (s1[lo:hi] > 0.0)
+        calib = _calibration_rows(known[lo:hi], s1[lo:hi], pre[lo:hi], rules)
         levels[str(fids[lo])] = float(np.median(s1[lo:hi][calib])) if calib.any() else 0.0
     distinct = {fid: distinct_pairs(prototypes.centroids[fid]) for fid in levels}
     calibration = Calibration(calibrate_tie_ratio(sims, known, pre, rules), levels, distinct)

@@ -66,8 +66,11 @@ def _lone_close(text: str) -> re.Match[str] | None:
     """The last ``</think>`` of ``text`` that ends reasoning: outside the reply's first complete
     JSON object (a tag inside its strings is text) and with a ``{`` after it (a tag in a trailing
     note ends nothing)."""
+    ends = list(_THINK_END.finditer(text))
+    if not ends:  # a plain reply: nothing to cut, no object to read twice
+        return None
     _, why, span = _first_object(text)
-    for end in reversed(list(_THINK_END.finditer(text))):
+    for end in reversed(ends):
         inside = why is None and span[0] < end.start() < span[1]
         if not inside and "{" in text[end.end() :]:
             return end
