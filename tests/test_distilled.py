@@ -113,3 +113,35 @@ def test_papers_the_model_placed_outside_the_eight_teach_the_labeller_to_place_m
     prepared, rows = labeller.prepare(mini.papers), np.arange(len(mini.papers))
     for fid in fields:
         assert np.array_equal(thawed.similarities(prepared, fid, rows), labeller.similarities(prepared, fid, rows))
+
+
+def test_learning_curve_at_every_label_is_the_builds_own_held_out_figure(mini) -> None:
+    """``held_out_curve`` (benchmarks/labeller_curve.py) scores the build's own folds: at fraction
+    1 it must give each field exactly the agreement :func:`distil` reports, and fewer labels may
+    not train a fold on the paper it scores (fraction ~0: the directions' texts and the pool only)."""
+    from rap_benchmark.pipeline.instrument.distilled import held_out_curve
+
+    truth = mini.extras["truth"]
+    units = {fid: (g["arxiv_id"].tolist(), _sample(mini, fid, g)) for fid, g in truth.groupby("field_id")}
+    _, fits = distil(mini.papers, units, mini.spec)
+    points = held_out_curve(mini.papers, units, mini.spec, [1e-9, 0.5, 1.0], seeds=(0, 1))
+    at = {(p.field_id, p.fraction): p for p in points}
+    for fid, fit in fits.items():
+        assert at[(fid, 1.0)].agreement == fit.agreement and at[(fid, 1.0)].n == fit.n
+        assert at[(fid, 1.0)].trained == SAMPLE * (FOLDS - 1) / FOLDS
+        assert at[(fid, 1e-9)].trained == 0
+        assert 0 < at[(fid, 0.5)].trained < SAMPLE
+    full = np.mean([at[(fid, 1.0)].agreement for fid in fits])
+    none = np.mean([at[(fid, 1e-9)].agreement for fid in fits])
+    assert full > none  # mini's true labels teach more than the directions' texts alone
+
+
+def test_training_draws_are_nested_and_near_their_fraction() -> None:
+    from rap_benchmark.pipeline.instrument.distilled import training_draw
+
+    ids = [f"p{i}" for i in range(4000)]
+    small, large = training_draw(ids, 0.25, seed=3), training_draw(ids, 0.6, seed=3)
+    assert not (small & ~large).any()  # one seed: a smaller fraction keeps a subset
+    assert abs(small.mean() - 0.25) < 0.03 and abs(large.mean() - 0.6) < 0.03
+    assert (training_draw(ids, 0.25, seed=4) != small).any()  # another seed, another draw
+    assert training_draw(ids, 1.0, seed=0).all()

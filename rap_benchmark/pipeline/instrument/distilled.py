@@ -47,9 +47,9 @@ outside the papers the model placed in none of the eight.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -247,6 +247,35 @@ def _fit_parts(
     return cents, outside, ratio, floor_scales(cos_pre[ratios[pre] <= ratio], total=len(cos_pre))
 
 
+def _held_out(
+    x_lab: sp.csr_matrix,
+    lab: Labelled,
+    x_text: sp.csr_matrix,
+    x_pool: sp.csr_matrix,
+    pre: np.ndarray | slice,
+    train: np.ndarray,
+) -> tuple[int, int, int, int]:
+    """Per ``FOLDS`` fold (by a hash of the id), the labeller fitted on the labels where ``train``
+    outside the fold scores the fold's papers: hits among the papers the model placed in a
+    direction, how many those are, outside guesses among the papers it placed in none, how many
+    those are."""
+    folds = _folds(lab.ids)
+    placed = lab.primary >= 0
+    hits = found = 0
+    for f in range(FOLDS):
+        test = folds == f
+        if not test.any():
+            continue
+        cents, outside, ratio, scale = _fit_parts(x_lab, lab, x_text, x_pool, pre, train & ~test)
+        x = x_lab[np.flatnonzero(test)]
+        cos = np.asarray(x @ cents.T)
+        away = outside_ratios(x, cos, outside) > ratio
+        guess = np.where(away, -1, (cos * scale).argmax(axis=1))
+        hits += int(((guess == lab.primary[test]) & placed[test]).sum())
+        found += int((away & ~placed[test]).sum())
+    return hits, int(placed.sum()), found, int((~placed).sum())
+
+
 def fit_field(
     counts_lab: sp.csr_matrix,
     lab: Labelled,
@@ -261,22 +290,9 @@ def fit_field(
     space = fit_space(counts_pool)
     x_lab, x_text, x_pool = space.rows(counts_lab), space.rows(counts_text), space.rows(counts_pool)
     pre_rows = slice(None) if pre is None else np.flatnonzero(pre)
-    folds = _folds(lab.ids)
-    placed = lab.primary >= 0
-    hits = found = 0
-    for f in range(FOLDS):
-        test = folds == f
-        if not test.any():
-            continue
-        cents, outside, ratio, scale = _fit_parts(x_lab, lab, x_text, x_pool, pre_rows, ~test)
-        x = x_lab[np.flatnonzero(test)]
-        cos = np.asarray(x @ cents.T)
-        away = outside_ratios(x, cos, outside) > ratio
-        guess = np.where(away, -1, (cos * scale).argmax(axis=1))
-        hits += int(((guess == lab.primary[test]) & placed[test]).sum())
-        found += int((away & ~placed[test]).sum())
-    n, n_out = int(placed.sum()), int((~placed).sum())
-    cents, outside, ratio, scale = _fit_parts(x_lab, lab, x_text, x_pool, pre_rows, np.ones(len(lab.ids), dtype=bool))
+    every = np.ones(len(lab.ids), dtype=bool)
+    hits, n, found, n_out = _held_out(x_lab, lab, x_text, x_pool, pre_rows, every)
+    cents, outside, ratio, scale = _fit_parts(x_lab, lab, x_text, x_pool, pre_rows, every)
     return FieldFit(
         space,
         cents,
@@ -290,12 +306,31 @@ def fit_field(
     )
 
 
-def distil(
+def training_draw(ids: Sequence[str], fraction: float, seed: int) -> np.ndarray:
+    """The labelled papers a learning curve keeps at ``fraction``: those whose hash of (``seed``,
+    id) falls under it, so that for one seed a smaller fraction keeps a subset of a larger one."""
+    u = np.array([int(hashlib.sha256(f"curve|{seed}|{i}".encode()).hexdigest()[:12], 16) / 16**12 for i in ids])
+    return u < fraction
+
+
+class FieldInputs(NamedTuple):
+    """What one field's labeller is fitted on (:func:`fit_field`'s arguments)."""
+
+    field_id: str
+    counts_lab: sp.csr_matrix
+    lab: Labelled
+    counts_text: sp.csr_matrix
+    counts_pool: sp.csr_matrix
+    pre: np.ndarray
+
+
+def _field_inputs(
     papers: pd.DataFrame, units: dict[str, tuple[Sequence[str], Labelled]], spec: Any
-) -> tuple[DistilledLabeller, dict[str, FieldFit]]:
-    """The labeller of every field in ``units`` (field id -> (members, the model's labels)) and
-    each field's :class:`FieldFit` (its held-out figures).
-    Only papers dated before ``spec.eligibility_end`` shape the features and the prototypes."""
+) -> tuple[Features, Iterator[FieldInputs]]:
+    """The feature set (fitted on the papers dated before ``spec.eligibility_end`` only) and, per
+    field of ``units`` in id order, its labelled papers' counts, the model's labels, its
+    directions' text counts, its pool's counts (members dated before ``eligibility_end``) and
+    which of the pool are dated before the codebook cutoff."""
     tok = tokenize_papers(papers)
     dates = papers["date"].astype(str).str.slice(0, 10).to_numpy()
     features = Features.fit(tok.select(np.flatnonzero(dates < spec.eligibility_end)))
@@ -305,15 +340,27 @@ def distil(
     texts = [t for fid in order for t in units[fid][1].texts]
     frame = pd.DataFrame({"arxiv_id": [f"direction-{i}" for i in range(len(texts))], "title": texts, "abstract": ""})
     text_counts, _ = features.counts(tokenize_papers(frame))
-    fits: dict[str, FieldFit] = {}
-    for j, fid in enumerate(order):
-        members, lab = units[fid]
-        rows = pos.loc[list(members)].to_numpy()
-        pool = rows[dates[rows] < spec.eligibility_end]
-        lab_rows = pos.loc[list(lab.ids)].to_numpy()
-        own_text = text_counts[j * N_DIRECTIONS : (j + 1) * N_DIRECTIONS]
-        pre = dates[pool] < spec.codebook_cutoff
-        fits[fid] = fit_field(counts[lab_rows], lab, own_text, counts[pool], pre)
+
+    def each() -> Iterator[FieldInputs]:
+        for j, fid in enumerate(order):
+            members, lab = units[fid]
+            rows = pos.loc[list(members)].to_numpy()
+            pool = rows[dates[rows] < spec.eligibility_end]
+            lab_rows = pos.loc[list(lab.ids)].to_numpy()
+            own_text = text_counts[j * N_DIRECTIONS : (j + 1) * N_DIRECTIONS]
+            yield FieldInputs(fid, counts[lab_rows], lab, own_text, counts[pool], dates[pool] < spec.codebook_cutoff)
+
+    return features, each()
+
+
+def distil(
+    papers: pd.DataFrame, units: dict[str, tuple[Sequence[str], Labelled]], spec: Any
+) -> tuple[DistilledLabeller, dict[str, FieldFit]]:
+    """The labeller of every field in ``units`` (field id -> (members, the model's labels)) and
+    each field's :class:`FieldFit` (its held-out figures).
+    Only papers dated before ``spec.eligibility_end`` shape the features and the prototypes."""
+    features, fields = _field_inputs(papers, units, spec)
+    fits = {f.field_id: fit_field(f.counts_lab, f.lab, f.counts_text, f.counts_pool, f.pre) for f in fields}
     labeller = DistilledLabeller(
         features,
         {fid: f.space for fid, f in fits.items()},
@@ -323,3 +370,52 @@ def distil(
         {fid: f.outside_ratio for fid, f in fits.items()},
     )
     return labeller, fits
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """The held-out figures of one field when only ``fraction`` of its labels train (mean over
+    the seeds): ``agreement`` on the ``n`` papers the model placed in a direction,
+    ``outside_recall`` on the ``n_outside`` it placed in none, ``trained`` labels per fold."""
+
+    field_id: str
+    fraction: float
+    agreement: float
+    n: int
+    outside_recall: float
+    n_outside: int
+    trained: float
+
+
+def held_out_curve(
+    papers: pd.DataFrame,
+    units: dict[str, tuple[Sequence[str], Labelled]],
+    spec: Any,
+    fractions: Sequence[float],
+    seeds: Sequence[int] = (0,),
+) -> list[CurvePoint]:
+    """How the held-out figures of :func:`distil` grow with the model's labels: per field and
+    fraction, the same folds scored by labellers fitted on the labels :func:`training_draw` keeps
+    (every label at fraction 1, whatever the seeds: then the figures are the build's own)."""
+    out: list[CurvePoint] = []
+    for f in _field_inputs(papers, units, spec)[1]:
+        space = fit_space(f.counts_pool)
+        x_lab, x_text, x_pool = space.rows(f.counts_lab), space.rows(f.counts_text), space.rows(f.counts_pool)
+        pre_rows = np.flatnonzero(f.pre)
+        for fraction in fractions:
+            draws = [training_draw(f.lab.ids, fraction, s) for s in (seeds if fraction < 1 else seeds[:1])]
+            counts = np.array([_held_out(x_lab, f.lab, x_text, x_pool, pre_rows, d) for d in draws], dtype=float)
+            hits, n, found, n_out = counts.mean(axis=0)
+            trained = float(np.mean([d.sum() for d in draws])) * (FOLDS - 1) / FOLDS
+            out.append(
+                CurvePoint(
+                    f.field_id,
+                    float(fraction),
+                    hits / n if n else float("nan"),
+                    int(n),
+                    found / n_out if n_out else float("nan"),
+                    int(n_out),
+                    trained,
+                )
+            )
+    return out
