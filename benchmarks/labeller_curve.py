@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 
 def model_units(inst) -> dict:
@@ -75,23 +74,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     inst = load_instance(folder)
     t0 = time.perf_counter()
-    points = pd.DataFrame(
-        [vars(p) for p in held_out_curve(inst.papers, model_units(inst), inst.spec, args.fractions, range(args.seeds))]
-    )
+    points = held_out_curve(inst.papers, model_units(inst), inst.spec, args.fractions, range(args.seeds))
     rows = []
-    for fraction, g in points.groupby("fraction", sort=True):
-        placed = g["n"].to_numpy()
-        outside = g["n_outside"].to_numpy()
-        field = g.loc[np.isfinite(g["agreement"]), "agreement"]
+    for fraction in args.fractions:
+        held = [p.held for p in points if p.fraction == fraction]
+        n, n_out = sum(h.n for h in held), sum(h.n_outside for h in held)
         rows.append(
             {
-                "fraction": float(fraction),
-                "labels_per_field": round(float(g["trained"].mean()), 1),
-                "agreement_field_mean": round(float(field.mean()), 4),
-                "agreement_papers": round(float((g["agreement"].fillna(0) * placed).sum() / placed.sum()), 4),
-                "outside_recall": round(float((g["outside_recall"].fillna(0) * outside).sum() / outside.sum()), 4)
-                if outside.sum()
-                else None,
+                "fraction": fraction,
+                "labels_per_field": round(float(np.mean([p.trained for p in points if p.fraction == fraction])), 1),
+                "agreement_field_mean": round(float(np.nanmean([h.agreement for h in held])), 4),
+                "agreement_papers": round(sum(h.hits for h in held) / n, 4),
+                "outside_recall": round(sum(h.found for h in held) / n_out, 4) if n_out else None,
             }
         )
     print(f"{'fraction':>8}  {'labels/field':>12}  {'agreement (fields)':>18}  {'(papers)':>8}  {'outside recall':>14}")
@@ -104,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     ledger = inst.ledger.get("derived", {}).get("instrument", {}).get("compact", {}).get("draft_A", {})
     out = {
         "instance": inst.spec.name,
-        "fields": int(points["field_id"].nunique()),
+        "fields": len({p.field_id for p in points}),
         "seeds": args.seeds,
         "curve": rows,
         "ledger_held_out_agreement": ledger.get("held_out_agreement"),

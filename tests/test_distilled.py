@@ -40,10 +40,10 @@ def test_a_labeller_distilled_from_a_labelled_sample_recovers_minis_true_directi
     exact = float((joined["primary"] == joined["true_direction"]).mean())
     offline = mini.assignments.merge(truth, on=["arxiv_id", "field_id"])
     offline_exact = float((offline["primary"] == offline["true_direction"]).mean())
-    held_out = float(np.mean([fit.agreement for fit in agreement.values()]))
+    held_out = float(np.mean([fit.held.agreement for fit in agreement.values()]))
     assert exact >= 0.75 and exact >= offline_exact - 0.06, (exact, offline_exact)
     assert abs(held_out - exact) < 0.05, (held_out, exact)  # the held-out figure says how good it is
-    assert all(fit.n == SAMPLE for fit in agreement.values())  # every sampled paper is held out once
+    assert all(fit.held.n == SAMPLE for fit in agreement.values())  # every sampled paper is held out once
     assert not any(len(fit.outside) for fit in agreement.values())  # no paper outside: no outside prototype
     shares = labels["type"].value_counts(normalize=True)
     assert abs(shares["boundary"] + shares.get("bridge", 0.0) - 0.4418) < 0.02  # the paper's tie calibration
@@ -64,7 +64,7 @@ def test_held_out_folds_never_train_on_the_paper_they_score() -> None:
     lab = Labelled(ids, primary, np.full(n, -1), tuple(f"d{k}" for k in range(8)))
     text = sp.csr_matrix((8, n), dtype=np.float32)
     fit = fit_field(counts, lab, text, counts)
-    assert fit.n == n and fit.agreement <= 1 / 8 + 0.1
+    assert fit.held.n == n and fit.held.agreement <= 1 / 8 + 0.1
 
 
 def test_papers_the_model_placed_outside_the_eight_teach_the_labeller_to_place_members_outside(mini, tmp_path) -> None:
@@ -93,15 +93,15 @@ def test_papers_the_model_placed_outside_the_eight_teach_the_labeller_to_place_m
         units[fid] = (members["arxiv_id"].tolist(), Labelled.from_labels(labels, directions))
         unseen += [(p, fid) for p in sorted(set(extra) - set(chosen["arxiv_id"]))]
     labeller, fits = distil(mini.papers, units, mini.spec)
-    assert all(len(fit.outside) == 1 and fit.n_outside >= 5 for fit in fits.values())
+    assert all(len(fit.outside) == 1 and fit.held.n_outside >= 5 for fit in fits.values())
     members = pd.DataFrame([(p, fid) for fid, (ms, _) in units.items() for p in ms], columns=["arxiv_id", "field_id"])
     labels, _ = calibrate_and_assign(mini.papers, members, list(mini.codebooks.values()), labeller, mini.spec)
     unseen = pd.DataFrame(unseen, columns=["arxiv_id", "field_id"])
     placed_out = float(labels.merge(unseen, on=["arxiv_id", "field_id"])["primary"].eq("other").mean())
     joined = labels.merge(truth, on=["arxiv_id", "field_id"])
     exact = float((joined["primary"] == joined["true_direction"]).mean())
-    n_out = sum(fit.n_outside for fit in fits.values())
-    recall = sum(fit.outside_recall * fit.n_outside for fit in fits.values()) / n_out
+    n_out = sum(fit.held.n_outside for fit in fits.values())
+    recall = sum(fit.held.outside_recall * fit.held.n_outside for fit in fits.values()) / n_out
     assert placed_out >= 0.8, placed_out
     assert exact >= 0.75, exact
     assert 0.8 <= recall <= placed_out + 0.05, (recall, placed_out)  # held out: a fair, if cautious, estimate
@@ -127,12 +127,12 @@ def test_learning_curve_at_every_label_is_the_builds_own_held_out_figure(mini) -
     points = held_out_curve(mini.papers, units, mini.spec, [1e-9, 0.5, 1.0], seeds=(0, 1))
     at = {(p.field_id, p.fraction): p for p in points}
     for fid, fit in fits.items():
-        assert at[(fid, 1.0)].agreement == fit.agreement and at[(fid, 1.0)].n == fit.n
+        assert at[(fid, 1.0)].held.agreement == fit.held.agreement and at[(fid, 1.0)].held.n == fit.held.n
         assert at[(fid, 1.0)].trained == SAMPLE * (FOLDS - 1) / FOLDS
         assert at[(fid, 1e-9)].trained == 0
         assert 0 < at[(fid, 0.5)].trained < SAMPLE
-    full = np.mean([at[(fid, 1.0)].agreement for fid in fits])
-    none = np.mean([at[(fid, 1e-9)].agreement for fid in fits])
+    full = np.mean([at[(fid, 1.0)].held.agreement for fid in fits])
+    none = np.mean([at[(fid, 1e-9)].held.agreement for fid in fits])
     assert full > none  # mini's true labels teach more than the directions' texts alone
 
 

@@ -210,23 +210,6 @@ def _folds(ids: Sequence[str]) -> np.ndarray:
     return np.array([int(hashlib.sha256(f"fold|{i}".encode()).hexdigest()[:8], 16) % FOLDS for i in ids])
 
 
-@dataclass(frozen=True)
-class FieldFit:
-    """One field's distilled labeller (:func:`fit_field`) and how it fares held out: ``agreement``
-    on the ``n`` labelled papers the model placed in a direction, ``outside_recall`` on the
-    ``n_outside`` it placed in none (NaN when there are none)."""
-
-    space: FieldSpace
-    centroids: np.ndarray
-    outside: np.ndarray
-    outside_ratio: float
-    scales: np.ndarray
-    agreement: float
-    n: int
-    outside_recall: float
-    n_outside: int
-
-
 def _fit_parts(
     x_lab: sp.csr_matrix,
     lab: Labelled,
@@ -247,6 +230,38 @@ def _fit_parts(
     return cents, outside, ratio, floor_scales(cos_pre[ratios[pre] <= ratio], total=len(cos_pre))
 
 
+class HeldOut(NamedTuple):
+    """Held-out counts (:func:`_held_out`): ``hits`` among the ``n`` labelled papers the model
+    placed in a direction, ``found`` (placed outside) among the ``n_outside`` it placed in none;
+    means over draws in a learning curve."""
+
+    hits: float
+    n: int
+    found: float
+    n_outside: int
+
+    @property
+    def agreement(self) -> float:
+        return self.hits / self.n if self.n else float("nan")
+
+    @property
+    def outside_recall(self) -> float:
+        return self.found / self.n_outside if self.n_outside else float("nan")
+
+
+@dataclass(frozen=True)
+class FieldFit:
+    """One field's distilled labeller (:func:`fit_field`) and how it fares ``held`` out (its
+    agreement and outside recall are NaN where it has no such papers)."""
+
+    space: FieldSpace
+    centroids: np.ndarray
+    outside: np.ndarray
+    outside_ratio: float
+    scales: np.ndarray
+    held: HeldOut
+
+
 def _held_out(
     x_lab: sp.csr_matrix,
     lab: Labelled,
@@ -254,11 +269,9 @@ def _held_out(
     x_pool: sp.csr_matrix,
     pre: np.ndarray | slice,
     train: np.ndarray,
-) -> tuple[int, int, int, int]:
+) -> HeldOut:
     """Per ``FOLDS`` fold (by a hash of the id), the labeller fitted on the labels where ``train``
-    outside the fold scores the fold's papers: hits among the papers the model placed in a
-    direction, how many those are, outside guesses among the papers it placed in none, how many
-    those are."""
+    outside the fold scores the fold's papers."""
     folds = _folds(lab.ids)
     placed = lab.primary >= 0
     hits = found = 0
@@ -273,7 +286,15 @@ def _held_out(
         guess = np.where(away, -1, (cos * scale).argmax(axis=1))
         hits += int(((guess == lab.primary[test]) & placed[test]).sum())
         found += int((away & ~placed[test]).sum())
-    return hits, int(placed.sum()), found, int((~placed).sum())
+    return HeldOut(hits, int(placed.sum()), found, int((~placed).sum()))
+
+
+def _field_rows(
+    counts_lab: sp.csr_matrix, counts_text: sp.csr_matrix, counts_pool: sp.csr_matrix
+) -> tuple[FieldSpace, sp.csr_matrix, sp.csr_matrix, sp.csr_matrix]:
+    """A field's space, fitted on its pool, and the labelled, text and pool rows in it."""
+    space = fit_space(counts_pool)
+    return space, space.rows(counts_lab), space.rows(counts_text), space.rows(counts_pool)
 
 
 def fit_field(
@@ -287,23 +308,12 @@ def fit_field(
     ``eligibility_end``, which sets the outside ratio; ``pre`` marks those before the codebook
     cutoff, which set the share floor: all when None). The held-out figures (``FOLDS`` folds by a hash of
     the id) score each labelled paper with everything fitted without its label."""
-    space = fit_space(counts_pool)
-    x_lab, x_text, x_pool = space.rows(counts_lab), space.rows(counts_text), space.rows(counts_pool)
+    space, x_lab, x_text, x_pool = _field_rows(counts_lab, counts_text, counts_pool)
     pre_rows = slice(None) if pre is None else np.flatnonzero(pre)
     every = np.ones(len(lab.ids), dtype=bool)
-    hits, n, found, n_out = _held_out(x_lab, lab, x_text, x_pool, pre_rows, every)
+    held = _held_out(x_lab, lab, x_text, x_pool, pre_rows, every)
     cents, outside, ratio, scale = _fit_parts(x_lab, lab, x_text, x_pool, pre_rows, every)
-    return FieldFit(
-        space,
-        cents,
-        outside,
-        ratio,
-        scale,
-        hits / n if n else float("nan"),
-        n,
-        found / n_out if n_out else float("nan"),
-        n_out,
-    )
+    return FieldFit(space, cents, outside, ratio, scale, held)
 
 
 def training_draw(ids: Sequence[str], fraction: float, seed: int) -> np.ndarray:
@@ -374,16 +384,12 @@ def distil(
 
 @dataclass(frozen=True)
 class CurvePoint:
-    """The held-out figures of one field when only ``fraction`` of its labels train (mean over
-    the seeds): ``agreement`` on the ``n`` papers the model placed in a direction,
-    ``outside_recall`` on the ``n_outside`` it placed in none, ``trained`` labels per fold."""
+    """One field's ``held`` out counts when only ``fraction`` of its labels train (means over the
+    seeds), and how many labels trained a fold (``trained``, also a mean)."""
 
     field_id: str
     fraction: float
-    agreement: float
-    n: int
-    outside_recall: float
-    n_outside: int
+    held: HeldOut
     trained: float
 
 
@@ -399,23 +405,12 @@ def held_out_curve(
     (every label at fraction 1, whatever the seeds: then the figures are the build's own)."""
     out: list[CurvePoint] = []
     for f in _field_inputs(papers, units, spec)[1]:
-        space = fit_space(f.counts_pool)
-        x_lab, x_text, x_pool = space.rows(f.counts_lab), space.rows(f.counts_text), space.rows(f.counts_pool)
+        _, x_lab, x_text, x_pool = _field_rows(f.counts_lab, f.counts_text, f.counts_pool)
         pre_rows = np.flatnonzero(f.pre)
         for fraction in fractions:
             draws = [training_draw(f.lab.ids, fraction, s) for s in (seeds if fraction < 1 else seeds[:1])]
             counts = np.array([_held_out(x_lab, f.lab, x_text, x_pool, pre_rows, d) for d in draws], dtype=float)
             hits, n, found, n_out = counts.mean(axis=0)
             trained = float(np.mean([d.sum() for d in draws])) * (FOLDS - 1) / FOLDS
-            out.append(
-                CurvePoint(
-                    f.field_id,
-                    float(fraction),
-                    hits / n if n else float("nan"),
-                    int(n),
-                    found / n_out if n_out else float("nan"),
-                    int(n_out),
-                    trained,
-                )
-            )
+            out.append(CurvePoint(f.field_id, float(fraction), HeldOut(hits, int(n), found, int(n_out)), trained))
     return out

@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -46,6 +46,9 @@ from rap_benchmark.pipeline.instrument.llm.validate import (
     to_codebook,
     validate_compact_draft,
 )
+
+if TYPE_CHECKING:  # imported where it is used: the distiller's scipy and features load only for a compact build
+    from rap_benchmark.pipeline.instrument.distilled import FieldFit
 
 TOKENS_PER_LABEL = 40
 DRAFT_BASE_TOKENS = 1600  # name, definition and eight directions
@@ -94,7 +97,7 @@ class CompactField:
     lead: str
     drafts: dict[str, CompactDraft] = field(default_factory=dict)
     labels: dict[str, dict[str, Assignment | OutOfField]] = field(default_factory=dict)  # by draft
-    agreement: dict[str, Any] = field(default_factory=dict)  # the distilled labeller's FieldFit, by draft
+    agreement: dict[str, FieldFit] = field(default_factory=dict)  # the distilled labeller's held-out fit, by draft
     notes: list[str] = field(default_factory=list)
 
     def codebook(self, which: str = "A") -> Codebook:
@@ -385,21 +388,21 @@ def summary(outcome: CompactOutcome, candidates: int, seed: int) -> dict[str, An
     out["merged_candidates"] = [list(f.sources) for f in outcome.fields if len(f.sources) > 1]
     for which in ("A", "B"):
         fits = [f.agreement[which] for f in outcome.fields if which in f.agreement]
-        fits = [fit for fit in fits if np.isfinite(fit.agreement)]
+        fits = [fit for fit in fits if np.isfinite(fit.held.agreement)]
         if not fits:
             continue
-        values = np.array([fit.agreement for fit in fits])
+        values = np.array([fit.held.agreement for fit in fits])
         rng = np.random.default_rng(seed)
         means = values[rng.integers(0, len(values), size=(2000, len(values)))].mean(axis=1)
-        n_out = sum(fit.n_outside for fit in fits)
-        found = sum(fit.outside_recall * fit.n_outside for fit in fits if fit.n_outside)
+        n_out = sum(fit.held.n_outside for fit in fits)
+        found = sum(fit.held.found for fit in fits)
         out[f"draft_{which}"] = {
             "fields": len(fits),
-            "model_labels": int(sum(fit.n + fit.n_outside for fit in fits)),
+            "model_labels": int(sum(fit.held.n + fit.held.n_outside for fit in fits)),
             "held_out_agreement": round(float(values.mean()), 4),
             "held_out_agreement_95ci": [round(float(q), 4) for q in np.quantile(means, [0.025, 0.975])],
             "held_out_agreement_range": [round(float(values.min()), 4), round(float(values.max()), 4)],
-            "held_out_papers": int(sum(fit.n for fit in fits)),
+            "held_out_papers": int(sum(fit.held.n for fit in fits)),
             "held_out_outside_recall": round(found / n_out, 4) if n_out else None,
             "held_out_outside_papers": int(n_out),
             "fields_with_outside_prototype": int(sum(len(fit.outside) > 0 for fit in fits)),

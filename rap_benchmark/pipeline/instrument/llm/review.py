@@ -92,8 +92,12 @@ def _compact_field(f: Any) -> list[str]:
         measured = (
             ""
             if agree is None
-            else f"; distilled labeller's held-out agreement {agree.agreement:.3f} on {agree.n} papers"
-            + (f", outside the eight {agree.outside_recall:.3f} on {agree.n_outside}" if agree.n_outside else "")
+            else f"; distilled labeller's held-out agreement {agree.held.agreement:.3f} on {agree.held.n} papers"
+            + (
+                f", outside the eight {agree.held.outside_recall:.3f} on {agree.held.n_outside}"
+                if agree.held.n_outside
+                else ""
+            )
         )
         lines += ["", f"### Draft {which}: {d.name}", "", d.definition, ""]
         lines.append(f"{len(labels)} papers labelled by the model{measured}.")
